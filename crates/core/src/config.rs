@@ -1,0 +1,336 @@
+//! User-facing configuration and the validated [`Params`] it resolves to.
+//!
+//! [`Config`] is plain data (serde, CLI flags, TOML). [`Config::resolve`]
+//! checks every value once, before anything is allocated, and returns
+//! [`Params`], which can only exist in a valid state and is what every
+//! algorithm takes.
+
+use crate::error::{Error, Result};
+use crate::lsh::{params::choose, LshParams};
+use crate::minhash::{SignatureScheme, MAX_NUM_PERM};
+use crate::normalize::Normalizer;
+use crate::shingle::ShingleKind;
+
+/// The only on-disk/wire format version this build reads and writes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Default seed: the bytes of "neardup1".
+pub const DEFAULT_SEED: u64 = 0x6e65_6172_6475_7031;
+
+/// Pipeline configuration as a user writes it. `None` means "choose for me".
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Normalization version.
+    pub normalizer: Normalizer,
+    /// Word or character shingles.
+    pub shingle_kind: ShingleKind,
+    /// Tokens (word) or characters (char) per shingle.
+    pub shingle_width: u32,
+    /// MinHash algorithm.
+    pub signature: SignatureScheme,
+    /// Signature length.
+    pub num_perm: u32,
+    /// LSH bands; with `rows`, from the calculator when unset.
+    pub bands: Option<u32>,
+    /// Signature values per band.
+    pub rows: Option<u32>,
+    /// Seed of every hash (features, signatures, band keys).
+    pub seed: u64,
+    /// Jaccard threshold at and above which a pair is a near duplicate.
+    pub threshold: f64,
+    /// Candidate probability the calculator must reach at `threshold`.
+    pub recall_target: f64,
+    /// Most shingles per item; above it the item is exact-hash only.
+    pub max_shingles: u32,
+    /// Most candidates verified per item; more is reported as over cap.
+    pub max_candidates: u32,
+    /// Most entries read from one LSH bucket per query.
+    pub max_bucket_read: u32,
+    /// Format version; only [`FORMAT_VERSION`] is accepted.
+    pub format_version: u32,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            normalizer: Normalizer::Unicode,
+            shingle_kind: ShingleKind::Word,
+            shingle_width: 5,
+            signature: SignatureScheme::MinHash,
+            num_perm: 128,
+            bands: None,
+            rows: None,
+            seed: DEFAULT_SEED,
+            threshold: 0.8,
+            recall_target: 0.995,
+            max_shingles: 1_000_000,
+            max_candidates: 100,
+            max_bucket_read: 1_000,
+            format_version: FORMAT_VERSION,
+        }
+    }
+}
+
+impl Config {
+    /// The seed document's service example: seed normalizer, word bigrams,
+    /// 32 signature values in 8 bands, threshold 0.75, seed 19.
+    pub fn seed_example() -> Config {
+        Config {
+            normalizer: Normalizer::Seed,
+            shingle_width: 2,
+            num_perm: 32,
+            bands: Some(8),
+            rows: Some(4),
+            seed: 19,
+            threshold: 0.75,
+            max_shingles: 10_000,
+            ..Config::default()
+        }
+    }
+
+    /// Validates every value and resolves LSH parameters.
+    pub fn resolve(&self) -> Result<Params> {
+        let max_width = match self.shingle_kind {
+            ShingleKind::Word => 16,
+            ShingleKind::Char => 64,
+        };
+        if !(1..=max_width).contains(&self.shingle_width) {
+            return Err(Error::config(
+                "shingle_width",
+                format!(
+                    "{} shingles must be 1..={max_width} wide, got {}",
+                    self.shingle_kind.name(),
+                    self.shingle_width
+                ),
+            ));
+        }
+        if self.num_perm == 0 || self.num_perm as usize > MAX_NUM_PERM {
+            return Err(Error::config(
+                "num_perm",
+                format!("must be in 1..={MAX_NUM_PERM}, got {}", self.num_perm),
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.threshold) {
+            return Err(Error::config(
+                "threshold",
+                format!("must be in [0, 1], got {}", self.threshold),
+            ));
+        }
+        if !(0.0..1.0).contains(&self.recall_target) || self.recall_target <= 0.0 {
+            return Err(Error::config(
+                "recall_target",
+                format!("must be in (0, 1), got {}", self.recall_target),
+            ));
+        }
+        if !(1..=10_000).contains(&self.max_candidates) {
+            return Err(Error::config(
+                "max_candidates",
+                format!("must be in 1..=10000, got {}", self.max_candidates),
+            ));
+        }
+        if !(1..=10_000_000).contains(&self.max_shingles) {
+            return Err(Error::config(
+                "max_shingles",
+                format!("must be in 1..=10000000, got {}", self.max_shingles),
+            ));
+        }
+        if !(1..=10_000_000).contains(&self.max_bucket_read) {
+            return Err(Error::config(
+                "max_bucket_read",
+                format!("must be in 1..=10000000, got {}", self.max_bucket_read),
+            ));
+        }
+        if self.format_version != FORMAT_VERSION {
+            return Err(Error::config(
+                "format_version",
+                format!(
+                    "unsupported format version {} (this build reads {FORMAT_VERSION})",
+                    self.format_version
+                ),
+            ));
+        }
+        let n = self.num_perm;
+        let lsh = match (self.bands, self.rows) {
+            (Some(b), Some(r)) => {
+                let params = LshParams::new(b, r)?;
+                if u64::from(b) * u64::from(r) > u64::from(n) {
+                    return Err(Error::config(
+                        "bands/rows",
+                        format!(
+                            "bands x rows = {b} x {r} = {} exceeds num_perm = {n}",
+                            u64::from(b) * u64::from(r)
+                        ),
+                    ));
+                }
+                params
+            }
+            (Some(b), None) => {
+                if b == 0 || n % b != 0 {
+                    return Err(Error::config(
+                        "bands",
+                        format!("num_perm {n} must divide evenly into {b} bands"),
+                    ));
+                }
+                LshParams::new(b, n / b)?
+            }
+            (None, Some(r)) => {
+                if r == 0 || n % r != 0 {
+                    return Err(Error::config(
+                        "rows",
+                        format!("num_perm {n} must divide evenly into bands of {r} rows"),
+                    ));
+                }
+                LshParams::new(n / r, r)?
+            }
+            (None, None) => {
+                if self.threshold <= 0.0 {
+                    return Err(Error::config(
+                        "threshold",
+                        "must be above 0 to choose LSH parameters; set --bands/--rows",
+                    ));
+                }
+                choose(self.threshold, self.recall_target, n)?.params
+            }
+        };
+        Ok(Params {
+            config: self.clone(),
+            lsh,
+        })
+    }
+}
+
+/// A validated configuration with resolved LSH parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Params {
+    config: Config,
+    lsh: LshParams,
+}
+
+impl Params {
+    /// The configuration these parameters came from.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Resolved banding.
+    pub fn lsh(&self) -> LshParams {
+        self.lsh
+    }
+
+    /// The threshold.
+    pub fn threshold(&self) -> f64 {
+        self.config.threshold
+    }
+
+    /// A stable string naming everything that changes fingerprints or
+    /// candidates; two indexes are compatible exactly when it is equal.
+    pub fn fingerprint_version(&self) -> String {
+        let c = &self.config;
+        format!(
+            "f{}/{}/{}{}/{}/{}x{}/seed{:x}/lsh{}x{}",
+            c.format_version,
+            c.normalizer.version(),
+            c.shingle_kind.name(),
+            c.shingle_width,
+            crate::hash::FEATURE_HASH_VERSION,
+            c.signature.version(),
+            c.num_perm,
+            c.seed,
+            self.lsh.bands,
+            self.lsh.rows
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_resolve() {
+        let p = Config::default().resolve().unwrap();
+        assert!(p.lsh().width() <= 128);
+        assert!(p.lsh().probability(0.8) >= 0.995);
+    }
+
+    #[test]
+    fn seed_layout_rules() {
+        // The seed's `rows=31, bands=8`: 31 values cannot be split into 8 bands.
+        let c = Config {
+            num_perm: 31,
+            bands: Some(8),
+            rows: None,
+            ..Config::default()
+        };
+        let e = c.resolve().unwrap_err().to_string();
+        assert!(e.contains("divide evenly"), "{e}");
+        // Our own flags: 8 bands of 31 rows need 248 values.
+        let c = Config {
+            bands: Some(8),
+            rows: Some(31),
+            ..Config::default()
+        };
+        let e = c.resolve().unwrap_err().to_string();
+        assert!(e.contains("exceeds num_perm"), "{e}");
+    }
+
+    #[test]
+    fn every_limit_checked() {
+        let bad = [
+            Config {
+                shingle_width: 0,
+                ..Config::default()
+            },
+            Config {
+                shingle_width: 17,
+                ..Config::default()
+            },
+            Config {
+                threshold: 1.5,
+                ..Config::default()
+            },
+            Config {
+                threshold: f64::NAN,
+                ..Config::default()
+            },
+            Config {
+                max_candidates: 0,
+                ..Config::default()
+            },
+            Config {
+                max_candidates: 10_001,
+                ..Config::default()
+            },
+            Config {
+                max_shingles: 0,
+                ..Config::default()
+            },
+            Config {
+                num_perm: 0,
+                ..Config::default()
+            },
+            Config {
+                num_perm: 4096,
+                ..Config::default()
+            },
+            Config {
+                format_version: 2,
+                ..Config::default()
+            },
+            Config {
+                recall_target: 1.0,
+                ..Config::default()
+            },
+        ];
+        for c in bad {
+            assert!(c.resolve().is_err(), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn seed_example_resolves() {
+        let p = Config::seed_example().resolve().unwrap();
+        assert_eq!(p.lsh(), LshParams { bands: 8, rows: 4 });
+    }
+}

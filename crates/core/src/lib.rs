@@ -1,0 +1,50 @@
+//! # neardup-core
+//!
+//! The algorithms of neardup, with no I/O, no threads and no async: versioned
+//! normalization, shingling, exact content hashes, MinHash, LSH banding and a
+//! bounded band index, SimHash, exact Jaccard verification, policies, and the
+//! exact all-pairs oracle that the fast path is tested against.
+//!
+//! ```
+//! use neardup_core::{Config, Fingerprinter, MemoryIndex};
+//!
+//! // The seed document's example: word bigrams, threshold 0.75.
+//! let params = Config::seed_example().resolve()?;
+//! let mut fp = Fingerprinter::new(params.clone())?;
+//! let mut index = MemoryIndex::new(params);
+//!
+//! let a = index.insert(fp.fingerprint("red fox runs very fast"))?;
+//! let b = fp.fingerprint("red fox runs very fast today");
+//! let candidates = index.candidates(&b, None)?;
+//! let matches = index.verify(&b, &candidates.ids, 0.75);
+//! assert_eq!(matches[0].id, a);
+//! assert_eq!(matches[0].score, 0.8); // 4 shared bigrams of 5
+//! # Ok::<(), neardup_core::Error>(())
+//! ```
+
+mod config;
+mod error;
+pub mod eval;
+mod fingerprint;
+pub mod hash;
+mod index;
+pub mod lsh;
+pub mod minhash;
+pub mod normalize;
+pub mod oracle;
+mod policy;
+pub mod shingle;
+pub mod simhash;
+pub mod verify;
+
+pub use config::{Config, Params, DEFAULT_SEED, FORMAT_VERSION};
+pub use error::{Error, ErrorKind, Result};
+pub use fingerprint::{Degraded, Fingerprint, Fingerprinter};
+pub use hash::ContentHash;
+pub use index::{CandidateSet, Match, MemoryIndex};
+pub use lsh::{Candidates, LshIndex, LshParams, QueryLimits};
+pub use minhash::{MinHasher, SignatureScheme};
+pub use normalize::Normalizer;
+pub use policy::{Policy, Verdict};
+pub use shingle::ShingleKind;
+pub use verify::jaccard;

@@ -1,0 +1,188 @@
+//! Shingling: normalized text → the canonical feature set.
+//!
+//! A word shingle of width k is k consecutive tokens; a character shingle of
+//! width k is k consecutive characters of the normalized string (spaces
+//! included, so word boundaries count). Because the normalized string
+//! separates tokens by exactly one space, every shingle is a contiguous slice
+//! of it and is hashed in place, without building a string.
+//!
+//! Each shingle becomes `xxh3_64(slice, seed)`. The sorted, de-duplicated list
+//! of those hashes is the item's **canonical feature set**: exact Jaccard is a
+//! merge of two such lists ([`crate::jaccard`]).
+//!
+//! A text with at least one token but fewer than k tokens (or characters)
+//! yields one shingle, the whole text, so that short texts still have a
+//! feature; the seed's reference returns no shingle there, which only matters
+//! for texts shorter than the width. An empty text yields no feature.
+
+use crate::error::{Error, Result};
+use crate::hash::hash_bytes;
+
+/// Word or character shingles.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ShingleKind {
+    /// k consecutive tokens.
+    Word,
+    /// k consecutive characters of the normalized text.
+    Char,
+}
+
+impl ShingleKind {
+    /// `word` or `char`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ShingleKind::Word => "word",
+            ShingleKind::Char => "char",
+        }
+    }
+}
+
+/// Number of shingles `normalized` will produce, computed without hashing or
+/// allocating, so a limit can be checked first.
+pub fn shingle_count(normalized: &str, kind: ShingleKind, width: usize) -> usize {
+    if normalized.is_empty() {
+        return 0;
+    }
+    let units = match kind {
+        ShingleKind::Word => normalized.bytes().filter(|&b| b == b' ').count() + 1,
+        ShingleKind::Char => normalized.chars().count(),
+    };
+    units.saturating_sub(width) + 1
+}
+
+/// Hashes every shingle of `normalized` into `out` (cleared first), sorted and
+/// de-duplicated. Fails, having allocated nothing, when the text has more than
+/// `max_shingles` shingles.
+pub fn features_into(
+    normalized: &str,
+    kind: ShingleKind,
+    width: usize,
+    seed: u64,
+    max_shingles: usize,
+    out: &mut Vec<u64>,
+) -> Result<()> {
+    out.clear();
+    let count = shingle_count(normalized, kind, width);
+    if count > max_shingles {
+        return Err(Error::limit(
+            "max_shingles",
+            max_shingles as u64,
+            count as u64,
+        ));
+    }
+    if count == 0 {
+        return Ok(());
+    }
+    out.reserve(count);
+    let bytes = normalized.as_bytes();
+    match kind {
+        ShingleKind::Word => {
+            // Start offsets of the tokens in the current window, as a ring.
+            let mut ring = [0usize; 64];
+            debug_assert!(width <= ring.len());
+            let mut seen = 0usize;
+            let mut start = 0usize;
+            for end in memchr_spaces(bytes).chain(std::iter::once(bytes.len())) {
+                ring[seen % width] = start;
+                seen += 1;
+                if seen >= width {
+                    let first = ring[seen % width];
+                    out.push(hash_bytes(&bytes[first..end], seed));
+                }
+                start = end + 1;
+            }
+            if seen < width {
+                out.push(hash_bytes(bytes, seed));
+            }
+        }
+        ShingleKind::Char => {
+            let bounds: Vec<usize> = normalized
+                .char_indices()
+                .map(|(i, _)| i)
+                .chain(std::iter::once(bytes.len()))
+                .collect();
+            let chars = bounds.len() - 1;
+            if chars < width {
+                out.push(hash_bytes(bytes, seed));
+            } else {
+                for i in 0..=chars - width {
+                    out.push(hash_bytes(&bytes[bounds[i]..bounds[i + width]], seed));
+                }
+            }
+        }
+    }
+    out.sort_unstable();
+    out.dedup();
+    Ok(())
+}
+
+fn memchr_spaces(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, &b)| b == b' ')
+        .map(|(i, _)| i)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(text: &str, kind: ShingleKind, width: usize) -> Vec<u64> {
+        let mut out = Vec::new();
+        features_into(text, kind, width, 7, 1_000_000, &mut out).unwrap();
+        out
+    }
+
+    fn expected(parts: &[&str]) -> Vec<u64> {
+        let mut v: Vec<u64> = parts.iter().map(|p| hash_bytes(p.as_bytes(), 7)).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    #[test]
+    fn word_bigrams() {
+        assert_eq!(
+            strings("red fox runs very fast", ShingleKind::Word, 2),
+            expected(&["red fox", "fox runs", "runs very", "very fast"])
+        );
+    }
+
+    #[test]
+    fn word_short_text_is_one_shingle() {
+        assert_eq!(
+            strings("red fox", ShingleKind::Word, 5),
+            expected(&["red fox"])
+        );
+        assert_eq!(strings("", ShingleKind::Word, 5), Vec::<u64>::new());
+    }
+
+    #[test]
+    fn word_repeats_collapse() {
+        assert_eq!(
+            strings("a b a b a b", ShingleKind::Word, 2),
+            expected(&["a b", "b a"])
+        );
+    }
+
+    #[test]
+    fn char_shingles_count_multibyte() {
+        assert_eq!(
+            strings("né é", ShingleKind::Char, 3),
+            expected(&["né ", "é é"])
+        );
+        assert_eq!(strings("ab", ShingleKind::Char, 3), expected(&["ab"]));
+    }
+
+    #[test]
+    fn limit_checked_before_hashing() {
+        let mut out = Vec::new();
+        let err = features_into("a b c d e f", ShingleKind::Word, 2, 0, 4, &mut out).unwrap_err();
+        assert!(err.to_string().contains("max_shingles"), "{err}");
+        assert!(out.is_empty());
+        assert_eq!(shingle_count("a b c d e f", ShingleKind::Word, 2), 5);
+        assert_eq!(shingle_count("abc", ShingleKind::Char, 5), 1);
+    }
+}

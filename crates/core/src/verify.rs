@@ -1,0 +1,107 @@
+//! Exact verification on canonical feature sets (sorted, de-duplicated u64).
+//!
+//! These are the authoritative scores: every destructive outcome (skip,
+//! merge, drop) follows one of them, never a signature estimate.
+
+/// True when `features` is strictly increasing: a valid canonical feature set.
+/// Loaded state is checked with this before use.
+pub fn is_canonical(features: &[u64]) -> bool {
+    features.windows(2).all(|w| w[0] < w[1])
+}
+
+/// |a ∩ b| of two canonical sets: a linear merge, or galloping search when
+/// one side is much smaller.
+pub fn intersection_size(a: &[u64], b: &[u64]) -> usize {
+    let (small, large) = if a.len() <= b.len() { (a, b) } else { (b, a) };
+    if small.is_empty() {
+        return 0;
+    }
+    if large.len() / small.len() >= 32 {
+        let mut count = 0;
+        let mut rest = large;
+        for x in small {
+            match rest.binary_search(x) {
+                Ok(i) => {
+                    count += 1;
+                    rest = &rest[i + 1..];
+                }
+                Err(i) => rest = &rest[i..],
+            }
+        }
+        return count;
+    }
+    let (mut i, mut j, mut count) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        let (x, y) = (a[i], b[j]);
+        count += usize::from(x == y);
+        i += usize::from(x <= y);
+        j += usize::from(y <= x);
+    }
+    count
+}
+
+/// Exact Jaccard similarity |a ∩ b| / |a ∪ b|; two empty sets score 1.
+pub fn jaccard(a: &[u64], b: &[u64]) -> f64 {
+    if a.is_empty() && b.is_empty() {
+        return 1.0;
+    }
+    let inter = intersection_size(a, b);
+    inter as f64 / (a.len() + b.len() - inter) as f64
+}
+
+/// Exact Jaccard if it can reach `threshold`, skipping the merge when the
+/// sizes alone rule it out (J ≤ min/max).
+pub fn jaccard_at_least(a: &[u64], b: &[u64], threshold: f64) -> Option<f64> {
+    let (lo, hi) = (a.len().min(b.len()), a.len().max(b.len()));
+    if hi > 0 && (lo as f64) < threshold * hi as f64 - 1e-9 {
+        return None;
+    }
+    let j = jaccard(a, b);
+    (j >= threshold).then_some(j)
+}
+
+/// Containment |a ∩ b| / |a|: how much of `a` appears in `b`.
+pub fn containment(a: &[u64], b: &[u64]) -> f64 {
+    if a.is_empty() {
+        return 1.0;
+    }
+    intersection_size(a, b) as f64 / a.len() as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seed_example_scores() {
+        // {red fox, fox runs, runs very, very fast} vs the same plus {fast today}.
+        assert_eq!(jaccard(&[1, 2, 3, 4], &[1, 2, 3, 4, 5]), 0.8);
+        assert_eq!(jaccard(&[1, 2, 3, 4], &[1, 2, 3, 9, 10]), 3.0 / 6.0);
+        assert_eq!(jaccard(&[], &[]), 1.0);
+        assert_eq!(jaccard(&[1], &[]), 0.0);
+    }
+
+    #[test]
+    fn galloping_equals_merge() {
+        let large: Vec<u64> = (0..10_000).map(|i| i * 3).collect();
+        let small = vec![0, 3, 4, 9_000, 29_997, 40_000];
+        assert_eq!(intersection_size(&small, &large), 4);
+        assert_eq!(intersection_size(&large, &small), 4);
+    }
+
+    #[test]
+    fn length_filter_never_rejects_a_passing_pair() {
+        assert_eq!(
+            jaccard_at_least(&[1, 2, 3, 4], &[1, 2, 3, 4, 5], 0.8),
+            Some(0.8)
+        );
+        assert_eq!(jaccard_at_least(&[1], &[1, 2, 3, 4, 5], 0.8), None);
+    }
+
+    #[test]
+    fn canonical_check() {
+        assert!(is_canonical(&[1, 2, 5]));
+        assert!(!is_canonical(&[1, 1]));
+        assert!(!is_canonical(&[2, 1]));
+    }
+}

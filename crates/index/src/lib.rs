@@ -1,0 +1,1 @@
+//! neardup-index (under construction).

@@ -1,0 +1,1 @@
+//! neardup-server (under construction).
