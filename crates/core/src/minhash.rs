@@ -251,7 +251,7 @@ mod tests {
 
     #[test]
     fn dispatch_matches_baseline() {
-        let features: Vec<u64> = (0..1000u64).map(|i| fmix64(i)).collect();
+        let features: Vec<u64> = (0..1000u64).map(fmix64).collect();
         for n in [1, 15, 16, 17, 128, 200] {
             let h = MinHasher::new(SignatureScheme::MinHash, n, 42).unwrap();
             assert_eq!(

@@ -21,20 +21,15 @@ use unicode_normalization::{char::is_combining_mark, UnicodeNormalization};
 use crate::error::{Error, Result};
 
 /// A normalization version.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Normalizer {
     /// `seed-v1`: the seed's reference tokenizer, `[a-z0-9]+` on lower-cased text.
     #[serde(rename = "seed-v1")]
     Seed,
     /// `unicode-v1`: NFKC, case folding, punctuation folding, hyphenation joining.
     #[serde(rename = "unicode-v1")]
+    #[default]
     Unicode,
-}
-
-impl Default for Normalizer {
-    fn default() -> Self {
-        Normalizer::Unicode
-    }
 }
 
 impl Normalizer {

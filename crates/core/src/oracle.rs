@@ -111,7 +111,7 @@ pub fn all_pairs(sets: &[Vec<u64>], threshold: f64) -> Vec<ScoredPair> {
             postings.entry(*tok).or_default().push(x);
         }
     }
-    out.sort_unstable_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+    out.sort_unstable_by_key(|p| (p.0, p.1));
     out
 }
 

@@ -149,7 +149,7 @@ pub const MAX_ITEM_ID: u32 = LIST_BIT - 1;
 impl LshIndex {
     /// An empty index. `seed` is the band-key seed (recorded with the index).
     pub fn new(params: LshParams, seed: u64) -> LshIndex {
-        let secret = std::collections::hash_map::RandomState::new().hash_one(0x6c73_68u64);
+        let secret = std::collections::hash_map::RandomState::new().hash_one(0x006c_7368_u64);
         let tables = (0..params.bands)
             .map(|_| BandTable {
                 map: HashMap::with_hasher(MixState(secret)),
