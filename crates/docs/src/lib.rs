@@ -1,0 +1,54 @@
+//! Document ingest for neardup: turn files of many formats into plain text,
+//! cache that text by content hash, find the files to scan, and embed texts
+//! with a pluggable embedding provider.
+//!
+//! ```
+//! use neardup_docs::{discover, parse_file, Format, Limits, ParseCache};
+//!
+//! let dir = tempfile::tempdir()?;
+//! std::fs::write(dir.path().join("paper.md"), "# Shingles\n\nFive words in a row.")?;
+//! std::fs::write(dir.path().join("copy.txt"), "Shingles\nFive words in a row.")?;
+//!
+//! let cache = ParseCache::open(dir.path().join(".neardup/cache"))?;
+//! let limits = Limits::default();
+//! let found = discover(&[dir.path()], &Default::default());
+//! assert_eq!(found.files.len(), 2);
+//! for path in &found.files {
+//!     let outcome = parse_file(path, &limits, &cache)?;
+//!     assert!(!outcome.cache_hit);
+//!     assert_eq!(outcome.doc.text, "Shingles\nFive words in a row.");
+//! }
+//! // A second pass reads every text back from the cache.
+//! let again = parse_file(&found.files[1], &limits, &cache)?;
+//! assert!(again.cache_hit);
+//! assert_eq!(again.doc.format, Format::Markdown);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Modules, lowest first: [`format`](Format) detection and
+//! [`Limits`]; parsers under `parse/` (one per format, plus the pure
+//! [`pdf_cleanup`]); the [`ParseCache`]; [`parse_file`] joining the two;
+//! [`discover`]; and the embedding providers behind [`Embedder`].
+
+#![deny(missing_docs)]
+
+mod cache;
+mod embed;
+mod error;
+mod format;
+mod ingest;
+mod limits;
+mod parse;
+mod walk;
+
+pub use cache::{ParseCache, CACHE_FORMAT_VERSION};
+pub use embed::{
+    chunk_words, cosine, embed_document, embedder_from_model, mean_pool, normalize, Embedder,
+    LocalEmbedder, OllamaEmbedder, OpenAiEmbedder, ProviderConfig, DEFAULT_CHUNK_WORDS,
+};
+pub use error::{Error, ErrorKind};
+pub use format::Format;
+pub use ingest::{parse_file, ParseOutcome};
+pub use limits::Limits;
+pub use parse::{parse_bytes, pdf_cleanup, sha256_hex, ParsedDoc, PARSER_VERSION};
+pub use walk::{discover, DiscoverOptions, Discovery};

@@ -1,0 +1,264 @@
+//! Turning document bytes into plain text.
+//!
+//! [`parse_bytes`] is the single entry point: it checks the size limit,
+//! detects the format (content first, file name second; see
+//! [`crate::format`]), runs the format's parser and checks the result. Each
+//! parser lives in its own module and returns text with one paragraph or
+//! block per line.
+
+mod docx;
+mod html;
+mod markdown;
+mod pdf;
+pub mod pdf_cleanup;
+mod text;
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, ErrorKind};
+use crate::format::{self, Format, Sniffed};
+use crate::limits::Limits;
+
+/// Version of the text the parsers produce. Bump it whenever a parser or the
+/// PDF cleanup changes its output, so cached text from older versions is
+/// re-parsed instead of reused.
+pub const PARSER_VERSION: u32 = 1;
+
+/// A parsed document: its text and what is known about its source.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParsedDoc {
+    /// The extracted text, UTF-8, one paragraph or block per line.
+    pub text: String,
+    /// The format the document was parsed as.
+    pub format: Format,
+    /// The document's title, if the format records one (HTML `<title>`,
+    /// DOCX core properties, PDF info dictionary, first Markdown heading).
+    pub title: Option<String>,
+    /// Lowercase hex SHA-256 of the original bytes.
+    pub sha256: String,
+    /// Length of the original bytes.
+    pub bytes: u64,
+}
+
+/// Text and title from one format parser, before the common checks.
+pub(crate) struct Extracted {
+    pub(crate) text: String,
+    pub(crate) title: Option<String>,
+}
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
+}
+
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    use std::fmt::Write;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
+}
+
+/// Detects the format of `bytes` and extracts its text.
+///
+/// `hint_path` is the file's name or path, used only for its extension, which
+/// decides between plain text, Markdown and HTML and is checked against the
+/// content for binary formats. Every failure is a typed [`Error`] whose
+/// message says why; none of them panics.
+///
+/// ```
+/// use neardup_docs::{parse_bytes, Format, Limits};
+///
+/// let doc = parse_bytes(b"# On Shingles\n\nWords *in* order.", Some("notes.md".as_ref()), &Limits::default())?;
+/// assert_eq!(doc.format, Format::Markdown);
+/// assert_eq!(doc.title.as_deref(), Some("On Shingles"));
+/// assert_eq!(doc.text, "On Shingles\nWords in order.");
+/// # Ok::<(), neardup_docs::Error>(())
+/// ```
+pub fn parse_bytes(
+    bytes: &[u8],
+    hint_path: Option<&Path>,
+    limits: &Limits,
+) -> Result<ParsedDoc, Error> {
+    parse_with_sha(bytes, hint_path, limits, sha256_hex(bytes))
+}
+
+/// [`parse_bytes`] for a caller that has already hashed the bytes.
+pub(crate) fn parse_with_sha(
+    bytes: &[u8],
+    hint_path: Option<&Path>,
+    limits: &Limits,
+    sha256: String,
+) -> Result<ParsedDoc, Error> {
+    let len = bytes.len() as u64;
+    if len > limits.max_file_bytes {
+        return Err(Error::new(ErrorKind::TooLarge {
+            bytes: len,
+            limit: limits.max_file_bytes,
+        }));
+    }
+    if bytes.is_empty() {
+        return Err(Error::new(ErrorKind::Empty));
+    }
+    let (format, extracted) = extract(bytes, hint_path, limits)?;
+    let text = extracted.text;
+    if text.len() > limits.max_text_bytes {
+        return Err(Error::new(ErrorKind::TextTooLarge {
+            limit: limits.max_text_bytes,
+        }));
+    }
+    if text.trim().is_empty() {
+        return Err(if format == Format::Text {
+            Error::new(ErrorKind::Empty)
+        } else {
+            Error::new(ErrorKind::NoText { format })
+        });
+    }
+    let title = extracted
+        .title
+        .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|t| !t.is_empty());
+    Ok(ParsedDoc {
+        text,
+        format,
+        title,
+        sha256,
+        bytes: len,
+    })
+}
+
+fn extract(
+    bytes: &[u8],
+    hint_path: Option<&Path>,
+    limits: &Limits,
+) -> Result<(Format, Extracted), Error> {
+    let ext = format::extension(hint_path);
+    let by_ext = ext.as_deref().and_then(Format::from_extension);
+    match format::sniff(bytes) {
+        Sniffed::Pdf => Ok((Format::Pdf, pdf::extract(bytes, limits)?)),
+        Sniffed::Zip => Ok((Format::Docx, docx::extract(bytes, limits)?)),
+        Sniffed::OtherBinary(name) => Err(match by_ext {
+            Some(Format::Text | Format::Markdown | Format::Html) => Error::new(ErrorKind::Binary {
+                reason: format!("content is a {name}"),
+            }),
+            Some(f @ (Format::Pdf | Format::Docx)) => {
+                Error::corrupt(f, format!("content is a {name}, not {f}"))
+            }
+            None => Error::new(ErrorKind::Unsupported {
+                detected: name.to_owned(),
+            }),
+        }),
+        Sniffed::Unknown => match by_ext {
+            Some(f @ (Format::Pdf | Format::Docx)) => {
+                let want = if f == Format::Pdf {
+                    "a %PDF- header"
+                } else {
+                    "a zip signature"
+                };
+                Err(Error::corrupt(f, format!("missing {want}")))
+            }
+            Some(Format::Html) => Ok((Format::Html, html::extract(&decode(bytes)?))),
+            Some(Format::Markdown) => Ok((Format::Markdown, markdown::extract(&decode(bytes)?))),
+            Some(Format::Text) => Ok((Format::Text, plain(decode(bytes)?))),
+            None => {
+                let text = decode(bytes)?;
+                match ext {
+                    // A known text file without a document extension (README).
+                    None if format::looks_like_html(&text) => {
+                        Ok((Format::Html, html::extract(&text)))
+                    }
+                    None => Ok((Format::Text, plain(text))),
+                    Some(ext) => Err(Error::new(ErrorKind::Unsupported {
+                        detected: format!("file extension .{ext}"),
+                    })),
+                }
+            }
+        },
+    }
+}
+
+fn decode(bytes: &[u8]) -> Result<String, Error> {
+    text::decode(bytes).map(|(text, _)| text)
+}
+
+fn plain(text: String) -> Extracted {
+    Extracted {
+        text: text::tidy_lines(&text),
+        title: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(bytes: &[u8], name: &str) -> Result<ParsedDoc, Error> {
+        parse_bytes(bytes, Some(Path::new(name)), &Limits::default())
+    }
+
+    #[test]
+    fn detection_table() {
+        // (bytes, file name, expected format or error kind name)
+        let cases: &[(&[u8], &str, &str)] = &[
+            (b"plain words", "a.txt", "text"),
+            (b"plain words", "README", "text"),
+            (b"<!doctype html><p>x</p>", "page", "html"),
+            (b"<p>x</p>", "page.htm", "html"),
+            (b"# T\n\nx", "a.md", "markdown"),
+            (b"\x89PNG\r\n\x1a\n\0\0", "a.txt", "Binary"),
+            (b"\x89PNG\r\n\x1a\n\0\0", "a.png", "Unsupported"),
+            (b"\x89PNG\r\n\x1a\n\0\0", "a.pdf", "Corrupt"),
+            (b"just text", "a.pdf", "Corrupt"),
+            (b"just text", "a.docx", "Corrupt"),
+            (b"a,b\n1,2", "a.csv", "Unsupported"),
+            (b"", "a.txt", "Empty"),
+            (b"   \n\n", "a.txt", "Empty"),
+        ];
+        for (bytes, name, want) in cases {
+            let got = match parse(bytes, name) {
+                Ok(doc) => doc.format.as_str().to_owned(),
+                Err(e) => format!("{:?}", e.kind())
+                    .split([' ', '{'])
+                    .next()
+                    .unwrap()
+                    .to_owned(),
+            };
+            assert_eq!(&got, want, "{name}");
+        }
+    }
+
+    #[test]
+    fn limits_checked() {
+        let limits = Limits {
+            max_file_bytes: 4,
+            ..Limits::default()
+        };
+        let err = parse_bytes(b"hello", None, &limits).unwrap_err();
+        assert!(matches!(
+            err.kind(),
+            ErrorKind::TooLarge { bytes: 5, limit: 4 }
+        ));
+        let limits = Limits {
+            max_text_bytes: 3,
+            ..Limits::default()
+        };
+        let err = parse_bytes(b"hello", None, &limits).unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::TextTooLarge { limit: 3 }));
+    }
+
+    #[test]
+    fn metadata() {
+        let doc = parse(b"hello\r\nworld  \n", "x.txt").unwrap();
+        assert_eq!(doc.text, "hello\nworld");
+        assert_eq!(doc.bytes, 15);
+        assert_eq!(doc.sha256, sha256_hex(b"hello\r\nworld  \n"));
+        assert_eq!(
+            sha256_hex(b"abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+    }
+}
