@@ -106,34 +106,19 @@ impl Config {
             ));
         }
         if self.num_perm == 0 || self.num_perm as usize > MAX_NUM_PERM {
-            return Err(Error::config(
-                "num_perm",
-                format!("must be in 1..={MAX_NUM_PERM}, got {}", self.num_perm),
-            ));
+            return Err(Error::config("num_perm", format!("must be in 1..={MAX_NUM_PERM}, got {}", self.num_perm)));
         }
         if !(0.0..=1.0).contains(&self.threshold) {
-            return Err(Error::config(
-                "threshold",
-                format!("must be in [0, 1], got {}", self.threshold),
-            ));
+            return Err(Error::config("threshold", format!("must be in [0, 1], got {}", self.threshold)));
         }
         if !(0.0..1.0).contains(&self.recall_target) || self.recall_target <= 0.0 {
-            return Err(Error::config(
-                "recall_target",
-                format!("must be in (0, 1), got {}", self.recall_target),
-            ));
+            return Err(Error::config("recall_target", format!("must be in (0, 1), got {}", self.recall_target)));
         }
         if !(1..=10_000).contains(&self.max_candidates) {
-            return Err(Error::config(
-                "max_candidates",
-                format!("must be in 1..=10000, got {}", self.max_candidates),
-            ));
+            return Err(Error::config("max_candidates", format!("must be in 1..=10000, got {}", self.max_candidates)));
         }
         if !(1..=10_000_000).contains(&self.max_shingles) {
-            return Err(Error::config(
-                "max_shingles",
-                format!("must be in 1..=10000000, got {}", self.max_shingles),
-            ));
+            return Err(Error::config("max_shingles", format!("must be in 1..=10000000, got {}", self.max_shingles)));
         }
         if !(1..=10_000_000).contains(&self.max_bucket_read) {
             return Err(Error::config(
@@ -144,10 +129,7 @@ impl Config {
         if self.format_version != FORMAT_VERSION {
             return Err(Error::config(
                 "format_version",
-                format!(
-                    "unsupported format version {} (this build reads {FORMAT_VERSION})",
-                    self.format_version
-                ),
+                format!("unsupported format version {} (this build reads {FORMAT_VERSION})", self.format_version),
             ));
         }
         let n = self.num_perm;
@@ -157,20 +139,14 @@ impl Config {
                 if u64::from(b) * u64::from(r) > u64::from(n) {
                     return Err(Error::config(
                         "bands/rows",
-                        format!(
-                            "bands x rows = {b} x {r} = {} exceeds num_perm = {n}",
-                            u64::from(b) * u64::from(r)
-                        ),
+                        format!("bands x rows = {b} x {r} = {} exceeds num_perm = {n}", u64::from(b) * u64::from(r)),
                     ));
                 }
                 params
             }
             (Some(b), None) => {
                 if b == 0 || n % b != 0 {
-                    return Err(Error::config(
-                        "bands",
-                        format!("num_perm {n} must divide evenly into {b} bands"),
-                    ));
+                    return Err(Error::config("bands", format!("num_perm {n} must divide evenly into {b} bands")));
                 }
                 LshParams::new(b, n / b)?
             }
@@ -193,10 +169,7 @@ impl Config {
                 choose(self.threshold, self.recall_target, n)?.params
             }
         };
-        Ok(Params {
-            config: self.clone(),
-            lsh,
-        })
+        Ok(Params { config: self.clone(), lsh })
     }
 }
 
@@ -257,20 +230,11 @@ mod tests {
     #[test]
     fn seed_layout_rules() {
         // The seed's `rows=31, bands=8`: 31 values cannot be split into 8 bands.
-        let c = Config {
-            num_perm: 31,
-            bands: Some(8),
-            rows: None,
-            ..Config::default()
-        };
+        let c = Config { num_perm: 31, bands: Some(8), rows: None, ..Config::default() };
         let e = c.resolve().unwrap_err().to_string();
         assert!(e.contains("divide evenly"), "{e}");
         // Our own flags: 8 bands of 31 rows need 248 values.
-        let c = Config {
-            bands: Some(8),
-            rows: Some(31),
-            ..Config::default()
-        };
+        let c = Config { bands: Some(8), rows: Some(31), ..Config::default() };
         let e = c.resolve().unwrap_err().to_string();
         assert!(e.contains("exceeds num_perm"), "{e}");
     }
@@ -278,50 +242,17 @@ mod tests {
     #[test]
     fn every_limit_checked() {
         let bad = [
-            Config {
-                shingle_width: 0,
-                ..Config::default()
-            },
-            Config {
-                shingle_width: 17,
-                ..Config::default()
-            },
-            Config {
-                threshold: 1.5,
-                ..Config::default()
-            },
-            Config {
-                threshold: f64::NAN,
-                ..Config::default()
-            },
-            Config {
-                max_candidates: 0,
-                ..Config::default()
-            },
-            Config {
-                max_candidates: 10_001,
-                ..Config::default()
-            },
-            Config {
-                max_shingles: 0,
-                ..Config::default()
-            },
-            Config {
-                num_perm: 0,
-                ..Config::default()
-            },
-            Config {
-                num_perm: 4096,
-                ..Config::default()
-            },
-            Config {
-                format_version: 2,
-                ..Config::default()
-            },
-            Config {
-                recall_target: 1.0,
-                ..Config::default()
-            },
+            Config { shingle_width: 0, ..Config::default() },
+            Config { shingle_width: 17, ..Config::default() },
+            Config { threshold: 1.5, ..Config::default() },
+            Config { threshold: f64::NAN, ..Config::default() },
+            Config { max_candidates: 0, ..Config::default() },
+            Config { max_candidates: 10_001, ..Config::default() },
+            Config { max_shingles: 0, ..Config::default() },
+            Config { num_perm: 0, ..Config::default() },
+            Config { num_perm: 4096, ..Config::default() },
+            Config { format_version: 2, ..Config::default() },
+            Config { recall_target: 1.0, ..Config::default() },
         ];
         for c in bad {
             assert!(c.resolve().is_err(), "{c:?}");

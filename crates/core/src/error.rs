@@ -54,33 +54,19 @@ impl Error {
     }
 
     pub(crate) fn config(key: &'static str, reason: impl Into<String>) -> Error {
-        Error {
-            kind: ErrorKind::InvalidConfig {
-                key,
-                reason: reason.into(),
-            },
-        }
+        Error { kind: ErrorKind::InvalidConfig { key, reason: reason.into() } }
     }
 
     pub(crate) fn limit(limit: &'static str, max: u64, actual: u64) -> Error {
-        Error {
-            kind: ErrorKind::LimitExceeded { limit, max, actual },
-        }
+        Error { kind: ErrorKind::LimitExceeded { limit, max, actual } }
     }
 
     pub(crate) fn incompatible(what: impl Into<String>) -> Error {
-        Error {
-            kind: ErrorKind::Incompatible { what: what.into() },
-        }
+        Error { kind: ErrorKind::Incompatible { what: what.into() } }
     }
 
     pub(crate) fn unknown_version(family: &'static str, name: impl Into<String>) -> Error {
-        Error {
-            kind: ErrorKind::UnknownVersion {
-                family,
-                name: name.into(),
-            },
-        }
+        Error { kind: ErrorKind::UnknownVersion { family, name: name.into() } }
     }
 }
 
@@ -89,10 +75,7 @@ impl fmt::Display for Error {
         match &self.kind {
             ErrorKind::InvalidConfig { key, reason } => write!(f, "invalid {key}: {reason}"),
             ErrorKind::LimitExceeded { limit, max, actual } => {
-                write!(
-                    f,
-                    "{limit} exceeded: needs at least {actual}, limit is {max}"
-                )
+                write!(f, "{limit} exceeded: needs at least {actual}, limit is {max}")
             }
             ErrorKind::Incompatible { what } => write!(f, "incompatible parameters: {what}"),
             ErrorKind::UnknownVersion { family, name } => {

@@ -22,35 +22,22 @@ pub struct BinRecall {
 
 /// Recall of `found` against `truth`, per bin given by sorted `edges`
 /// (e.g. `[0.8, 0.85, 0.9, 0.95, 1.0]` gives four bins).
-pub fn recall_by_bin(
-    truth: &[ScoredPair],
-    found: &HashSet<(u32, u32)>,
-    edges: &[f64],
-) -> Vec<BinRecall> {
+pub fn recall_by_bin(truth: &[ScoredPair], found: &HashSet<(u32, u32)>, edges: &[f64]) -> Vec<BinRecall> {
     edges
         .windows(2)
         .enumerate()
         .map(|(i, w)| {
             let (lo, hi) = (w[0], w[1]);
             let last = i + 2 == edges.len();
-            let in_bin: Vec<&ScoredPair> = truth
-                .iter()
-                .filter(|p| p.2 >= lo && (p.2 < hi || (last && p.2 <= hi)))
-                .collect();
-            let hit = in_bin
-                .iter()
-                .filter(|p| found.contains(&(p.0, p.1)))
-                .count();
+            let in_bin: Vec<&ScoredPair> =
+                truth.iter().filter(|p| p.2 >= lo && (p.2 < hi || (last && p.2 <= hi))).collect();
+            let hit = in_bin.iter().filter(|p| found.contains(&(p.0, p.1))).count();
             BinRecall {
                 lo,
                 hi,
                 truth: in_bin.len(),
                 found: hit,
-                recall: if in_bin.is_empty() {
-                    1.0
-                } else {
-                    hit as f64 / in_bin.len() as f64
-                },
+                recall: if in_bin.is_empty() { 1.0 } else { hit as f64 / in_bin.len() as f64 },
             }
         })
         .collect()
@@ -76,32 +63,16 @@ pub struct Accuracy {
 
 /// Recall and precision at `threshold`.
 pub fn accuracy(truth: &[ScoredPair], reported: &[ScoredPair], threshold: f64) -> Accuracy {
-    let t: HashSet<(u32, u32)> = truth
-        .iter()
-        .filter(|p| p.2 >= threshold)
-        .map(|p| (p.0, p.1))
-        .collect();
-    let r: HashSet<(u32, u32)> = reported
-        .iter()
-        .filter(|p| p.2 >= threshold)
-        .map(|p| (p.0, p.1))
-        .collect();
+    let t: HashSet<(u32, u32)> = truth.iter().filter(|p| p.2 >= threshold).map(|p| (p.0, p.1)).collect();
+    let r: HashSet<(u32, u32)> = reported.iter().filter(|p| p.2 >= threshold).map(|p| (p.0, p.1)).collect();
     let tp = r.intersection(&t).count();
     Accuracy {
         threshold,
         truth: t.len(),
         reported: r.len(),
         true_positives: tp,
-        recall: if t.is_empty() {
-            1.0
-        } else {
-            tp as f64 / t.len() as f64
-        },
-        precision: if r.is_empty() {
-            1.0
-        } else {
-            tp as f64 / r.len() as f64
-        },
+        recall: if t.is_empty() { 1.0 } else { tp as f64 / t.len() as f64 },
+        precision: if r.is_empty() { 1.0 } else { tp as f64 / r.len() as f64 },
     }
 }
 
@@ -124,10 +95,7 @@ mod tests {
         let truth = vec![(0, 1, 0.82), (0, 2, 0.9), (1, 2, 1.0)];
         let found: HashSet<(u32, u32)> = [(0, 1), (1, 2)].into_iter().collect();
         let bins = recall_by_bin(&truth, &found, &[0.8, 0.85, 0.95, 1.0]);
-        assert_eq!(
-            bins.iter().map(|b| (b.truth, b.found)).collect::<Vec<_>>(),
-            vec![(1, 1), (1, 0), (1, 1)]
-        );
+        assert_eq!(bins.iter().map(|b| (b.truth, b.found)).collect::<Vec<_>>(), vec![(1, 1), (1, 0), (1, 1)]);
         let acc = accuracy(&truth, &[(0, 1, 0.82), (1, 2, 1.0), (3, 4, 0.9)], 0.8);
         assert_eq!((acc.true_positives, acc.truth, acc.reported), (2, 3, 3));
         let mut v = vec![5, 1, 3, 2, 4];

@@ -55,11 +55,7 @@ impl Fingerprinter {
     pub fn new(params: Params) -> Result<Fingerprinter> {
         let c = params.config();
         let hasher = MinHasher::new(c.signature, c.num_perm as usize, c.seed)?;
-        Ok(Fingerprinter {
-            params,
-            hasher,
-            normalized: String::new(),
-        })
+        Ok(Fingerprinter { params, hasher, normalized: String::new() })
     }
 
     /// The parameters.
@@ -73,9 +69,7 @@ impl Fingerprinter {
         let c = self.params.config();
         c.normalizer.normalize_into(text, &mut self.normalized);
         let normalized = &self.normalized;
-        let tokens = crate::normalize::tokens(normalized)
-            .count()
-            .min(u32::MAX as usize) as u32;
+        let tokens = crate::normalize::tokens(normalized).count().min(u32::MAX as usize) as u32;
         let content_hash = content_hash(normalized.as_bytes());
         let mut features = Vec::new();
         let mut degraded = None;
@@ -89,10 +83,7 @@ impl Fingerprinter {
         ) {
             match e.kind() {
                 ErrorKind::LimitExceeded { max, actual, .. } => {
-                    degraded = Some(Degraded::TooManyShingles {
-                        count: *actual,
-                        max: *max,
-                    });
+                    degraded = Some(Degraded::TooManyShingles { count: *actual, max: *max });
                     features = Vec::new();
                 }
                 _ => unreachable!("features_into only fails on its limit"),
@@ -102,13 +93,6 @@ impl Fingerprinter {
         let mut band_keys = Vec::new();
         band_keys_into(self.params.lsh(), c.seed, &signature, &mut band_keys)
             .expect("Params guarantees bands x rows <= num_perm");
-        Fingerprint {
-            content_hash,
-            tokens,
-            features,
-            signature,
-            band_keys,
-            degraded,
-        }
+        Fingerprint { content_hash, tokens, features, signature, band_keys, degraded }
     }
 }

@@ -42,9 +42,7 @@ pub fn hash_u32s(values: &[u32], seed: u64) -> u64 {
 
 /// A 128-bit content hash (BLAKE3, truncated), collision-resistant even against
 /// an adversary: identical hashes are treated as identical content.
-#[derive(
-    Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub struct ContentHash(pub [u8; 16]);
 
 impl ContentHash {
@@ -112,10 +110,7 @@ mod tests {
         assert_eq!(hash_bytes(b"red fox", 17), FROZEN_RED_FOX_17);
         let mut g = SplitMix64::new(0);
         assert_eq!(g.next(), 0xe220_a839_7b1d_cdaf);
-        assert_eq!(
-            content_hash(b"abc").to_hex(),
-            "6437b3ac38465133ffb63b75273a8db5"
-        );
+        assert_eq!(content_hash(b"abc").to_hex(), "6437b3ac38465133ffb63b75273a8db5");
     }
 
     #[test]

@@ -58,13 +58,7 @@ impl MemoryIndex {
     /// An empty index for fingerprints made under `params`.
     pub fn new(params: Params) -> MemoryIndex {
         let lsh = LshIndex::new(params.lsh(), params.config().seed);
-        MemoryIndex {
-            params,
-            lsh,
-            entries: Vec::new(),
-            by_hash: HashMap::new(),
-            live: 0,
-        }
+        MemoryIndex { params, lsh, entries: Vec::new(), by_hash: HashMap::new(), live: 0 }
     }
 
     /// The parameters.
@@ -84,10 +78,7 @@ impl MemoryIndex {
 
     fn limits(&self) -> QueryLimits {
         let c = self.params.config();
-        QueryLimits {
-            max_candidates: c.max_candidates as usize,
-            max_bucket_read: c.max_bucket_read as usize,
-        }
+        QueryLimits { max_candidates: c.max_candidates as usize, max_bucket_read: c.max_bucket_read as usize }
     }
 
     /// Candidates for `fp` among live items (excluding `exclude`).
@@ -101,30 +92,31 @@ impl MemoryIndex {
             .by_hash
             .get(&fp.content_hash)
             .map(|ids| {
-                ids.iter()
-                    .copied()
-                    .filter(|&id| Some(id) != exclude && self.entries[id as usize].live)
-                    .collect()
+                ids.iter().copied().filter(|&id| Some(id) != exclude && self.entries[id as usize].live).collect()
             })
             .unwrap_or_default();
-        let mut ids: Vec<u32> = lsh
-            .ids
-            .iter()
-            .map(|&(id, _)| id)
-            .chain(same_content.iter().copied())
-            .collect();
+        let mut ids: Vec<u32> = lsh.ids.iter().map(|&(id, _)| id).chain(same_content.iter().copied()).collect();
         ids.sort_unstable();
         ids.dedup();
-        Ok(CandidateSet {
-            ids,
-            same_content,
-            lsh,
-        })
+        Ok(CandidateSet { ids, same_content, lsh })
     }
 
     /// Exact scores of `fp` against `candidates`, keeping those `>= threshold`,
     /// best first (ties by lower id).
     pub fn verify(&self, fp: &Fingerprint, candidates: &[u32], threshold: f64) -> Vec<Match> {
+        self.verify_features(&fp.features, fp.content_hash, candidates, threshold)
+    }
+
+    /// [`MemoryIndex::verify`] for an item already in the index (an unknown or
+    /// removed `id` matches nothing).
+    pub fn verify_item(&self, id: u32, candidates: &[u32], threshold: f64) -> Vec<Match> {
+        match self.entries.get(id as usize).filter(|e| e.live) {
+            Some(e) => self.verify_features(&e.features, e.content_hash, candidates, threshold),
+            None => Vec::new(),
+        }
+    }
+
+    fn verify_features(&self, features: &[u64], hash: ContentHash, candidates: &[u32], threshold: f64) -> Vec<Match> {
         let mut out: Vec<Match> = candidates
             .iter()
             .filter_map(|&id| {
@@ -132,17 +124,9 @@ impl MemoryIndex {
                 if !e.live {
                     return None;
                 }
-                let same = e.content_hash == fp.content_hash;
-                let score = if same {
-                    1.0
-                } else {
-                    jaccard(&fp.features, &e.features)
-                };
-                (score >= threshold).then_some(Match {
-                    id,
-                    score,
-                    same_content: same,
-                })
+                let same = e.content_hash == hash;
+                let score = if same { 1.0 } else { jaccard(features, &e.features) };
+                (score >= threshold).then_some(Match { id, score, same_content: same })
             })
             .collect();
         out.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
@@ -151,16 +135,9 @@ impl MemoryIndex {
 
     /// Adds `fp` (consumed) and returns its id.
     pub fn insert(&mut self, fp: Fingerprint) -> Result<u32> {
-        let id = u32::try_from(self.entries.len())
-            .ok()
-            .filter(|&i| i <= crate::lsh::MAX_ITEM_ID)
-            .ok_or_else(|| {
-                crate::error::Error::limit(
-                    "items per index",
-                    u64::from(crate::lsh::MAX_ITEM_ID),
-                    self.entries.len() as u64,
-                )
-            })?;
+        let id = u32::try_from(self.entries.len()).ok().filter(|&i| i <= crate::lsh::MAX_ITEM_ID).ok_or_else(|| {
+            crate::error::Error::limit("items per index", u64::from(crate::lsh::MAX_ITEM_ID), self.entries.len() as u64)
+        })?;
         if !fp.band_keys.is_empty() {
             self.lsh.insert(id, &fp.band_keys)?;
         }
@@ -197,10 +174,7 @@ impl MemoryIndex {
 
     /// The canonical features of a live item.
     pub fn features(&self, id: u32) -> Option<&[u64]> {
-        self.entries
-            .get(id as usize)
-            .filter(|e| e.live)
-            .map(|e| e.features.as_slice())
+        self.entries.get(id as usize).filter(|e| e.live).map(|e| e.features.as_slice())
     }
 
     /// The underlying band index (for metrics such as bucket sizes).

@@ -69,10 +69,7 @@ impl MinHasher {
     /// A hasher producing `num_perm` values. `num_perm` must be in 1..=1024.
     pub fn new(scheme: SignatureScheme, num_perm: usize, seed: u64) -> Result<MinHasher> {
         if num_perm == 0 || num_perm > MAX_NUM_PERM {
-            return Err(Error::config(
-                "num_perm",
-                format!("must be in 1..={MAX_NUM_PERM}, got {num_perm}"),
-            ));
+            return Err(Error::config("num_perm", format!("must be in 1..={MAX_NUM_PERM}, got {num_perm}")));
         }
         let mut rng = SplitMix64::new(seed);
         let (mut mul, mut add) = (Vec::with_capacity(num_perm), Vec::with_capacity(num_perm));
@@ -80,12 +77,7 @@ impl MinHasher {
             mul.push(rng.next() | 1);
             add.push(rng.next());
         }
-        Ok(MinHasher {
-            scheme,
-            seed,
-            mul,
-            add,
-        })
+        Ok(MinHasher { scheme, seed, mul, add })
     }
 
     /// Signature length.
@@ -160,11 +152,7 @@ impl MinHasher {
 /// Errors when the signatures have different lengths.
 pub fn estimate_jaccard(a: &[u32], b: &[u32]) -> Result<f64> {
     if a.len() != b.len() {
-        return Err(Error::incompatible(format!(
-            "signature lengths {} and {}",
-            a.len(),
-            b.len()
-        )));
+        return Err(Error::incompatible(format!("signature lengths {} and {}", a.len(), b.len())));
     }
     if a.is_empty() {
         return Ok(1.0);
@@ -194,11 +182,7 @@ fn classic_kernel(mul: &[u64], add: &[u64], features: &[u64], sig: &mut [u32]) {
         }
         s.copy_from_slice(&acc);
     }
-    let (m, a, s) = (
-        m_chunks.remainder(),
-        a_chunks.remainder(),
-        s_chunks.into_remainder(),
-    );
+    let (m, a, s) = (m_chunks.remainder(), a_chunks.remainder(), s_chunks.into_remainder());
     for &x in features {
         for l in 0..s.len() {
             let v = (m[l].wrapping_mul(x).wrapping_add(a[l]) >> 32) as u32;
@@ -210,9 +194,7 @@ fn classic_kernel(mul: &[u64], add: &[u64], features: &[u64], sig: &mut [u32]) {
 fn classic(mul: &[u64], add: &[u64], features: &[u64], sig: &mut [u32]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f")
-            && std::arch::is_x86_feature_detected!("avx512dq")
-        {
+        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq") {
             // SAFETY: the CPU supports the features the function is compiled for.
             return unsafe { classic_avx512(mul, add, features, sig) };
         }
@@ -254,11 +236,7 @@ mod tests {
         let features: Vec<u64> = (0..1000u64).map(fmix64).collect();
         for n in [1, 15, 16, 17, 128, 200] {
             let h = MinHasher::new(SignatureScheme::MinHash, n, 42).unwrap();
-            assert_eq!(
-                h.signature(&features),
-                classic_baseline(42, n, &features),
-                "n={n}"
-            );
+            assert_eq!(h.signature(&features), classic_baseline(42, n, &features), "n={n}");
         }
     }
 

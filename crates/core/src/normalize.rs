@@ -158,11 +158,8 @@ fn unicode_v1(text: &str, out: &mut String) {
     let mut i = 0;
     let bytes = text.as_bytes();
     while i < bytes.len() {
-        let c = if bytes[i] < 0x80 {
-            bytes[i] as char
-        } else {
-            text[i..].chars().next().expect("i is on a char boundary")
-        };
+        let c =
+            if bytes[i] < 0x80 { bytes[i] as char } else { text[i..].chars().next().expect("i is on a char boundary") };
         let next = i + c.len_utf8();
         if is_cjk(c) {
             if !out.is_empty() {
@@ -184,10 +181,7 @@ fn unicode_v1(text: &str, out: &mut String) {
             }
         } else if in_token && (c == '\'' || c == '\u{2019}') {
             // Apostrophe inside a word joins it: "don't" -> "dont".
-            let joins = text[next..]
-                .chars()
-                .next()
-                .is_some_and(|n| is_word_char(n) && !is_cjk(n));
+            let joins = text[next..].chars().next().is_some_and(|n| is_word_char(n) && !is_cjk(n));
             if !joins {
                 in_token = false;
             }
@@ -219,99 +213,24 @@ mod tests {
         };
     }
 
-    t!(
-        seed_basic,
-        Normalizer::Seed,
-        "Red Fox, runs  very-fast!",
-        "red fox runs very fast"
-    );
-    t!(
-        seed_drops_non_ascii,
-        Normalizer::Seed,
-        "café naïve",
-        "caf na ve"
-    );
+    t!(seed_basic, Normalizer::Seed, "Red Fox, runs  very-fast!", "red fox runs very fast");
+    t!(seed_drops_non_ascii, Normalizer::Seed, "café naïve", "caf na ve");
     t!(seed_kelvin, Normalizer::Seed, "\u{212A}elvin", "kelvin");
-    t!(
-        seed_dotted_i,
-        Normalizer::Seed,
-        "\u{0130}stanbul",
-        "i stanbul"
-    );
+    t!(seed_dotted_i, Normalizer::Seed, "\u{0130}stanbul", "i stanbul");
     t!(seed_empty, Normalizer::Seed, "  ,;  ", "");
-    t!(
-        uni_basic,
-        Normalizer::Unicode,
-        "Red Fox, runs  very-fast!",
-        "red fox runs very fast"
-    );
-    t!(
-        uni_accents_kept,
-        Normalizer::Unicode,
-        "Café NAÏVE",
-        "café naïve"
-    );
-    t!(
-        uni_nfkc_ligature,
-        Normalizer::Unicode,
-        "ﬁnal ﬂow",
-        "final flow"
-    );
+    t!(uni_basic, Normalizer::Unicode, "Red Fox, runs  very-fast!", "red fox runs very fast");
+    t!(uni_accents_kept, Normalizer::Unicode, "Café NAÏVE", "café naïve");
+    t!(uni_nfkc_ligature, Normalizer::Unicode, "ﬁnal ﬂow", "final flow");
     t!(uni_fullwidth, Normalizer::Unicode, "ＡＢＣ１２３", "abc123");
-    t!(
-        uni_decomposed_input,
-        Normalizer::Unicode,
-        "cafe\u{0301}",
-        "café"
-    );
-    t!(
-        uni_sharp_s,
-        Normalizer::Unicode,
-        "Straße STRASSE",
-        "strasse strasse"
-    );
-    t!(
-        uni_final_sigma,
-        Normalizer::Unicode,
-        "ΟΔΟΣ οδος",
-        "οδοσ οδοσ"
-    );
-    t!(
-        uni_apostrophe,
-        Normalizer::Unicode,
-        "Don't stop ’til it's done'",
-        "dont stop til its done"
-    );
-    t!(
-        uni_hyphen_break,
-        Normalizer::Unicode,
-        "exam-\nple and exam-\n  Ple",
-        "example and exam ple"
-    );
-    t!(
-        uni_hyphen_break_crlf,
-        Normalizer::Unicode,
-        "exam- \r\nple",
-        "example"
-    );
-    t!(
-        uni_soft_hyphen,
-        Normalizer::Unicode,
-        "hy\u{00AD}phen",
-        "hyphen"
-    );
-    t!(
-        uni_cjk_chars,
-        Normalizer::Unicode,
-        "日本語のテキスト abc",
-        "日 本 語 の テ キ ス ト abc"
-    );
-    t!(
-        uni_devanagari_marks,
-        Normalizer::Unicode,
-        "हिन्दी भाषा",
-        "हिन्दी भाषा"
-    );
+    t!(uni_decomposed_input, Normalizer::Unicode, "cafe\u{0301}", "café");
+    t!(uni_sharp_s, Normalizer::Unicode, "Straße STRASSE", "strasse strasse");
+    t!(uni_final_sigma, Normalizer::Unicode, "ΟΔΟΣ οδος", "οδοσ οδοσ");
+    t!(uni_apostrophe, Normalizer::Unicode, "Don't stop ’til it's done'", "dont stop til its done");
+    t!(uni_hyphen_break, Normalizer::Unicode, "exam-\nple and exam-\n  Ple", "example and exam ple");
+    t!(uni_hyphen_break_crlf, Normalizer::Unicode, "exam- \r\nple", "example");
+    t!(uni_soft_hyphen, Normalizer::Unicode, "hy\u{00AD}phen", "hyphen");
+    t!(uni_cjk_chars, Normalizer::Unicode, "日本語のテキスト abc", "日 本 語 の テ キ ス ト abc");
+    t!(uni_devanagari_marks, Normalizer::Unicode, "हिन्दी भाषा", "हिन्दी भाषा");
     t!(uni_punct_only, Normalizer::Unicode, "—…!?", "");
     t!(uni_trailing_hyphen, Normalizer::Unicode, "end-", "end");
 

@@ -31,11 +31,7 @@ pub fn all_pairs(sets: &[Vec<u64>], threshold: f64) -> Vec<ScoredPair> {
         let mut out = Vec::new();
         for i in 0..n {
             for j in i + 1..n {
-                out.push((
-                    i as u32,
-                    j as u32,
-                    crate::verify::jaccard(&sets[i], &sets[j]),
-                ));
+                out.push((i as u32, j as u32, crate::verify::jaccard(&sets[i], &sets[j])));
             }
         }
         return out;
@@ -49,11 +45,7 @@ pub fn all_pairs(sets: &[Vec<u64>], threshold: f64) -> Vec<ScoredPair> {
     }
     let mut order: Vec<(u32, u64)> = freq.iter().map(|(&f, &c)| (c, f)).collect();
     order.sort_unstable();
-    let rank: HashMap<u64, u32> = order
-        .iter()
-        .enumerate()
-        .map(|(r, &(_, f))| (f, r as u32))
-        .collect();
+    let rank: HashMap<u64, u32> = order.iter().enumerate().map(|(r, &(_, f))| (f, r as u32)).collect();
     drop(order);
     drop(freq);
     let ranked: Vec<Vec<u32>> = sets

@@ -3,9 +3,7 @@
 use crate::error::{Error, Result};
 
 /// The three outcomes of the batch-mode spec.
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
-)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     /// Score ≥ `threshold_identical` (or the same content hash).
@@ -52,10 +50,7 @@ impl Policy {
         if id.is_empty() || id.len() > 128 {
             return Err(Error::config("policy id", "must be 1..=128 bytes"));
         }
-        for (key, v) in [
-            ("threshold_identical", threshold_identical),
-            ("threshold_similar", threshold_similar),
-        ] {
+        for (key, v) in [("threshold_identical", threshold_identical), ("threshold_similar", threshold_similar)] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(Error::config(key, format!("must be in [0, 1], got {v}")));
             }
@@ -66,12 +61,7 @@ impl Policy {
                 format!("{threshold_similar} is above threshold_identical {threshold_identical}"),
             ));
         }
-        Ok(Policy {
-            id,
-            version,
-            threshold_identical,
-            threshold_similar,
-        })
+        Ok(Policy { id, version, threshold_identical, threshold_similar })
     }
 
     /// The verdict for an exact score. `same_content` (equal content hashes)
@@ -87,13 +77,7 @@ impl Policy {
     }
 
     /// A one-sentence, human-readable reason for `verdict`.
-    pub fn explain(
-        &self,
-        verdict: Verdict,
-        score: Option<f64>,
-        closest: Option<&str>,
-        method: &str,
-    ) -> String {
+    pub fn explain(&self, verdict: Verdict, score: Option<f64>, closest: Option<&str>, method: &str) -> String {
         let pv = format!("policy {}@v{}", self.id, self.version);
         match (verdict, score, closest) {
             (_, Some(s), Some(c)) if verdict != Verdict::Different => format!(
@@ -135,9 +119,6 @@ mod tests {
     fn explanations_name_the_evidence() {
         let p = Policy::new("default", 3, 0.95, 0.80).unwrap();
         let e = p.explain(Verdict::Similar, Some(0.83), Some("paper"), "minhash");
-        assert!(
-            e.contains("paper") && e.contains("0.83") && e.contains("default@v3"),
-            "{e}"
-        );
+        assert!(e.contains("paper") && e.contains("0.83") && e.contains("default@v3"), "{e}");
     }
 }

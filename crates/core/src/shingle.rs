@@ -65,11 +65,7 @@ pub fn features_into(
     out.clear();
     let count = shingle_count(normalized, kind, width);
     if count > max_shingles {
-        return Err(Error::limit(
-            "max_shingles",
-            max_shingles as u64,
-            count as u64,
-        ));
+        return Err(Error::limit("max_shingles", max_shingles as u64, count as u64));
     }
     if count == 0 {
         return Ok(());
@@ -97,11 +93,8 @@ pub fn features_into(
             }
         }
         ShingleKind::Char => {
-            let bounds: Vec<usize> = normalized
-                .char_indices()
-                .map(|(i, _)| i)
-                .chain(std::iter::once(bytes.len()))
-                .collect();
+            let bounds: Vec<usize> =
+                normalized.char_indices().map(|(i, _)| i).chain(std::iter::once(bytes.len())).collect();
             let chars = bounds.len() - 1;
             if chars < width {
                 out.push(hash_bytes(bytes, seed));
@@ -118,11 +111,7 @@ pub fn features_into(
 }
 
 fn memchr_spaces(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
-    bytes
-        .iter()
-        .enumerate()
-        .filter(|(_, &b)| b == b' ')
-        .map(|(i, _)| i)
+    bytes.iter().enumerate().filter(|(_, &b)| b == b' ').map(|(i, _)| i)
 }
 
 #[cfg(test)]
@@ -152,27 +141,18 @@ mod tests {
 
     #[test]
     fn word_short_text_is_one_shingle() {
-        assert_eq!(
-            strings("red fox", ShingleKind::Word, 5),
-            expected(&["red fox"])
-        );
+        assert_eq!(strings("red fox", ShingleKind::Word, 5), expected(&["red fox"]));
         assert_eq!(strings("", ShingleKind::Word, 5), Vec::<u64>::new());
     }
 
     #[test]
     fn word_repeats_collapse() {
-        assert_eq!(
-            strings("a b a b a b", ShingleKind::Word, 2),
-            expected(&["a b", "b a"])
-        );
+        assert_eq!(strings("a b a b a b", ShingleKind::Word, 2), expected(&["a b", "b a"]));
     }
 
     #[test]
     fn char_shingles_count_multibyte() {
-        assert_eq!(
-            strings("né é", ShingleKind::Char, 3),
-            expected(&["né ", "é é"])
-        );
+        assert_eq!(strings("né é", ShingleKind::Char, 3), expected(&["né ", "é é"]));
         assert_eq!(strings("ab", ShingleKind::Char, 3), expected(&["ab"]));
     }
 

@@ -31,10 +31,7 @@ pub fn simhash(features: impl IntoIterator<Item = (u64, f64)>, seed: u64) -> u64
             *a += if h >> bit & 1 == 1 { w } else { -w };
         }
     }
-    acc.iter().enumerate().fold(
-        0u64,
-        |fp, (bit, &a)| if a > 0.0 { fp | 1 << bit } else { fp },
-    )
+    acc.iter().enumerate().fold(0u64, |fp, (bit, &a)| if a > 0.0 { fp | 1 << bit } else { fp })
 }
 
 /// Fingerprint of a feature set, every feature weighted 1.
@@ -65,10 +62,7 @@ impl SimHashIndex {
     /// An empty index answering distance ≤ `max_distance`, which must be 0..=3.
     pub fn new(max_distance: u32) -> Result<SimHashIndex> {
         if max_distance > 3 {
-            return Err(Error::config(
-                "max_distance",
-                format!("must be 0..=3, got {max_distance}"),
-            ));
+            return Err(Error::config("max_distance", format!("must be 0..=3, got {max_distance}")));
         }
         let n = max_distance + 1;
         let base = 64 / n;
@@ -80,12 +74,7 @@ impl SimHashIndex {
             shift += width;
         }
         let tables = (0..n).map(|_| HashMap::new()).collect();
-        Ok(SimHashIndex {
-            max_distance,
-            blocks,
-            tables,
-            fingerprints: HashMap::new(),
-        })
+        Ok(SimHashIndex { max_distance, blocks, tables, fingerprints: HashMap::new() })
     }
 
     fn block(&self, fp: u64, i: usize) -> u64 {
@@ -169,10 +158,7 @@ mod tests {
         let mut b = a.clone();
         b[0] = 10_000;
         let c: Vec<u64> = (1000..1500).collect();
-        assert!(
-            hamming(simhash_set(&a, 1), simhash_set(&b, 1))
-                < hamming(simhash_set(&a, 1), simhash_set(&c, 1))
-        );
+        assert!(hamming(simhash_set(&a, 1), simhash_set(&b, 1)) < hamming(simhash_set(&a, 1), simhash_set(&c, 1)));
     }
 
     #[test]

@@ -91,10 +91,7 @@ mod tests {
 
     #[test]
     fn length_filter_never_rejects_a_passing_pair() {
-        assert_eq!(
-            jaccard_at_least(&[1, 2, 3, 4], &[1, 2, 3, 4, 5], 0.8),
-            Some(0.8)
-        );
+        assert_eq!(jaccard_at_least(&[1, 2, 3, 4], &[1, 2, 3, 4, 5], 0.8), Some(0.8));
         assert_eq!(jaccard_at_least(&[1], &[1, 2, 3, 4, 5], 0.8), None);
     }
 

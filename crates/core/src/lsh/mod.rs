@@ -23,12 +23,7 @@ use crate::hash::{fmix64, hash_u32s};
 pub use params::{candidate_probability, LshParams};
 
 /// Computes the band keys of `signature` into `keys` (cleared first).
-pub fn band_keys_into(
-    params: LshParams,
-    seed: u64,
-    signature: &[u32],
-    keys: &mut Vec<u64>,
-) -> Result<()> {
+pub fn band_keys_into(params: LshParams, seed: u64, signature: &[u32], keys: &mut Vec<u64>) -> Result<()> {
     keys.clear();
     if signature.is_empty() {
         return Ok(());
@@ -40,12 +35,7 @@ pub fn band_keys_into(
             signature.len()
         )));
     }
-    keys.extend((0..b).map(|band| {
-        hash_u32s(
-            &signature[band * r..(band + 1) * r],
-            seed.wrapping_add(band as u64),
-        )
-    }));
+    keys.extend((0..b).map(|band| hash_u32s(&signature[band * r..(band + 1) * r], seed.wrapping_add(band as u64))));
     Ok(())
 }
 
@@ -136,10 +126,7 @@ pub struct LshIndex {
 
 impl std::fmt::Debug for LshIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LshIndex")
-            .field("params", &self.params)
-            .field("len", &self.len)
-            .finish()
+        f.debug_struct("LshIndex").field("params", &self.params).field("len", &self.len).finish()
     }
 }
 
@@ -150,19 +137,8 @@ impl LshIndex {
     /// An empty index. `seed` is the band-key seed (recorded with the index).
     pub fn new(params: LshParams, seed: u64) -> LshIndex {
         let secret = std::collections::hash_map::RandomState::new().hash_one(0x006c_7368_u64);
-        let tables = (0..params.bands)
-            .map(|_| BandTable {
-                map: HashMap::with_hasher(MixState(secret)),
-            })
-            .collect();
-        LshIndex {
-            params,
-            seed,
-            tables,
-            lists: Vec::new(),
-            free_lists: Vec::new(),
-            len: 0,
-        }
+        let tables = (0..params.bands).map(|_| BandTable { map: HashMap::with_hasher(MixState(secret)) }).collect();
+        LshIndex { params, seed, tables, lists: Vec::new(), free_lists: Vec::new(), len: 0 }
     }
 
     /// The banding parameters.
@@ -208,11 +184,7 @@ impl LshIndex {
     /// de-duplicate).
     pub fn insert(&mut self, id: u32, keys: &[u64]) -> Result<()> {
         if id > MAX_ITEM_ID {
-            return Err(Error::limit(
-                "item id",
-                u64::from(MAX_ITEM_ID),
-                u64::from(id),
-            ));
+            return Err(Error::limit("item id", u64::from(MAX_ITEM_ID), u64::from(id)));
         }
         self.check_keys(keys)?;
         for (table, &key) in self.tables.iter_mut().zip(keys) {
@@ -220,9 +192,7 @@ impl LshIndex {
                 None => {
                     table.map.insert(key, id);
                 }
-                Some(slot) if *slot & LIST_BIT != 0 => {
-                    self.lists[(*slot & !LIST_BIT) as usize].push(id)
-                }
+                Some(slot) if *slot & LIST_BIT != 0 => self.lists[(*slot & !LIST_BIT) as usize].push(id),
                 Some(slot) => {
                     let first = *slot;
                     let list_index = match self.free_lists.pop() {
@@ -280,12 +250,7 @@ impl LshIndex {
 
     /// Items sharing at least one band key with `keys`, bounded by `limits`.
     /// `exclude` (typically the querying item itself) is never returned.
-    pub fn query(
-        &self,
-        keys: &[u64],
-        exclude: Option<u32>,
-        limits: QueryLimits,
-    ) -> Result<Candidates> {
+    pub fn query(&self, keys: &[u64], exclude: Option<u32>, limits: QueryLimits) -> Result<Candidates> {
         self.check_keys(keys)?;
         let mut out = Candidates::default();
         let mut seen: Vec<u32> = Vec::new();
@@ -335,11 +300,7 @@ impl LshIndex {
         for (band, table) in self.tables.iter().enumerate() {
             for (&key, &slot) in &table.map {
                 if slot & LIST_BIT != 0 {
-                    all.push((
-                        band as u32,
-                        key,
-                        self.lists[(slot & !LIST_BIT) as usize].len(),
-                    ));
+                    all.push((band as u32, key, self.lists[(slot & !LIST_BIT) as usize].len()));
                 }
             }
         }
@@ -353,10 +314,7 @@ impl LshIndex {
 mod tests {
     use super::*;
 
-    const LIM: QueryLimits = QueryLimits {
-        max_candidates: 100,
-        max_bucket_read: 1000,
-    };
+    const LIM: QueryLimits = QueryLimits { max_candidates: 100, max_bucket_read: 1000 };
 
     #[test]
     fn insert_query_remove() {
@@ -384,16 +342,7 @@ mod tests {
         for id in 0..50 {
             idx.insert(id, &keys).unwrap();
         }
-        let got = idx
-            .query(
-                &keys,
-                None,
-                QueryLimits {
-                    max_candidates: 10,
-                    max_bucket_read: 20,
-                },
-            )
-            .unwrap();
+        let got = idx.query(&keys, None, QueryLimits { max_candidates: 10, max_bucket_read: 20 }).unwrap();
         assert!(got.over_cap);
         assert_eq!(got.hot_buckets, 2);
         assert_eq!(got.ids.len(), 10);
@@ -403,9 +352,7 @@ mod tests {
 
     #[test]
     fn keys_are_platform_independent() {
-        let keys = LshIndex::new(LshParams::new(2, 2).unwrap(), 17)
-            .band_keys(&[1, 2, 3, 4])
-            .unwrap();
+        let keys = LshIndex::new(LshParams::new(2, 2).unwrap(), 17).band_keys(&[1, 2, 3, 4]).unwrap();
         assert_eq!(keys[0], hash_u32s(&[1, 2], 17));
         assert_eq!(keys[1], hash_u32s(&[3, 4], 18));
     }

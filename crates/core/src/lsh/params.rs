@@ -25,16 +25,10 @@ impl LshParams {
     /// Validated parameters: both at least 1, at most 1024 signature values in all.
     pub fn new(bands: u32, rows: u32) -> Result<LshParams> {
         if bands == 0 || rows == 0 {
-            return Err(Error::config(
-                "bands/rows",
-                "bands and rows must both be at least 1",
-            ));
+            return Err(Error::config("bands/rows", "bands and rows must both be at least 1"));
         }
         if u64::from(bands) * u64::from(rows) > crate::minhash::MAX_NUM_PERM as u64 {
-            return Err(Error::config(
-                "bands/rows",
-                format!("bands x rows = {} exceeds 1024", bands * rows),
-            ));
+            return Err(Error::config("bands/rows", format!("bands x rows = {} exceeds 1024", bands * rows)));
         }
         Ok(LshParams { bands, rows })
     }
@@ -109,10 +103,7 @@ pub fn choose(threshold: f64, recall_target: f64, num_perm: u32) -> Result<Choic
         return Err(Error::config("threshold", "must be above 0 for LSH"));
     }
     if num_perm == 0 || num_perm as usize > crate::minhash::MAX_NUM_PERM {
-        return Err(Error::config(
-            "num_perm",
-            format!("must be in 1..=1024, got {num_perm}"),
-        ));
+        return Err(Error::config("num_perm", format!("must be in 1..=1024, got {num_perm}")));
     }
     let mut best: Option<Choice> = None;
     let mut fallback: Option<Choice> = None;
@@ -127,8 +118,7 @@ pub fn choose(threshold: f64, recall_target: f64, num_perm: u32) -> Result<Choic
                     None => true,
                     Some(b) => {
                         fp < b.false_positive_area - 1e-12
-                            || ((fp - b.false_positive_area).abs() <= 1e-12
-                                && bands < b.params.bands)
+                            || ((fp - b.false_positive_area).abs() <= 1e-12 && bands < b.params.bands)
                     }
                 };
                 if better {
@@ -144,40 +134,25 @@ pub fn choose(threshold: f64, recall_target: f64, num_perm: u32) -> Result<Choic
             }
             if fallback.is_none_or(|f| recall > f.recall_at_threshold) {
                 let fp = params.false_positive_area(threshold);
-                fallback = Some(Choice {
-                    params,
-                    recall_at_threshold: recall,
-                    false_positive_area: fp,
-                    meets_target: false,
-                });
+                fallback =
+                    Some(Choice { params, recall_at_threshold: recall, false_positive_area: fp, meets_target: false });
             }
         }
     }
-    Ok(best
-        .or(fallback)
-        .expect("num_perm >= 1 gives at least one candidate"))
+    Ok(best.or(fallback).expect("num_perm >= 1 gives at least one candidate"))
 }
 
 /// datasketch's criterion: minimise `fp_weight·FP area + fn_weight·FN area`.
-pub fn optimal_weighted(
-    threshold: f64,
-    num_perm: u32,
-    fp_weight: f64,
-    fn_weight: f64,
-) -> Result<LshParams> {
+pub fn optimal_weighted(threshold: f64, num_perm: u32, fp_weight: f64, fn_weight: f64) -> Result<LshParams> {
     check_unit("threshold", threshold)?;
     if num_perm == 0 || num_perm as usize > crate::minhash::MAX_NUM_PERM {
-        return Err(Error::config(
-            "num_perm",
-            format!("must be in 1..=1024, got {num_perm}"),
-        ));
+        return Err(Error::config("num_perm", format!("must be in 1..=1024, got {num_perm}")));
     }
     let mut best = (f64::INFINITY, LshParams { bands: 1, rows: 1 });
     for bands in 1..=num_perm {
         for rows in 1..=num_perm / bands {
             let p = LshParams { bands, rows };
-            let err = fp_weight * p.false_positive_area(threshold)
-                + fn_weight * p.false_negative_area(threshold);
+            let err = fp_weight * p.false_positive_area(threshold) + fn_weight * p.false_negative_area(threshold);
             if err < best.0 {
                 best = (err, p);
             }
@@ -252,13 +227,7 @@ mod tests {
 
     #[test]
     fn choose_meets_target_and_fits() {
-        for &(t, target) in &[
-            (0.5, 0.99),
-            (0.8, 0.995),
-            (0.85, 0.999),
-            (0.9, 0.999),
-            (0.75, 0.999),
-        ] {
+        for &(t, target) in &[(0.5, 0.99), (0.8, 0.995), (0.85, 0.999), (0.9, 0.999), (0.75, 0.999)] {
             let c = choose(t, target, 128).unwrap();
             assert!(c.meets_target, "t={t}");
             assert!(c.recall_at_threshold >= target);
@@ -274,10 +243,7 @@ mod tests {
             for r in 1..=128 / b {
                 let p = LshParams { bands: b, rows: r };
                 if p.probability(t) >= target {
-                    assert!(
-                        p.false_positive_area(t) >= c.false_positive_area - 1e-9,
-                        "{p:?} beats {c:?}"
-                    );
+                    assert!(p.false_positive_area(t) >= c.false_positive_area - 1e-9, "{p:?} beats {c:?}");
                 }
             }
         }
