@@ -70,12 +70,8 @@ impl ParseCache {
     /// `.neardup/cache/`.
     pub fn open(root: impl Into<PathBuf>) -> Result<ParseCache, Error> {
         let root = root.into();
-        fs::create_dir_all(&root)
-            .map_err(|e| Error::io("creating cache directory", e).with_path(&root))?;
-        Ok(ParseCache {
-            root,
-            parser_version: PARSER_VERSION,
-        })
+        fs::create_dir_all(&root).map_err(|e| Error::io("creating cache directory", e).with_path(&root))?;
+        Ok(ParseCache { root, parser_version: PARSER_VERSION })
     }
 
     /// The cache's root directory.
@@ -92,14 +88,9 @@ impl ParseCache {
     }
 
     fn entry_path(&self, sha256: &str) -> Result<PathBuf, Error> {
-        let valid = sha256.len() == 64
-            && sha256
-                .bytes()
-                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        let valid = sha256.len() == 64 && sha256.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
         if !valid {
-            return Err(Error::cache(format!(
-                "invalid key {sha256:?}: want 64 lowercase hex digits"
-            )));
+            return Err(Error::cache(format!("invalid key {sha256:?}: want 64 lowercase hex digits")));
         }
         Ok(self.root.join(&sha256[..2]).join(format!("{sha256}.json")))
     }
@@ -133,8 +124,7 @@ impl ParseCache {
     pub fn put(&self, sha256: &str, doc: &ParsedDoc) -> Result<(), Error> {
         let path = self.entry_path(sha256)?;
         let dir = path.parent().unwrap_or(&self.root);
-        fs::create_dir_all(dir)
-            .map_err(|e| Error::io("creating cache directory", e).with_path(dir))?;
+        fs::create_dir_all(dir).map_err(|e| Error::io("creating cache directory", e).with_path(dir))?;
         let entry = Entry {
             format_version: CACHE_FORMAT_VERSION,
             parser_version: self.parser_version,
@@ -145,8 +135,7 @@ impl ParseCache {
             text_sha256: sha256_hex(doc.text.as_bytes()),
             text: doc.text.clone(),
         };
-        let json = serde_json::to_vec(&entry)
-            .map_err(|e| Error::cache(format!("serialising entry: {e}")))?;
+        let json = serde_json::to_vec(&entry).map_err(|e| Error::cache(format!("serialising entry: {e}")))?;
         write_atomic(&path, &json)
     }
 }
@@ -201,10 +190,8 @@ mod tests {
         cache.put(&key, &doc("hello again")).unwrap();
         assert_eq!(cache.get(&key).unwrap().unwrap().text, "hello again");
         // No temp files left behind.
-        let names: Vec<_> = fs::read_dir(dir.path().join("cache").join(&key[..2]))
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
+        let names: Vec<_> =
+            fs::read_dir(dir.path().join("cache").join(&key[..2])).unwrap().map(|e| e.unwrap().file_name()).collect();
         assert_eq!(names.len(), 1, "{names:?}");
     }
 
@@ -212,13 +199,8 @@ mod tests {
     fn parser_version_bump_invalidates() {
         let dir = tempfile::tempdir().unwrap();
         let key = sha256_hex(b"source");
-        ParseCache::open(dir.path())
-            .unwrap()
-            .put(&key, &doc("x"))
-            .unwrap();
-        let bumped = ParseCache::open(dir.path())
-            .unwrap()
-            .with_parser_version(PARSER_VERSION + 1);
+        ParseCache::open(dir.path()).unwrap().put(&key, &doc("x")).unwrap();
+        let bumped = ParseCache::open(dir.path()).unwrap().with_parser_version(PARSER_VERSION + 1);
         assert_eq!(bumped.get(&key).unwrap(), None);
     }
 
@@ -229,9 +211,7 @@ mod tests {
         let key = sha256_hex(b"source");
         cache.put(&key, &doc("original")).unwrap();
         let path = cache.entry_path(&key).unwrap();
-        let tampered = fs::read_to_string(&path)
-            .unwrap()
-            .replace("original", "tampered");
+        let tampered = fs::read_to_string(&path).unwrap().replace("original", "tampered");
         fs::write(&path, tampered).unwrap();
         assert_eq!(cache.get(&key).unwrap(), None);
         fs::write(&path, b"{not json").unwrap();

@@ -125,28 +125,19 @@ impl Error {
     }
 
     pub(crate) fn corrupt(format: Format, reason: impl Into<String>) -> Error {
-        Error::new(ErrorKind::Corrupt {
-            format,
-            reason: reason.into(),
-        })
+        Error::new(ErrorKind::Corrupt { format, reason: reason.into() })
     }
 
     pub(crate) fn config(reason: impl Into<String>) -> Error {
-        Error::new(ErrorKind::Config {
-            reason: reason.into(),
-        })
+        Error::new(ErrorKind::Config { reason: reason.into() })
     }
 
     pub(crate) fn embedding(reason: impl Into<String>) -> Error {
-        Error::new(ErrorKind::Embedding {
-            reason: reason.into(),
-        })
+        Error::new(ErrorKind::Embedding { reason: reason.into() })
     }
 
     pub(crate) fn cache(reason: impl Into<String>) -> Error {
-        Error::new(ErrorKind::Cache {
-            reason: reason.into(),
-        })
+        Error::new(ErrorKind::Cache { reason: reason.into() })
     }
 
     /// Attaches the path of the file this error concerns (kept if already set).
@@ -218,26 +209,15 @@ impl fmt::Display for Error {
                 write!(f, "extracted text exceeds the limit of {limit} bytes")
             }
             ErrorKind::NoText { format } => {
-                write!(
-                    f,
-                    "no extractable text in {format} (scanned or image-only?)"
-                )
+                write!(f, "no extractable text in {format} (scanned or image-only?)")
             }
             ErrorKind::Cache { reason } => write!(f, "parse cache: {reason}"),
             ErrorKind::Walk { reason } => write!(f, "cannot walk: {reason}"),
             ErrorKind::Config { reason } => write!(f, "configuration: {reason}"),
-            ErrorKind::Http {
-                url,
-                status: Some(status),
-                detail,
-            } => {
+            ErrorKind::Http { url, status: Some(status), detail } => {
                 write!(f, "HTTP {status} from {url}: {detail}")
             }
-            ErrorKind::Http {
-                url,
-                status: None,
-                detail,
-            } => {
+            ErrorKind::Http { url, status: None, detail } => {
                 write!(f, "request to {url} failed: {detail}")
             }
             ErrorKind::Timeout { url, timeout_ms } => {
@@ -263,25 +243,14 @@ mod tests {
 
     #[test]
     fn display_includes_path_and_reason() {
-        let err = Error::new(ErrorKind::TooLarge {
-            bytes: 10,
-            limit: 5,
-        })
-        .with_path("a/b.pdf");
-        assert_eq!(
-            err.to_string(),
-            "a/b.pdf: file is 10 bytes, over the limit of 5 bytes"
-        );
+        let err = Error::new(ErrorKind::TooLarge { bytes: 10, limit: 5 }).with_path("a/b.pdf");
+        assert_eq!(err.to_string(), "a/b.pdf: file is 10 bytes, over the limit of 5 bytes");
         assert!(err.is_document_error());
     }
 
     #[test]
     fn provider_errors_are_not_document_errors() {
-        let err = Error::new(ErrorKind::Http {
-            url: "http://x/api".into(),
-            status: Some(500),
-            detail: "boom".into(),
-        });
+        let err = Error::new(ErrorKind::Http { url: "http://x/api".into(), status: Some(500), detail: "boom".into() });
         assert!(!err.is_document_error());
         assert_eq!(err.to_string(), "HTTP 500 from http://x/api: boom");
     }

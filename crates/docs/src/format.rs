@@ -90,10 +90,7 @@ const SIGNATURES: &[(&[u8], &str)] = &[
     (b"Rar!\x1a\x07", "RAR archive"),
     (b"\x7fELF", "ELF executable"),
     (b"MZ", "Windows executable"),
-    (
-        b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
-        "legacy Office (OLE) document",
-    ),
+    (b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1", "legacy Office (OLE) document"),
     (b"{\\rtf", "RTF document"),
     (b"%!PS", "PostScript document"),
     (b"II*\x00", "TIFF image"),
@@ -133,11 +130,7 @@ pub(crate) fn extension(path: Option<&Path>) -> Option<String> {
 /// does not say.
 pub(crate) fn looks_like_html(text: &str) -> bool {
     let start = text.trim_start_matches('\u{feff}').trim_start();
-    let head: String = start
-        .chars()
-        .take(256)
-        .collect::<String>()
-        .to_ascii_lowercase();
+    let head: String = start.chars().take(256).collect::<String>().to_ascii_lowercase();
     head.starts_with("<!doctype html") || head.starts_with("<html") || {
         head.starts_with("<?xml") && head.contains("<html")
     }
@@ -158,10 +151,7 @@ mod tests {
             (b"junk\n%PDF-1.4\n", Sniffed::Pdf),
             (b"PK\x03\x04rest", Sniffed::Zip),
             (b"\x89PNG\r\n\x1a\n....", Sniffed::OtherBinary("PNG image")),
-            (
-                b"MZ\x90\x00\x03",
-                Sniffed::OtherBinary("Windows executable"),
-            ),
+            (b"MZ\x90\x00\x03", Sniffed::OtherBinary("Windows executable")),
             (b"MZ is a fine way to start a sentence", Sniffed::Unknown),
             (b"hello", Sniffed::Unknown),
         ];
@@ -176,10 +166,7 @@ mod tests {
         assert_eq!(Format::from_extension("htm"), Some(Format::Html));
         assert_eq!(Format::from_extension("markdown"), Some(Format::Markdown));
         assert_eq!(Format::from_extension("xls"), None);
-        assert_eq!(
-            extension(Some(Path::new("a/B.TXT"))).as_deref(),
-            Some("txt")
-        );
+        assert_eq!(extension(Some(Path::new("a/B.TXT"))).as_deref(), Some("txt"));
         assert_eq!(extension(Some(Path::new("README"))), None);
     }
 

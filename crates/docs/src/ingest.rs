@@ -29,39 +29,23 @@ pub fn parse_file(path: &Path, limits: &Limits, cache: &ParseCache) -> Result<Pa
     let bytes = read_limited(path, limits.max_file_bytes).map_err(|e| e.with_path(path))?;
     let sha = sha256_hex(&bytes);
     if let Some(doc) = cache.get(&sha).map_err(|e| e.with_path(path))? {
-        return Ok(ParseOutcome {
-            doc,
-            cache_hit: true,
-        });
+        return Ok(ParseOutcome { doc, cache_hit: true });
     }
     let doc = parse_with_sha(&bytes, Some(path), limits, sha).map_err(|e| e.with_path(path))?;
-    cache
-        .put(&doc.sha256, &doc)
-        .map_err(|e| e.with_path(path))?;
-    Ok(ParseOutcome {
-        doc,
-        cache_hit: false,
-    })
+    cache.put(&doc.sha256, &doc).map_err(|e| e.with_path(path))?;
+    Ok(ParseOutcome { doc, cache_hit: false })
 }
 
 fn read_limited(path: &Path, limit: u64) -> Result<Vec<u8>, Error> {
     let file = File::open(path).map_err(|e| Error::io("reading document", e))?;
-    let len = file
-        .metadata()
-        .map_err(|e| Error::io("reading document", e))?
-        .len();
+    let len = file.metadata().map_err(|e| Error::io("reading document", e))?.len();
     if len > limit {
         return Err(Error::new(ErrorKind::TooLarge { bytes: len, limit }));
     }
     let mut bytes = Vec::with_capacity(len as usize);
-    file.take(limit + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Error::io("reading document", e))?;
+    file.take(limit + 1).read_to_end(&mut bytes).map_err(|e| Error::io("reading document", e))?;
     if bytes.len() as u64 > limit {
-        return Err(Error::new(ErrorKind::TooLarge {
-            bytes: bytes.len() as u64,
-            limit,
-        }));
+        return Err(Error::new(ErrorKind::TooLarge { bytes: bytes.len() as u64, limit }));
     }
     Ok(bytes)
 }
@@ -91,16 +75,7 @@ mod tests {
         // A sparse 1 GiB file costs no disk; the limit must fire before reading.
         File::create(&file).unwrap().set_len(1 << 30).unwrap();
         let err = parse_file(&file, &Limits::default(), &cache).unwrap_err();
-        assert!(
-            matches!(
-                err.kind(),
-                ErrorKind::TooLarge {
-                    bytes: 1_073_741_824,
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert!(matches!(err.kind(), ErrorKind::TooLarge { bytes: 1_073_741_824, .. }), "{err}");
         assert!(err.to_string().contains("huge.txt"), "{err}");
         assert!(err.is_document_error());
     }

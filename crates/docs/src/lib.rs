@@ -43,8 +43,8 @@ mod walk;
 
 pub use cache::{ParseCache, CACHE_FORMAT_VERSION};
 pub use embed::{
-    chunk_words, cosine, embed_document, embedder_from_model, mean_pool, normalize, Embedder,
-    LocalEmbedder, OllamaEmbedder, OpenAiEmbedder, ProviderConfig, DEFAULT_CHUNK_WORDS,
+    chunk_words, cosine, embed_document, embedder_from_model, mean_pool, normalize, Embedder, LocalEmbedder,
+    OllamaEmbedder, OpenAiEmbedder, ProviderConfig, DEFAULT_CHUNK_WORDS,
 };
 pub use error::{Error, ErrorKind};
 pub use format::Format;

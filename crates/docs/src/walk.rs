@@ -31,11 +31,7 @@ pub struct DiscoverOptions {
 
 impl Default for DiscoverOptions {
     fn default() -> DiscoverOptions {
-        DiscoverOptions {
-            respect_ignore_files: true,
-            include_hidden: false,
-            follow_links: false,
-        }
+        DiscoverOptions { respect_ignore_files: true, include_hidden: false, follow_links: false }
     }
 }
 
@@ -71,9 +67,7 @@ pub fn discover<P: AsRef<Path>>(paths: &[P], options: &DiscoverOptions) -> Disco
         let meta = match std::fs::metadata(path) {
             Ok(meta) => meta,
             Err(e) => {
-                found
-                    .errors
-                    .push(walk_error(format!("{e}")).with_path(path));
+                found.errors.push(walk_error(format!("{e}")).with_path(path));
                 continue;
             }
         };
@@ -90,16 +84,12 @@ pub fn discover<P: AsRef<Path>>(paths: &[P], options: &DiscoverOptions) -> Disco
             .add_custom_ignore_filename(".neardupignore")
             .filter_entry(|entry| {
                 let is_dir = entry.file_type().is_some_and(|t| t.is_dir());
-                !(is_dir
-                    && entry.depth() > 0
-                    && ALWAYS_SKIPPED.iter().any(|s| entry.file_name() == *s))
+                !(is_dir && entry.depth() > 0 && ALWAYS_SKIPPED.iter().any(|s| entry.file_name() == *s))
             })
             .build();
         for entry in walker {
             match entry {
-                Ok(entry) if entry.file_type().is_some_and(|t| t.is_file()) => {
-                    found.files.push(entry.into_path())
-                }
+                Ok(entry) if entry.file_type().is_some_and(|t| t.is_file()) => found.files.push(entry.into_path()),
                 Ok(_) => {}
                 Err(e) => found.errors.push(walk_error(e.to_string())),
             }
@@ -120,10 +110,7 @@ mod tests {
     use std::fs;
 
     fn names(dir: &Path, files: &[PathBuf]) -> Vec<String> {
-        files
-            .iter()
-            .map(|p| p.strip_prefix(dir).unwrap().to_string_lossy().into_owned())
-            .collect()
+        files.iter().map(|p| p.strip_prefix(dir).unwrap().to_string_lossy().into_owned()).collect()
     }
 
     #[test]
@@ -148,22 +135,12 @@ mod tests {
         fs::write(d.join("n/.neardupignore"), "drop.txt\n").unwrap();
         let found = discover(&[d], &DiscoverOptions::default());
         assert!(found.errors.is_empty(), "{:?}", found.errors);
-        assert_eq!(
-            names(d, &found.files),
-            ["a/y.txt", "a/z.md", "b.pdf", "n/keep.txt"]
-        );
+        assert_eq!(names(d, &found.files), ["a/y.txt", "a/z.md", "b.pdf", "n/keep.txt"]);
 
-        let all = DiscoverOptions {
-            respect_ignore_files: false,
-            include_hidden: true,
-            ..Default::default()
-        };
+        let all = DiscoverOptions { respect_ignore_files: false, include_hidden: true, ..Default::default() };
         let found = discover(&[d], &all);
         let got = names(d, &found.files);
-        assert!(
-            got.contains(&"build/out.txt".to_owned()) && got.contains(&".hidden/x.txt".to_owned()),
-            "{got:?}"
-        );
+        assert!(got.contains(&"build/out.txt".to_owned()) && got.contains(&".hidden/x.txt".to_owned()), "{got:?}");
         assert!(!got.iter().any(|n| n.starts_with(".neardup")), "{got:?}");
     }
 
@@ -173,16 +150,9 @@ mod tests {
         let d = dir.path();
         fs::write(d.join("x.tmp"), "x").unwrap();
         fs::write(d.join(".gitignore"), "*.tmp\n").unwrap();
-        let found = discover(
-            &[d.join("x.tmp"), d.join("x.tmp"), d.join("missing")],
-            &DiscoverOptions::default(),
-        );
+        let found = discover(&[d.join("x.tmp"), d.join("x.tmp"), d.join("missing")], &DiscoverOptions::default());
         assert_eq!(found.files, [d.join("x.tmp")]);
         assert_eq!(found.errors.len(), 1);
-        assert!(
-            found.errors[0].to_string().contains("missing"),
-            "{}",
-            found.errors[0]
-        );
+        assert!(found.errors[0].to_string().contains("missing"), "{}", found.errors[0]);
     }
 }

@@ -50,10 +50,7 @@ impl BertConfig {
             }
         }
         if self.hidden_act != "gelu" {
-            return Err(format!(
-                "hidden_act {:?} is not supported (only \"gelu\")",
-                self.hidden_act
-            ));
+            return Err(format!("hidden_act {:?} is not supported (only \"gelu\")", self.hidden_act));
         }
         if self.num_attention_heads == 0 || self.hidden_size % self.num_attention_heads != 0 {
             return Err(format!(
@@ -61,12 +58,8 @@ impl BertConfig {
                 self.hidden_size, self.num_attention_heads
             ));
         }
-        if self.num_hidden_layers == 0 || self.vocab_size == 0 || self.max_position_embeddings == 0
-        {
-            return Err(
-                "num_hidden_layers, vocab_size and max_position_embeddings must be positive"
-                    .to_owned(),
-            );
+        if self.num_hidden_layers == 0 || self.vocab_size == 0 || self.max_position_embeddings == 0 {
+            return Err("num_hidden_layers, vocab_size and max_position_embeddings must be positive".to_owned());
         }
         Ok(())
     }
@@ -96,11 +89,7 @@ pub(crate) struct Bert {
 
 impl Bert {
     pub(crate) fn load(vb: VarBuilder, config: &BertConfig) -> candle_core::Result<Bert> {
-        let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") {
-            vb.pp("bert")
-        } else {
-            vb
-        };
+        let vb = if vb.contains_tensor("bert.embeddings.word_embeddings.weight") { vb.pp("bert") } else { vb };
         let h = config.hidden_size;
         let eps = config.layer_norm_eps;
         let e = vb.pp("embeddings");
@@ -120,11 +109,7 @@ impl Bert {
         }
         Ok(Bert {
             word: embedding(config.vocab_size, h, e.pp("word_embeddings"))?,
-            position: embedding(
-                config.max_position_embeddings,
-                h,
-                e.pp("position_embeddings"),
-            )?,
+            position: embedding(config.max_position_embeddings, h, e.pp("position_embeddings"))?,
             token_type: embedding(config.type_vocab_size, h, e.pp("token_type_embeddings"))?,
             embed_norm: layer_norm(h, eps, e.pp("LayerNorm"))?,
             layers,
@@ -135,12 +120,7 @@ impl Bert {
 
     /// `ids`, `type_ids`, `mask`: `(batch, seq)` u32 tensors; returns
     /// `(batch, seq, hidden)` f32 hidden states.
-    pub(crate) fn forward(
-        &self,
-        ids: &Tensor,
-        type_ids: &Tensor,
-        mask: &Tensor,
-    ) -> candle_core::Result<Tensor> {
+    pub(crate) fn forward(&self, ids: &Tensor, type_ids: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
         let (batch, seq) = ids.dims2()?;
         let positions = Tensor::arange(0u32, seq as u32, ids.device())?.unsqueeze(0)?;
         let x = self
@@ -150,36 +130,20 @@ impl Bert {
             .add(&self.token_type.forward(type_ids)?)?;
         let mut x = self.embed_norm.forward(&x)?;
         // Additive mask: 0 where attended, a large negative where padded.
-        let bias = mask
-            .to_dtype(DType::F32)?
-            .affine(1e9, -1e9)?
-            .reshape((batch, 1, 1, seq))?;
+        let bias = mask.to_dtype(DType::F32)?.affine(1e9, -1e9)?.reshape((batch, 1, 1, seq))?;
         let scale = 1.0 / (self.head_dim as f64).sqrt();
         for layer in &self.layers {
             let split = |t: Tensor| -> candle_core::Result<Tensor> {
-                t.reshape((batch, seq, self.heads, self.head_dim))?
-                    .transpose(1, 2)?
-                    .contiguous()
+                t.reshape((batch, seq, self.heads, self.head_dim))?.transpose(1, 2)?.contiguous()
             };
             let q = split(layer.query.forward(&x)?)?;
             let k = split(layer.key.forward(&x)?)?;
             let v = split(layer.value.forward(&x)?)?;
-            let scores = q
-                .matmul(&k.t()?)?
-                .affine(scale, 0.0)?
-                .broadcast_add(&bias)?;
+            let scores = q.matmul(&k.t()?)?.affine(scale, 0.0)?.broadcast_add(&bias)?;
             let probs = candle_nn::ops::softmax_last_dim(&scores)?;
-            let context = probs.matmul(&v)?.transpose(1, 2)?.reshape((
-                batch,
-                seq,
-                self.heads * self.head_dim,
-            ))?;
-            let attended = layer
-                .attn_norm
-                .forward(&(layer.attn_out.forward(&context)? + &x)?)?;
-            let ff = layer
-                .output
-                .forward(&layer.intermediate.forward(&attended)?.gelu_erf()?)?;
+            let context = probs.matmul(&v)?.transpose(1, 2)?.reshape((batch, seq, self.heads * self.head_dim))?;
+            let attended = layer.attn_norm.forward(&(layer.attn_out.forward(&context)? + &x)?)?;
+            let ff = layer.output.forward(&layer.intermediate.forward(&attended)?.gelu_erf()?)?;
             x = layer.out_norm.forward(&(ff + attended)?)?;
         }
         Ok(x)
@@ -193,11 +157,7 @@ pub(crate) fn mean_pool_normalize(hidden: &Tensor, mask: &Tensor) -> candle_core
     let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
     let counts = mask.sum(1)?.clamp(1e-9, f64::MAX)?;
     let mean = summed.broadcast_div(&counts)?;
-    let norms = mean
-        .sqr()?
-        .sum_keepdim(D::Minus1)?
-        .sqrt()?
-        .clamp(1e-12, f64::MAX)?;
+    let norms = mean.sqr()?.sum_keepdim(D::Minus1)?.sqrt()?.clamp(1e-12, f64::MAX)?;
     mean.broadcast_div(&norms)
 }
 

@@ -57,13 +57,8 @@ impl JsonClient {
     }
 
     /// POSTs `body` as JSON to `url` and decodes the JSON answer.
-    pub(crate) fn post<B: Serialize, R: DeserializeOwned>(
-        &self,
-        url: &str,
-        body: &B,
-    ) -> Result<R, Error> {
-        let payload = serde_json::to_vec(body)
-            .map_err(|e| Error::embedding(format!("serialising request: {e}")))?;
+    pub(crate) fn post<B: Serialize, R: DeserializeOwned>(&self, url: &str, body: &B) -> Result<R, Error> {
+        let payload = serde_json::to_vec(body).map_err(|e| Error::embedding(format!("serialising request: {e}")))?;
         let mut attempt = 0u32;
         loop {
             match self.attempt(url, &payload) {
@@ -90,10 +85,7 @@ impl JsonClient {
     }
 
     fn attempt(&self, url: &str, payload: &[u8]) -> Attempt {
-        let mut request = self
-            .agent
-            .post(url)
-            .header("Content-Type", "application/json");
+        let mut request = self.agent.post(url).header("Content-Type", "application/json");
         if let Some(token) = &self.bearer {
             request = request.header("Authorization", format!("Bearer {token}"));
         }
@@ -110,26 +102,17 @@ impl JsonClient {
             .map(Duration::from_secs)
             .filter(|d| *d <= MAX_RETRY_AFTER);
         let mut body = Vec::new();
-        let read = response
-            .body_mut()
-            .as_reader()
-            .take(MAX_BODY_BYTES)
-            .read_to_end(&mut body);
+        let read = response.body_mut().as_reader().take(MAX_BODY_BYTES).read_to_end(&mut body);
         if let Err(e) = read {
             return if is_timeout(&e) {
                 Attempt::Fail(self.timeout_error(url))
             } else {
-                Attempt::Retry(
-                    http_error(url, None, format!("reading response: {e}")),
-                    None,
-                )
+                Attempt::Retry(http_error(url, None, format!("reading response: {e}")), None)
             };
         }
         match status {
             200..=299 => Attempt::Done(body),
-            429 | 500..=599 => {
-                Attempt::Retry(http_error(url, Some(status), snippet(&body)), retry_after)
-            }
+            429 | 500..=599 => Attempt::Retry(http_error(url, Some(status), snippet(&body)), retry_after),
             _ => Attempt::Fail(http_error(url, Some(status), snippet(&body))),
         }
     }
@@ -146,28 +129,17 @@ impl JsonClient {
     }
 
     fn timeout_error(&self, url: &str) -> Error {
-        Error::new(ErrorKind::Timeout {
-            url: url.to_owned(),
-            timeout_ms: self.timeout.as_millis(),
-        })
+        Error::new(ErrorKind::Timeout { url: url.to_owned(), timeout_ms: self.timeout.as_millis() })
     }
 }
 
 fn is_timeout(e: &std::io::Error) -> bool {
-    matches!(
-        e.kind(),
-        std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock
-    ) || e
-        .get_ref()
-        .is_some_and(|inner| inner.to_string().contains("timeout"))
+    matches!(e.kind(), std::io::ErrorKind::TimedOut | std::io::ErrorKind::WouldBlock)
+        || e.get_ref().is_some_and(|inner| inner.to_string().contains("timeout"))
 }
 
 fn http_error(url: &str, status: Option<u16>, detail: String) -> Error {
-    Error::new(ErrorKind::Http {
-        url: url.to_owned(),
-        status,
-        detail,
-    })
+    Error::new(ErrorKind::Http { url: url.to_owned(), status, detail })
 }
 
 /// The start of a body, lossily decoded, whitespace collapsed.
@@ -186,11 +158,7 @@ fn snippet(body: &[u8]) -> String {
 
 /// Joins a base URL and a path without doubling slashes.
 pub(crate) fn join_url(base: &str, path: &str) -> String {
-    format!(
-        "{}/{}",
-        base.trim_end_matches('/'),
-        path.trim_start_matches('/')
-    )
+    format!("{}/{}", base.trim_end_matches('/'), path.trim_start_matches('/'))
 }
 
 #[cfg(test)]
@@ -199,23 +167,14 @@ mod tests {
 
     #[test]
     fn snippets() {
-        assert_eq!(
-            snippet(b"  {\"error\":\n \"bad\"} "),
-            "{\"error\": \"bad\"}"
-        );
+        assert_eq!(snippet(b"  {\"error\":\n \"bad\"} "), "{\"error\": \"bad\"}");
         assert_eq!(snippet(b""), "(empty body)");
-        assert_eq!(
-            snippet("x ".repeat(400).as_bytes()).chars().count(),
-            SNIPPET_CHARS + 1
-        );
+        assert_eq!(snippet("x ".repeat(400).as_bytes()).chars().count(), SNIPPET_CHARS + 1);
     }
 
     #[test]
     fn urls() {
-        assert_eq!(
-            join_url("http://h:1/", "/api/embed"),
-            "http://h:1/api/embed"
-        );
+        assert_eq!(join_url("http://h:1/", "/api/embed"), "http://h:1/api/embed");
         assert_eq!(join_url("http://h:1", "api/embed"), "http://h:1/api/embed");
     }
 }

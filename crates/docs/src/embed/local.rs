@@ -38,10 +38,7 @@ pub struct LocalEmbedder {
 
 impl std::fmt::Debug for LocalEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LocalEmbedder")
-            .field("id", &self.id)
-            .field("batch_size", &self.batch_size)
-            .finish()
+        f.debug_struct("LocalEmbedder").field("id", &self.id).field("batch_size", &self.batch_size).finish()
     }
 }
 
@@ -60,46 +57,29 @@ impl LocalEmbedder {
         };
         let config: BertConfig = serde_json::from_slice(&read("config.json")?)
             .map_err(|e| Error::config(format!("{}: {e}", file("config.json").display())))?;
-        config
-            .validate()
-            .map_err(|e| Error::config(format!("{}: {e}", file("config.json").display())))?;
+        config.validate().map_err(|e| Error::config(format!("{}: {e}", file("config.json").display())))?;
 
         let mut tokenizer = Tokenizer::from_bytes(read("tokenizer.json")?)
             .map_err(|e| Error::config(format!("{}: {e}", file("tokenizer.json").display())))?;
         let max_len = MAX_TOKENS.min(config.max_position_embeddings);
         tokenizer
-            .with_truncation(Some(TruncationParams {
-                max_length: max_len,
-                ..Default::default()
-            }))
+            .with_truncation(Some(TruncationParams { max_length: max_len, ..Default::default() }))
             .map_err(|e| Error::config(format!("tokenizer truncation: {e}")))?;
         let padding = match tokenizer.get_padding() {
-            Some(p) => PaddingParams {
-                strategy: PaddingStrategy::BatchLongest,
-                ..p.clone()
-            },
+            Some(p) => PaddingParams { strategy: PaddingStrategy::BatchLongest, ..p.clone() },
             None => PaddingParams::default(),
         };
         tokenizer.with_padding(Some(padding));
 
         let weights = read("model.safetensors")?;
-        let dir_name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let dir_name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         let id = format!("local:{dir_name}#{}", &sha256_hex(&weights)[..16]);
         let device = device();
         let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &device)
             .map_err(|e| Error::config(format!("{}: {e}", file("model.safetensors").display())))?;
         let model = Bert::load(vb, &config)
             .map_err(|e| Error::config(format!("{}: {e}", file("model.safetensors").display())))?;
-        Ok(LocalEmbedder {
-            model,
-            tokenizer,
-            device,
-            batch_size: batch_size.max(1),
-            id,
-        })
+        Ok(LocalEmbedder { model, tokenizer, device, batch_size: batch_size.max(1), id })
     }
 
     fn embed_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {

@@ -82,19 +82,11 @@ impl ProviderConfig {
     /// `NEARDUP_OPENAI_BASE_URL` (or `OPENAI_BASE_URL`),
     /// `NEARDUP_OPENAI_API_KEY` (or `OPENAI_API_KEY`).
     pub fn from_env() -> ProviderConfig {
-        let var = |names: &[&str]| {
-            names
-                .iter()
-                .find_map(|n| std::env::var(n).ok().filter(|v| !v.trim().is_empty()))
-        };
+        let var = |names: &[&str]| names.iter().find_map(|n| std::env::var(n).ok().filter(|v| !v.trim().is_empty()));
         let mut config = ProviderConfig::default();
         if let Some(url) = var(&["NEARDUP_OLLAMA_BASE_URL", "OLLAMA_HOST"]) {
             // OLLAMA_HOST is often a bare host:port.
-            config.ollama_base_url = if url.contains("://") {
-                url
-            } else {
-                format!("http://{url}")
-            };
+            config.ollama_base_url = if url.contains("://") { url } else { format!("http://{url}") };
         }
         if let Some(url) = var(&["NEARDUP_OPENAI_BASE_URL", "OPENAI_BASE_URL"]) {
             config.openai_base_url = url;
@@ -127,10 +119,7 @@ impl ProviderConfig {
 /// assert!(err.to_string().contains("provider prefix"));
 /// # Ok::<(), neardup_docs::Error>(())
 /// ```
-pub fn embedder_from_model(
-    model: &str,
-    config: &ProviderConfig,
-) -> Result<Option<Box<dyn Embedder>>, Error> {
+pub fn embedder_from_model(model: &str, config: &ProviderConfig) -> Result<Option<Box<dyn Embedder>>, Error> {
     let model = model.trim();
     if model.is_empty() {
         return Ok(None);
@@ -142,9 +131,7 @@ pub fn embedder_from_model(
         )));
     };
     if name.trim().is_empty() {
-        return Err(Error::config(format!(
-            "embedding model {model:?} names no model after {provider:?}"
-        )));
+        return Err(Error::config(format!("embedding model {model:?} names no model after {provider:?}")));
     }
     Ok(Some(match provider {
         "ollama" => Box::new(OllamaEmbedder::new(name, config)?),
@@ -166,19 +153,12 @@ pub const DEFAULT_CHUNK_WORDS: usize = 200;
 /// separated words (at least one word per chunk).
 pub fn chunk_words(text: &str, words_per_chunk: usize) -> Vec<String> {
     let words: Vec<&str> = text.split_whitespace().collect();
-    words
-        .chunks(words_per_chunk.max(1))
-        .map(|c| c.join(" "))
-        .collect()
+    words.chunks(words_per_chunk.max(1)).map(|c| c.join(" ")).collect()
 }
 
 /// Embeds a whole document as one vector: the L2-normalised mean of the
 /// L2-normalised vectors of its word chunks.
-pub fn embed_document(
-    embedder: &dyn Embedder,
-    text: &str,
-    words_per_chunk: usize,
-) -> Result<Vec<f32>, Error> {
+pub fn embed_document(embedder: &dyn Embedder, text: &str, words_per_chunk: usize) -> Result<Vec<f32>, Error> {
     let chunks = chunk_words(text, words_per_chunk);
     if chunks.is_empty() {
         return Err(Error::embedding("document has no words to embed"));
@@ -196,10 +176,7 @@ pub fn mean_pool(vectors: &[Vec<f32>]) -> Result<Vec<f32>, Error> {
     let mut sum = vec![0f32; dim];
     for v in vectors {
         if v.len() != dim {
-            return Err(Error::embedding(format!(
-                "vectors of different lengths ({} and {dim})",
-                v.len()
-            )));
+            return Err(Error::embedding(format!("vectors of different lengths ({} and {dim})", v.len())));
         }
         let n = norm(v);
         if n > 0.0 {
@@ -238,16 +215,9 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
 
 /// Checks a provider's answer: one vector per text, all of one non-zero
 /// length, all finite.
-pub(crate) fn check_vectors(
-    vectors: &[Vec<f32>],
-    expected: usize,
-    source: &str,
-) -> Result<(), Error> {
+pub(crate) fn check_vectors(vectors: &[Vec<f32>], expected: usize, source: &str) -> Result<(), Error> {
     if vectors.len() != expected {
-        return Err(Error::embedding(format!(
-            "{source} returned {} vectors for {expected} texts",
-            vectors.len()
-        )));
+        return Err(Error::embedding(format!("{source} returned {} vectors for {expected} texts", vectors.len())));
     }
     let dim = vectors.first().map_or(0, Vec::len);
     if expected > 0 && dim == 0 {
@@ -255,15 +225,10 @@ pub(crate) fn check_vectors(
     }
     for v in vectors {
         if v.len() != dim {
-            return Err(Error::embedding(format!(
-                "{source} returned vectors of lengths {} and {dim}",
-                v.len()
-            )));
+            return Err(Error::embedding(format!("{source} returned vectors of lengths {} and {dim}", v.len())));
         }
         if v.iter().any(|x| !x.is_finite()) {
-            return Err(Error::embedding(format!(
-                "{source} returned a non-finite value"
-            )));
+            return Err(Error::embedding(format!("{source} returned a non-finite value")));
         }
     }
     Ok(())
@@ -293,10 +258,7 @@ mod tests {
     fn pooling_weights_chunks_equally() {
         let pooled = mean_pool(&[vec![10.0, 0.0], vec![0.0, 1.0]]).unwrap();
         let h = std::f32::consts::FRAC_1_SQRT_2;
-        assert!(
-            (pooled[0] - h).abs() < 1e-6 && (pooled[1] - h).abs() < 1e-6,
-            "{pooled:?}"
-        );
+        assert!((pooled[0] - h).abs() < 1e-6 && (pooled[1] - h).abs() < 1e-6, "{pooled:?}");
         assert!(mean_pool(&[vec![1.0], vec![1.0, 2.0]]).is_err());
         assert!(mean_pool(&[]).is_err());
     }
@@ -305,9 +267,7 @@ mod tests {
     fn model_strings() {
         let config = ProviderConfig::default();
         assert!(embedder_from_model("  ", &config).unwrap().is_none());
-        let openai = embedder_from_model("openai:text-embedding-3-small", &config)
-            .unwrap()
-            .unwrap();
+        let openai = embedder_from_model("openai:text-embedding-3-small", &config).unwrap().unwrap();
         assert_eq!(openai.model_id(), "openai:text-embedding-3-small");
         for (bad, needle) in [
             ("granite-embedding", "no provider prefix"),

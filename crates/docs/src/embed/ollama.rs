@@ -48,13 +48,7 @@ impl Embedder for OllamaEmbedder {
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(self.batch_size) {
-            let response: Response = self.client.post(
-                &self.url,
-                &Request {
-                    model: &self.model,
-                    input: batch,
-                },
-            )?;
+            let response: Response = self.client.post(&self.url, &Request { model: &self.model, input: batch })?;
             check_vectors(&response.embeddings, batch.len(), "ollama")?;
             out.extend(response.embeddings);
         }

@@ -55,11 +55,7 @@ impl Embedder for OpenAiEmbedder {
     fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(self.batch_size) {
-            let request = Request {
-                model: &self.model,
-                input: batch,
-                encoding_format: "float",
-            };
+            let request = Request { model: &self.model, input: batch, encoding_format: "float" };
             let response: Response = self.client.post(&self.url, &request)?;
             let mut slots: Vec<Option<Vec<f32>>> = vec![None; batch.len()];
             for item in response.data {

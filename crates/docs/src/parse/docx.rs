@@ -40,10 +40,7 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Extracted, Error>
     };
     let text = document_text(&document, limits.max_text_bytes)?;
     // The title is a nicety: a broken core.xml must not fail the document.
-    let title = read_part(&mut archive, CORE_PROPS_PART, &mut budget)
-        .ok()
-        .flatten()
-        .and_then(|xml| core_title(&xml));
+    let title = read_part(&mut archive, CORE_PROPS_PART, &mut budget).ok().flatten().and_then(|xml| core_title(&xml));
     Ok(Extracted { text, title })
 }
 
@@ -51,24 +48,15 @@ fn bomb(reason: String) -> Error {
     Error::new(ErrorKind::ZipBomb { reason })
 }
 
-fn check_bomb(
-    archive: &mut ZipArchive<Cursor<&[u8]>>,
-    file_len: u64,
-    limits: &Limits,
-) -> Result<(), Error> {
+fn check_bomb(archive: &mut ZipArchive<Cursor<&[u8]>>, file_len: u64, limits: &Limits) -> Result<(), Error> {
     if archive.len() > limits.max_archive_entries {
-        return Err(bomb(format!(
-            "{} entries, over the limit of {}",
-            archive.len(),
-            limits.max_archive_entries
-        )));
+        return Err(bomb(format!("{} entries, over the limit of {}", archive.len(), limits.max_archive_entries)));
     }
     let mut declared: u64 = 0;
     let mut compressed: u64 = 0;
     for i in 0..archive.len() {
-        let entry = archive
-            .by_index_raw(i)
-            .map_err(|e| Error::corrupt(Format::Docx, format!("bad zip entry {i}: {e}")))?;
+        let entry =
+            archive.by_index_raw(i).map_err(|e| Error::corrupt(Format::Docx, format!("bad zip entry {i}: {e}")))?;
         declared = declared.saturating_add(entry.size());
         compressed = compressed.saturating_add(entry.compressed_size());
     }
@@ -91,11 +79,7 @@ fn check_bomb(
 }
 
 /// Reads one part, charging its real size against `budget`.
-fn read_part(
-    archive: &mut ZipArchive<Cursor<&[u8]>>,
-    name: &str,
-    budget: &mut u64,
-) -> Result<Option<Vec<u8>>, Error> {
+fn read_part(archive: &mut ZipArchive<Cursor<&[u8]>>, name: &str, budget: &mut u64) -> Result<Option<Vec<u8>>, Error> {
     let entry = match archive.by_name(name) {
         Ok(entry) => entry,
         Err(zip::result::ZipError::FileNotFound) => return Ok(None),
@@ -125,10 +109,7 @@ fn document_text(xml: &[u8], max_text_bytes: usize) -> Result<String, Error> {
     let mut in_text = 0usize; // depth inside <w:t>
     loop {
         let event = reader.read_event_into(&mut buf).map_err(|e| {
-            Error::corrupt(
-                Format::Docx,
-                format!("{DOCUMENT_PART} at byte {}: {e}", reader.buffer_position()),
-            )
+            Error::corrupt(Format::Docx, format!("{DOCUMENT_PART} at byte {}: {e}", reader.buffer_position()))
         })?;
         match event {
             Event::Start(e) if e.local_name().as_ref() == b"t" => in_text += 1,
@@ -143,19 +124,13 @@ fn document_text(xml: &[u8], max_text_bytes: usize) -> Result<String, Error> {
                 _ => {}
             },
             Event::Text(t) if in_text > 0 => {
-                let text = t
-                    .decode()
-                    .map_err(|e| Error::corrupt(Format::Docx, e.to_string()))?;
+                let text = t.decode().map_err(|e| Error::corrupt(Format::Docx, e.to_string()))?;
                 line.push_str(&text);
             }
             Event::GeneralRef(r) if in_text > 0 => {
                 if let Ok(Some(c)) = r.resolve_char_ref() {
                     line.push(c);
-                } else if let Some(s) = r
-                    .decode()
-                    .ok()
-                    .and_then(|n| quick_xml::escape::resolve_predefined_entity(&n))
-                {
+                } else if let Some(s) = r.decode().ok().and_then(|n| quick_xml::escape::resolve_predefined_entity(&n)) {
                     line.push_str(s);
                 }
             }
@@ -163,9 +138,7 @@ fn document_text(xml: &[u8], max_text_bytes: usize) -> Result<String, Error> {
             _ => {}
         }
         if out.len() + line.len() > max_text_bytes {
-            return Err(Error::new(ErrorKind::TextTooLarge {
-                limit: max_text_bytes,
-            }));
+            return Err(Error::new(ErrorKind::TextTooLarge { limit: max_text_bytes }));
         }
         buf.clear();
     }
@@ -217,25 +190,13 @@ mod tests {
 <w:p><w:r><w:t>a</w:t><w:tab/><w:t>b</w:t><w:br/><w:t>c&#233;</w:t></w:r></w:p>
 <w:p><w:del><w:r><w:delText>gone</w:delText></w:r></w:del></w:p>
 </w:body></w:document>"#;
-        assert_eq!(
-            document_text(xml, 1 << 20).unwrap(),
-            "Hello world & more\na\tb\ncé"
-        );
+        assert_eq!(document_text(xml, 1 << 20).unwrap(), "Hello world & more\na\tb\ncé");
     }
 
     #[test]
     fn malformed_xml_is_corrupt() {
         let err = document_text(b"<w:p><w:t>x</w:q></w:p>", 1 << 20).unwrap_err();
-        assert!(
-            matches!(
-                err.kind(),
-                ErrorKind::Corrupt {
-                    format: Format::Docx,
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert!(matches!(err.kind(), ErrorKind::Corrupt { format: Format::Docx, .. }), "{err}");
     }
 
     #[test]

@@ -15,8 +15,8 @@ use super::Extracted;
 
 /// Elements whose whole subtree is skipped.
 const SKIP: &[&str] = &[
-    "script", "style", "noscript", "template", "nav", "aside", "form", "button", "select", "svg",
-    "iframe", "object", "canvas", "head",
+    "script", "style", "noscript", "template", "nav", "aside", "form", "button", "select", "svg", "iframe", "object",
+    "canvas", "head",
 ];
 
 /// Elements that start and end a line of output.
@@ -113,18 +113,12 @@ pub(crate) fn extract(source: &str) -> Extracted {
             }
         }
     }
-    Extracted {
-        text: out.finish(),
-        title,
-    }
+    Extracted { text: out.finish(), title }
 }
 
 fn is_skipped(name: &str, role: Option<&str>, inside_content: usize) -> bool {
     SKIP.contains(&name)
-        || matches!(
-            role,
-            Some("navigation" | "banner" | "contentinfo" | "search")
-        )
+        || matches!(role, Some("navigation" | "banner" | "contentinfo" | "search"))
         || (inside_content == 0 && matches!(name, "header" | "footer"))
 }
 
@@ -148,10 +142,7 @@ impl Output {
             }
             return;
         }
-        if text.starts_with(char::is_whitespace)
-            && !self.current.ends_with(' ')
-            && !self.current.is_empty()
-        {
+        if text.starts_with(char::is_whitespace) && !self.current.ends_with(' ') && !self.current.is_empty() {
             self.current.push(' ');
         }
         let mut words = text.split_whitespace().peekable();
@@ -161,10 +152,7 @@ impl Output {
                 self.current.push(' ');
             }
         }
-        if text.ends_with(char::is_whitespace)
-            && !self.current.is_empty()
-            && !self.current.ends_with(' ')
-        {
+        if text.ends_with(char::is_whitespace) && !self.current.is_empty() && !self.current.ends_with(' ') {
             self.current.push(' ');
         }
     }
@@ -197,27 +185,17 @@ mod tests {
 <script>var x = "not text";</script><footer>© Publisher</footer></body></html>"#;
         let got = extract(html);
         assert_eq!(got.title.as_deref(), Some(" A  Paper "));
-        assert_eq!(
-            got.text,
-            "A Paper\nFirst paragraph spans lines.\nSecond\nline\ncode  kept\nas is"
-        );
+        assert_eq!(got.text, "A Paper\nFirst paragraph spans lines.\nSecond\nline\ncode  kept\nas is");
     }
 
     #[test]
     fn deep_nesting_does_not_overflow() {
-        let html = format!(
-            "{}deep{}",
-            "<div><span>".repeat(20_000),
-            "</span></div>".repeat(20_000)
-        );
+        let html = format!("{}deep{}", "<div><span>".repeat(20_000), "</span></div>".repeat(20_000));
         assert_eq!(extract(&html).text, "deep");
     }
 
     #[test]
     fn entities_decoded() {
-        assert_eq!(
-            extract("<p>caf&eacute; &amp; &#8220;tea&#8221;</p>").text,
-            "café & \u{201c}tea\u{201d}"
-        );
+        assert_eq!(extract("<p>caf&eacute; &amp; &#8220;tea&#8221;</p>").text, "café & \u{201c}tea\u{201d}");
     }
 }

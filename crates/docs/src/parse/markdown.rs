@@ -70,10 +70,7 @@ pub(crate) fn extract(source: &str) -> Extracted {
         }
     }
     end(&mut line, &mut lines);
-    Extracted {
-        text: lines.join("\n"),
-        title,
-    }
+    Extracted { text: lines.join("\n"), title }
 }
 
 #[cfg(test)]

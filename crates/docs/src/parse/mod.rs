@@ -79,11 +79,7 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 /// assert_eq!(doc.text, "On Shingles\nWords in order.");
 /// # Ok::<(), neardup_docs::Error>(())
 /// ```
-pub fn parse_bytes(
-    bytes: &[u8],
-    hint_path: Option<&Path>,
-    limits: &Limits,
-) -> Result<ParsedDoc, Error> {
+pub fn parse_bytes(bytes: &[u8], hint_path: Option<&Path>, limits: &Limits) -> Result<ParsedDoc, Error> {
     parse_with_sha(bytes, hint_path, limits, sha256_hex(bytes))
 }
 
@@ -96,10 +92,7 @@ pub(crate) fn parse_with_sha(
 ) -> Result<ParsedDoc, Error> {
     let len = bytes.len() as u64;
     if len > limits.max_file_bytes {
-        return Err(Error::new(ErrorKind::TooLarge {
-            bytes: len,
-            limit: limits.max_file_bytes,
-        }));
+        return Err(Error::new(ErrorKind::TooLarge { bytes: len, limit: limits.max_file_bytes }));
     }
     if bytes.is_empty() {
         return Err(Error::new(ErrorKind::Empty));
@@ -107,9 +100,7 @@ pub(crate) fn parse_with_sha(
     let (format, extracted) = extract(bytes, hint_path, limits)?;
     let text = extracted.text;
     if text.len() > limits.max_text_bytes {
-        return Err(Error::new(ErrorKind::TextTooLarge {
-            limit: limits.max_text_bytes,
-        }));
+        return Err(Error::new(ErrorKind::TextTooLarge { limit: limits.max_text_bytes }));
     }
     if text.trim().is_empty() {
         return Err(if format == Format::Text {
@@ -118,47 +109,26 @@ pub(crate) fn parse_with_sha(
             Error::new(ErrorKind::NoText { format })
         });
     }
-    let title = extracted
-        .title
-        .map(|t| t.split_whitespace().collect::<Vec<_>>().join(" "))
-        .filter(|t| !t.is_empty());
-    Ok(ParsedDoc {
-        text,
-        format,
-        title,
-        sha256,
-        bytes: len,
-    })
+    let title = extracted.title.map(|t| t.split_whitespace().collect::<Vec<_>>().join(" ")).filter(|t| !t.is_empty());
+    Ok(ParsedDoc { text, format, title, sha256, bytes: len })
 }
 
-fn extract(
-    bytes: &[u8],
-    hint_path: Option<&Path>,
-    limits: &Limits,
-) -> Result<(Format, Extracted), Error> {
+fn extract(bytes: &[u8], hint_path: Option<&Path>, limits: &Limits) -> Result<(Format, Extracted), Error> {
     let ext = format::extension(hint_path);
     let by_ext = ext.as_deref().and_then(Format::from_extension);
     match format::sniff(bytes) {
         Sniffed::Pdf => Ok((Format::Pdf, pdf::extract(bytes, limits)?)),
         Sniffed::Zip => Ok((Format::Docx, docx::extract(bytes, limits)?)),
         Sniffed::OtherBinary(name) => Err(match by_ext {
-            Some(Format::Text | Format::Markdown | Format::Html) => Error::new(ErrorKind::Binary {
-                reason: format!("content is a {name}"),
-            }),
-            Some(f @ (Format::Pdf | Format::Docx)) => {
-                Error::corrupt(f, format!("content is a {name}, not {f}"))
+            Some(Format::Text | Format::Markdown | Format::Html) => {
+                Error::new(ErrorKind::Binary { reason: format!("content is a {name}") })
             }
-            None => Error::new(ErrorKind::Unsupported {
-                detected: name.to_owned(),
-            }),
+            Some(f @ (Format::Pdf | Format::Docx)) => Error::corrupt(f, format!("content is a {name}, not {f}")),
+            None => Error::new(ErrorKind::Unsupported { detected: name.to_owned() }),
         }),
         Sniffed::Unknown => match by_ext {
             Some(f @ (Format::Pdf | Format::Docx)) => {
-                let want = if f == Format::Pdf {
-                    "a %PDF- header"
-                } else {
-                    "a zip signature"
-                };
+                let want = if f == Format::Pdf { "a %PDF- header" } else { "a zip signature" };
                 Err(Error::corrupt(f, format!("missing {want}")))
             }
             Some(Format::Html) => Ok((Format::Html, html::extract(&decode(bytes)?))),
@@ -168,13 +138,9 @@ fn extract(
                 let text = decode(bytes)?;
                 match ext {
                     // A known text file without a document extension (README).
-                    None if format::looks_like_html(&text) => {
-                        Ok((Format::Html, html::extract(&text)))
-                    }
+                    None if format::looks_like_html(&text) => Ok((Format::Html, html::extract(&text))),
                     None => Ok((Format::Text, plain(text))),
-                    Some(ext) => Err(Error::new(ErrorKind::Unsupported {
-                        detected: format!("file extension .{ext}"),
-                    })),
+                    Some(ext) => Err(Error::new(ErrorKind::Unsupported { detected: format!("file extension .{ext}") })),
                 }
             }
         },
@@ -186,10 +152,7 @@ fn decode(bytes: &[u8]) -> Result<String, Error> {
 }
 
 fn plain(text: String) -> Extracted {
-    Extracted {
-        text: text::tidy_lines(&text),
-        title: None,
-    }
+    Extracted { text: text::tidy_lines(&text), title: None }
 }
 
 #[cfg(test)]
@@ -221,11 +184,7 @@ mod tests {
         for (bytes, name, want) in cases {
             let got = match parse(bytes, name) {
                 Ok(doc) => doc.format.as_str().to_owned(),
-                Err(e) => format!("{:?}", e.kind())
-                    .split([' ', '{'])
-                    .next()
-                    .unwrap()
-                    .to_owned(),
+                Err(e) => format!("{:?}", e.kind()).split([' ', '{']).next().unwrap().to_owned(),
             };
             assert_eq!(&got, want, "{name}");
         }
@@ -233,19 +192,10 @@ mod tests {
 
     #[test]
     fn limits_checked() {
-        let limits = Limits {
-            max_file_bytes: 4,
-            ..Limits::default()
-        };
+        let limits = Limits { max_file_bytes: 4, ..Limits::default() };
         let err = parse_bytes(b"hello", None, &limits).unwrap_err();
-        assert!(matches!(
-            err.kind(),
-            ErrorKind::TooLarge { bytes: 5, limit: 4 }
-        ));
-        let limits = Limits {
-            max_text_bytes: 3,
-            ..Limits::default()
-        };
+        assert!(matches!(err.kind(), ErrorKind::TooLarge { bytes: 5, limit: 4 }));
+        let limits = Limits { max_text_bytes: 3, ..Limits::default() };
         let err = parse_bytes(b"hello", None, &limits).unwrap_err();
         assert!(matches!(err.kind(), ErrorKind::TextTooLarge { limit: 3 }));
     }
@@ -256,9 +206,6 @@ mod tests {
         assert_eq!(doc.text, "hello\nworld");
         assert_eq!(doc.bytes, 15);
         assert_eq!(doc.sha256, sha256_hex(b"hello\r\nworld  \n"));
-        assert_eq!(
-            sha256_hex(b"abc"),
-            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(sha256_hex(b"abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 }

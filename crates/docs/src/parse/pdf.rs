@@ -19,10 +19,7 @@ use crate::limits::Limits;
 pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Extracted, Error> {
     let result = catch_unwind(AssertUnwindSafe(|| extract_pages(bytes, limits)));
     match result {
-        Ok(Ok((pages, title))) => Ok(Extracted {
-            text: clean_pages(&pages),
-            title,
-        }),
+        Ok(Ok((pages, title))) => Ok(Extracted { text: clean_pages(&pages), title }),
         Ok(Err(e)) => Err(e),
         Err(panic) => {
             let msg = panic
@@ -36,14 +33,11 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Extracted, Error>
 }
 
 fn extract_pages(bytes: &[u8], limits: &Limits) -> Result<(Vec<String>, Option<String>), Error> {
-    let mut doc =
-        Document::load_mem(bytes).map_err(|e| Error::corrupt(Format::Pdf, e.to_string()))?;
+    let mut doc = Document::load_mem(bytes).map_err(|e| Error::corrupt(Format::Pdf, e.to_string()))?;
     if doc.is_encrypted() {
         // Many "encrypted" PDFs only restrict printing and open with the
         // empty password; anything else we cannot read.
-        doc.decrypt("").map_err(|e| {
-            Error::corrupt(Format::Pdf, format!("encrypted and needs a password ({e})"))
-        })?;
+        doc.decrypt("").map_err(|e| Error::corrupt(Format::Pdf, format!("encrypted and needs a password ({e})")))?;
     }
     let page_numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
     if page_numbers.is_empty() {
@@ -60,9 +54,7 @@ fn extract_pages(bytes: &[u8], limits: &Limits) -> Result<(Vec<String>, Option<S
         }
         total += text.len();
         if total > limits.max_text_bytes {
-            return Err(Error::new(crate::ErrorKind::TextTooLarge {
-                limit: limits.max_text_bytes,
-            }));
+            return Err(Error::new(crate::ErrorKind::TextTooLarge { limit: limits.max_text_bytes }));
         }
         pages.push(text);
     }
@@ -85,10 +77,7 @@ fn title(doc: &Document) -> Option<String> {
 /// to Latin-1 for titles).
 fn decode_pdf_string(bytes: &[u8]) -> Option<String> {
     let s = if let Some(body) = bytes.strip_prefix(b"\xfe\xff") {
-        let units: Vec<u16> = body
-            .chunks_exact(2)
-            .map(|c| u16::from_be_bytes([c[0], c[1]]))
-            .collect();
+        let units: Vec<u16> = body.chunks_exact(2).map(|c| u16::from_be_bytes([c[0], c[1]])).collect();
         String::from_utf16_lossy(&units)
     } else {
         bytes.iter().map(|&b| b as char).collect()
@@ -103,10 +92,9 @@ mod tests {
 
     #[test]
     fn garbage_after_header_is_corrupt_not_panic() {
-        for bytes in [
-            &b"%PDF-1.4\n"[..],
-            b"%PDF-1.7\n1 0 obj\n<< /Type /Catalog >>\nendobj\ntrailer\n<< /Root 1 0 R >>\n%%EOF",
-        ] {
+        for bytes in
+            [&b"%PDF-1.4\n"[..], b"%PDF-1.7\n1 0 obj\n<< /Type /Catalog >>\nendobj\ntrailer\n<< /Root 1 0 R >>\n%%EOF"]
+        {
             let err = extract(bytes, &Limits::default()).err().expect("must fail");
             assert!(err.to_string().contains("PDF"), "{err}");
         }
@@ -114,10 +102,7 @@ mod tests {
 
     #[test]
     fn pdf_strings() {
-        assert_eq!(
-            decode_pdf_string(b"\xfe\xff\x00H\x00i").as_deref(),
-            Some("Hi")
-        );
+        assert_eq!(decode_pdf_string(b"\xfe\xff\x00H\x00i").as_deref(), Some("Hi"));
         assert_eq!(decode_pdf_string(b"Caf\xe9").as_deref(), Some("Café"));
         assert_eq!(decode_pdf_string(b"  "), None);
     }

@@ -39,13 +39,7 @@ pub const EDGE_LINES: usize = 3;
 pub fn clean_pages<S: AsRef<str>>(pages: &[S]) -> String {
     let pages: Vec<Vec<String>> = pages
         .iter()
-        .map(|p| {
-            p.as_ref()
-                .lines()
-                .map(|l| collapse_ws(&expand_ligatures(l)))
-                .filter(|l| !l.is_empty())
-                .collect()
-        })
+        .map(|p| p.as_ref().lines().map(|l| collapse_ws(&expand_ligatures(l))).filter(|l| !l.is_empty()).collect())
         .collect();
     let running = running_lines(&pages);
     let mut lines: Vec<&str> = Vec::new();
@@ -87,24 +81,12 @@ pub fn expand_ligatures(s: &str) -> String {
 /// optionally decorated (`- 3 -`, `[3]`, `Page 3`, `3 of 12`, `3/12`).
 pub fn is_page_number(line: &str) -> bool {
     let lower = line.trim().to_lowercase();
-    let stripped = lower.trim_matches(|c: char| {
-        matches!(c, '-' | '–' | '—' | '[' | ']' | '(' | ')' | '|' | '·' | ' ')
-    });
-    let stripped = stripped
-        .strip_prefix("page")
-        .map(str::trim_start)
-        .unwrap_or(stripped);
+    let stripped = lower.trim_matches(|c: char| matches!(c, '-' | '–' | '—' | '[' | ']' | '(' | ')' | '|' | '·' | ' '));
+    let stripped = stripped.strip_prefix("page").map(str::trim_start).unwrap_or(stripped);
     let mut parts = stripped.splitn(2, [' ', '/']);
     let first = parts.next().unwrap_or("");
-    let rest = parts.next().map(|r| {
-        r.trim()
-            .trim_start_matches("of")
-            .trim_start_matches('/')
-            .trim()
-    });
-    let numeral = |s: &str| {
-        (!s.is_empty() && s.len() <= 5 && s.chars().all(|c| c.is_ascii_digit())) || is_roman(s)
-    };
+    let rest = parts.next().map(|r| r.trim().trim_start_matches("of").trim_start_matches('/').trim());
+    let numeral = |s: &str| (!s.is_empty() && s.len() <= 5 && s.chars().all(|c| c.is_ascii_digit())) || is_roman(s);
     numeral(first) && rest.is_none_or(|r| r.chars().all(|c| c.is_ascii_digit()) && !r.is_empty())
 }
 
@@ -138,17 +120,8 @@ fn is_roman(s: &str) -> bool {
 }
 
 fn to_roman(mut n: u32) -> String {
-    const TABLE: &[(u32, &str)] = &[
-        (100, "c"),
-        (90, "xc"),
-        (50, "l"),
-        (40, "xl"),
-        (10, "x"),
-        (9, "ix"),
-        (5, "v"),
-        (4, "iv"),
-        (1, "i"),
-    ];
+    const TABLE: &[(u32, &str)] =
+        &[(100, "c"), (90, "xc"), (50, "l"), (40, "xl"), (10, "x"), (9, "ix"), (5, "v"), (4, "iv"), (1, "i")];
     let mut out = String::new();
     for &(v, r) in TABLE {
         while n >= v {
@@ -178,15 +151,7 @@ fn running_lines(pages: &[Vec<String>]) -> HashMap<String, usize> {
 }
 
 fn mask_digits(line: &str) -> String {
-    line.chars()
-        .map(|c| {
-            if c.is_ascii_digit() {
-                '#'
-            } else {
-                c.to_ascii_lowercase()
-            }
-        })
-        .collect()
+    line.chars().map(|c| if c.is_ascii_digit() { '#' } else { c.to_ascii_lowercase() }).collect()
 }
 
 fn collapse_ws(s: &str) -> String {
@@ -226,29 +191,10 @@ mod tests {
 
     #[test]
     fn page_numbers() {
-        for yes in [
-            "12",
-            " 3 ",
-            "- 4 -",
-            "Page 7",
-            "page 7 of 12",
-            "7 / 12",
-            "xiv",
-            "[9]",
-            "— 10 —",
-        ] {
+        for yes in ["12", " 3 ", "- 4 -", "Page 7", "page 7 of 12", "7 / 12", "xiv", "[9]", "— 10 —"] {
             assert!(is_page_number(yes), "{yes:?}");
         }
-        for no in [
-            "12 monkeys",
-            "Table 3",
-            "v2 of the model",
-            "",
-            "civil",
-            "mix",
-            "iiii",
-            "in 2019 we",
-        ] {
+        for no in ["12 monkeys", "Table 3", "v2 of the model", "", "civil", "mix", "iiii", "in 2019 we"] {
             assert!(!is_page_number(no), "{no:?}");
         }
     }
@@ -256,10 +202,7 @@ mod tests {
     #[test]
     fn hyphenation_joined_only_before_lowercase() {
         let pages = ["an exam-\nple and a well-\nKnown name, x -\ny"];
-        assert_eq!(
-            clean_pages(&pages),
-            "an example and a well-\nKnown name, x -\ny"
-        );
+        assert_eq!(clean_pages(&pages), "an example and a well-\nKnown name, x -\ny");
     }
 
     #[test]
@@ -275,10 +218,7 @@ mod tests {
             "Proc. Test Conf. 2024, pp. 12\nSecond page body.\nA. Author et al.",
             "Proc. Test Conf. 2024, pp. 13\nThird page body.\nA. Author et al.",
         ];
-        assert_eq!(
-            clean_pages(&pages),
-            "First page body.\nmore body\nSecond page body.\nThird page body."
-        );
+        assert_eq!(clean_pages(&pages), "First page body.\nmore body\nSecond page body.\nThird page body.");
     }
 
     #[test]
@@ -290,11 +230,6 @@ mod tests {
     #[test]
     fn repeated_body_lines_outside_edges_kept() {
         let body = "l1\nl2\nl3\nRepeated sentence.\nl5\nl6\nl7";
-        assert_eq!(
-            clean_pages(&[body, body])
-                .matches("Repeated sentence.")
-                .count(),
-            2
-        );
+        assert_eq!(clean_pages(&[body, body]).matches("Repeated sentence.").count(), 2);
     }
 }

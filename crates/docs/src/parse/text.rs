@@ -25,19 +25,13 @@ const MAX_CONTROL_PER_MILLE: usize = 10;
 /// Decodes `bytes` as text, or explains why they are not text.
 pub(crate) fn decode(bytes: &[u8]) -> Result<(String, TextEncoding), Error> {
     let (text, encoding) = if let Some(rest) = bytes.strip_prefix(b"\xef\xbb\xbf") {
-        let text = std::str::from_utf8(rest)
-            .map_err(|e| binary(format!("UTF-8 BOM followed by invalid UTF-8 ({e})")))?;
+        let text =
+            std::str::from_utf8(rest).map_err(|e| binary(format!("UTF-8 BOM followed by invalid UTF-8 ({e})")))?;
         (text.to_owned(), TextEncoding::Utf8)
     } else if bytes.starts_with(b"\xff\xfe") {
-        (
-            decode_utf16(encoding_rs::UTF_16LE, &bytes[2..])?,
-            TextEncoding::Utf16Le,
-        )
+        (decode_utf16(encoding_rs::UTF_16LE, &bytes[2..])?, TextEncoding::Utf16Le)
     } else if bytes.starts_with(b"\xfe\xff") {
-        (
-            decode_utf16(encoding_rs::UTF_16BE, &bytes[2..])?,
-            TextEncoding::Utf16Be,
-        )
+        (decode_utf16(encoding_rs::UTF_16BE, &bytes[2..])?, TextEncoding::Utf16Be)
     } else {
         if let Some(pos) = bytes.iter().position(|&b| b == 0) {
             return Err(binary(format!("NUL byte at offset {pos}")));
@@ -56,10 +50,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<(String, TextEncoding), Error> {
 
 fn decode_utf16(encoding: &'static encoding_rs::Encoding, body: &[u8]) -> Result<String, Error> {
     if body.len() % 2 != 0 {
-        return Err(binary(format!(
-            "{} BOM but an odd number of bytes",
-            encoding.name()
-        )));
+        return Err(binary(format!("{} BOM but an odd number of bytes", encoding.name())));
     }
     encoding
         .decode_without_bom_handling_and_without_replacement(body)
@@ -80,9 +71,7 @@ fn check_not_binary(text: &str) -> Result<(), Error> {
         }
     }
     if total > 0 && control * 1000 > total * MAX_CONTROL_PER_MILLE {
-        return Err(binary(format!(
-            "{control} of {total} characters are control characters"
-        )));
+        return Err(binary(format!("{control} of {total} characters are control characters")));
     }
     Ok(())
 }
@@ -107,17 +96,9 @@ mod tests {
     use super::*;
 
     fn utf16(s: &str, big_endian: bool) -> Vec<u8> {
-        let mut out = if big_endian {
-            vec![0xfe, 0xff]
-        } else {
-            vec![0xff, 0xfe]
-        };
+        let mut out = if big_endian { vec![0xfe, 0xff] } else { vec![0xff, 0xfe] };
         for unit in s.encode_utf16() {
-            let b = if big_endian {
-                unit.to_be_bytes()
-            } else {
-                unit.to_le_bytes()
-            };
+            let b = if big_endian { unit.to_be_bytes() } else { unit.to_le_bytes() };
             out.extend_from_slice(&b);
         }
         out
@@ -126,26 +107,14 @@ mod tests {
     #[test]
     fn encodings() {
         let s = "Naïve café — ﬁne";
-        assert_eq!(
-            decode(s.as_bytes()).unwrap(),
-            (s.to_owned(), TextEncoding::Utf8)
-        );
+        assert_eq!(decode(s.as_bytes()).unwrap(), (s.to_owned(), TextEncoding::Utf8));
         let bom = [b"\xef\xbb\xbf".as_slice(), s.as_bytes()].concat();
         assert_eq!(decode(&bom).unwrap(), (s.to_owned(), TextEncoding::Utf8));
-        assert_eq!(
-            decode(&utf16(s, false)).unwrap(),
-            (s.to_owned(), TextEncoding::Utf16Le)
-        );
-        assert_eq!(
-            decode(&utf16(s, true)).unwrap(),
-            (s.to_owned(), TextEncoding::Utf16Be)
-        );
+        assert_eq!(decode(&utf16(s, false)).unwrap(), (s.to_owned(), TextEncoding::Utf16Le));
+        assert_eq!(decode(&utf16(s, true)).unwrap(), (s.to_owned(), TextEncoding::Utf16Be));
         // "café" in Latin-1, plus a windows-1252 right single quote (0x92).
         let latin1 = b"caf\xe9 isn\x92t UTF-8";
-        assert_eq!(
-            decode(latin1).unwrap(),
-            ("café isn\u{2019}t UTF-8".to_owned(), TextEncoding::Latin1)
-        );
+        assert_eq!(decode(latin1).unwrap(), ("café isn\u{2019}t UTF-8".to_owned(), TextEncoding::Latin1));
     }
 
     #[test]
@@ -153,21 +122,10 @@ mod tests {
         let err = decode(b"abc\0def").unwrap_err();
         assert!(matches!(err.kind(), ErrorKind::Binary { .. }), "{err}");
         assert!(err.to_string().contains("NUL byte at offset 3"));
-        let noisy: Vec<u8> = (0u8..=255)
-            .cycle()
-            .skip(1)
-            .take(4000)
-            .filter(|&b| b != 0)
-            .collect();
-        assert!(matches!(
-            decode(&noisy).unwrap_err().kind(),
-            ErrorKind::Binary { .. }
-        ));
+        let noisy: Vec<u8> = (0u8..=255).cycle().skip(1).take(4000).filter(|&b| b != 0).collect();
+        assert!(matches!(decode(&noisy).unwrap_err().kind(), ErrorKind::Binary { .. }));
         // Odd-length UTF-16 body.
-        assert!(matches!(
-            decode(b"\xff\xfea\0b").unwrap_err().kind(),
-            ErrorKind::Binary { .. }
-        ));
+        assert!(matches!(decode(b"\xff\xfea\0b").unwrap_err().kind(), ErrorKind::Binary { .. }));
     }
 
     #[test]
