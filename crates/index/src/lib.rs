@@ -1,1 +1,61 @@
-//! neardup-index (under construction).
+//! # neardup-index
+//!
+//! The durable, multi-tenant near-duplicate index under the neardup service:
+//! tenants with their own parameters, policy, limits and band postings; a
+//! checksummed command log written before every acknowledgement; item
+//! records behind a [`Store`] trait (RAM or fjall); versioned, optionally
+//! encrypted snapshots; tombstones with epochs, compaction, rebuild, a
+//! shadow index with promotion and rollback; reviewer feedback as immutable
+//! events.
+//!
+//! ```
+//! use neardup_core::Config;
+//! use neardup_index::{DecisionState, Engine, EngineOptions, Item, TenantConfig};
+//!
+//! let dir = tempfile::tempdir().unwrap();
+//! let engine = Engine::open(dir.path(), EngineOptions::default())?;
+//! // The seed's service example: word bigrams, 32 values in 8 bands, seed 19.
+//! engine.create_tenant("acme", TenantConfig::new(Config::seed_example()))?;
+//!
+//! engine.upsert("acme", Item::text("A", "red fox runs very fast"))?;
+//! let b = engine.upsert("acme", Item::text("B", "red fox runs very fast today"))?;
+//! let closest = b.decision.closest().unwrap();
+//! assert_eq!((closest.item_id.as_str(), closest.score), ("A", 0.8)); // 4/5 bigrams
+//! assert_eq!(b.decision.state, DecisionState::NearDuplicate);
+//!
+//! let c = engine.decide("acme", "database backup completed nightly")?;
+//! assert_eq!(c.state, DecisionState::Distinct);
+//! # Ok::<(), neardup_index::Error>(())
+//! ```
+//!
+//! Layers, lowest first: [`wal`](crate::FsyncPolicy) and `store` →
+//! `tenant` (postings, decisions, command application) → `snapshot` →
+//! [`Engine`]. Formats are documented as byte tables in `wal.rs`,
+//! `snapshot.rs` and `store/fjall.rs`, and in `docs/index-format.md`.
+
+mod command;
+mod decision;
+mod engine;
+mod error;
+mod feedback;
+mod item;
+mod shadow;
+mod snapshot;
+mod store;
+mod tenant;
+mod tenant_config;
+mod wal;
+
+pub use decision::{
+    Decision, DecisionState, MatchVerdict, PolicyRef, ScoredCandidate, UpsertOutcome, UpsertStatus, Verification,
+};
+pub use engine::{CheckpointReport, Engine, EngineOptions, Query, RecoveryReport, StoreKind, TenantStats};
+pub use error::{Error, ErrorKind, Result};
+pub use feedback::{Label, LabelEvent, NewLabel};
+pub use item::{Item, ItemInfo, ItemRecord};
+pub use shadow::{is_destructive, ShadowReport};
+pub use snapshot::{SnapshotHeader, SNAPSHOT_VERSION};
+pub use store::{FjallStore, MemStore, Store, StoreBatch};
+pub use tenant::TenantCounters;
+pub use tenant_config::{PolicyConfig, TenantConfig, TenantLimits, MAX_ITEM_ID, MAX_TENANT_ID};
+pub use wal::{FsyncPolicy, LogRepair, MAX_RECORD};

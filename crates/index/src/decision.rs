@@ -1,0 +1,332 @@
+//! Decisions: verified candidates, the policy that judged them, the state
+//! they lead to and a readable explanation.
+//!
+//! "No candidate" is never proof of uniqueness: the state for it is
+//! [`DecisionState::Distinct`] and its explanation says that only the
+//! retrieved candidates were checked. A partial candidate set (over the cap,
+//! or a hot bucket read partially) without a verified duplicate is
+//! [`DecisionState::Review`]; an item that could only be matched by exact
+//! hash (over the shingle cap) and had no exact match is
+//! [`DecisionState::Quarantined`].
+
+use neardup_core::{Policy, Verdict};
+use serde::{Deserialize, Serialize};
+
+/// The state a decision leaves an item in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DecisionState {
+    /// No retrieved candidate reached the similar threshold. Not a proof of
+    /// uniqueness: candidates are probabilistic.
+    Distinct,
+    /// A verified candidate reached the identical threshold (or has equal content).
+    Duplicate,
+    /// A verified candidate reached the similar threshold.
+    NearDuplicate,
+    /// The candidate set was partial (cap or hot bucket) and nothing verified
+    /// as a duplicate: a person or a later pass must look.
+    Review,
+    /// The item could be matched by exact hash only (over the shingle cap)
+    /// and had no exact match: held back from destructive action.
+    Quarantined,
+}
+
+impl DecisionState {
+    /// `distinct`, `duplicate`, `near_duplicate`, `review` or `quarantined`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionState::Distinct => "distinct",
+            DecisionState::Duplicate => "duplicate",
+            DecisionState::NearDuplicate => "near_duplicate",
+            DecisionState::Review => "review",
+            DecisionState::Quarantined => "quarantined",
+        }
+    }
+}
+
+/// A policy verdict for one verified pair.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MatchVerdict {
+    /// At or above the identical threshold.
+    Identical,
+    /// At or above the similar threshold.
+    Similar,
+    /// Below it.
+    Different,
+}
+
+impl From<Verdict> for MatchVerdict {
+    fn from(v: Verdict) -> Self {
+        match v {
+            Verdict::Identical => MatchVerdict::Identical,
+            Verdict::Similar => MatchVerdict::Similar,
+            Verdict::Different => MatchVerdict::Different,
+        }
+    }
+}
+
+/// A candidate after exact verification.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ScoredCandidate {
+    /// The candidate's item id.
+    pub item_id: String,
+    /// Exact Jaccard on canonical features (1 for equal content hashes).
+    pub score: f64,
+    /// The policy's verdict.
+    pub verdict: MatchVerdict,
+    /// Equal content hashes.
+    pub same_content: bool,
+    /// LSH bands shared with the query (0: found by exact hash only).
+    pub bands_shared: u16,
+}
+
+/// The policy a decision was made under.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyRef {
+    /// Policy id.
+    pub id: String,
+    /// Policy version.
+    pub version: u32,
+    /// Identical threshold.
+    pub threshold_identical: f64,
+    /// Similar threshold.
+    pub threshold_similar: f64,
+}
+
+impl From<&Policy> for PolicyRef {
+    fn from(p: &Policy) -> Self {
+        PolicyRef {
+            id: p.id.clone(),
+            version: p.version,
+            threshold_identical: p.threshold_identical,
+            threshold_similar: p.threshold_similar,
+        }
+    }
+}
+
+/// The full answer for one item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    /// The resulting state.
+    pub state: DecisionState,
+    /// How candidates were found and scored.
+    pub method: String,
+    /// The tenant's fingerprint version (normalizer, shingles, hashes,
+    /// signature, LSH layout): candidates are only comparable within it.
+    pub method_version: String,
+    /// The policy.
+    pub policy: PolicyRef,
+    /// Verified candidates, best first (score, then item id).
+    pub candidates: Vec<ScoredCandidate>,
+    /// Distinct candidates seen before the cap.
+    pub candidates_seen: u64,
+    /// True when the candidate set was capped.
+    pub over_cap: bool,
+    /// Buckets read partially because they were over `max_bucket_read`.
+    pub hot_buckets: u32,
+    /// Set when the item was matched by exact hash only.
+    pub degraded: Option<String>,
+    /// One or two sentences a person can read.
+    pub explanation: String,
+}
+
+impl Decision {
+    /// The best verified candidate, if any.
+    pub fn closest(&self) -> Option<&ScoredCandidate> {
+        self.candidates.first()
+    }
+}
+
+/// What `upsert` did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpsertStatus {
+    /// A new item id.
+    Inserted,
+    /// A new epoch replaced the previous version.
+    Replaced,
+    /// The same content at the same epoch was already stored: nothing written.
+    Unchanged,
+    /// The idempotency key was seen before: the first answer, nothing written.
+    Replayed,
+}
+
+/// The answer to an upsert.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UpsertOutcome {
+    /// The item id.
+    pub item_id: String,
+    /// Its epoch after the command.
+    pub epoch: u64,
+    /// Log sequence number of the command (0 when nothing was written).
+    pub lsn: u64,
+    /// What happened.
+    pub status: UpsertStatus,
+    /// The decision for the content.
+    pub decision: Decision,
+}
+
+/// The answer to `verify(left, right, policy)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Verification {
+    /// Left item id.
+    pub left: String,
+    /// Right item id.
+    pub right: String,
+    /// Exact Jaccard (1 for equal content hashes).
+    pub score: f64,
+    /// Equal content hashes.
+    pub same_content: bool,
+    /// The policy's verdict.
+    pub verdict: MatchVerdict,
+    /// The policy.
+    pub policy: PolicyRef,
+    /// Readable reason.
+    pub explanation: String,
+}
+
+/// Inputs to [`decide`] besides the verified candidates.
+pub(crate) struct Evidence {
+    pub candidates_seen: u64,
+    pub over_cap: bool,
+    pub hot_buckets: u32,
+    pub degraded_shingles: Option<(u64, u64)>,
+    pub method_version: String,
+}
+
+/// Method name for the normal and the degraded path.
+pub(crate) const METHOD_LSH: &str = "minhash-lsh+exact-jaccard";
+pub(crate) const METHOD_EXACT: &str = "exact-hash-only";
+
+/// Turns verified candidates into a decision. `candidates` must be sorted best first.
+pub(crate) fn decide(policy: &Policy, candidates: Vec<ScoredCandidate>, ev: Evidence) -> Decision {
+    let best = candidates.first();
+    let best_verdict = best.map(|c| c.verdict).unwrap_or(MatchVerdict::Different);
+    let partial = ev.over_cap || ev.hot_buckets > 0;
+    let pv = format!("policy {}@v{}", policy.id, policy.version);
+    let method = if ev.degraded_shingles.is_some() { METHOD_EXACT } else { METHOD_LSH };
+    let (state, explanation) = match (best_verdict, best) {
+        (MatchVerdict::Identical, Some(c)) => (
+            DecisionState::Duplicate,
+            format!(
+                "duplicate of {:?}: {} score {:.4} >= identical threshold {:.2} ({pv})",
+                c.item_id,
+                if c.same_content { "same content hash," } else { "exact Jaccard" },
+                c.score,
+                policy.threshold_identical
+            ),
+        ),
+        (MatchVerdict::Similar, Some(c)) if !partial => (
+            DecisionState::NearDuplicate,
+            format!(
+                "near duplicate of {:?}: exact Jaccard {:.4} >= similar threshold {:.2} ({pv})",
+                c.item_id, c.score, policy.threshold_similar
+            ),
+        ),
+        _ if partial => (
+            DecisionState::Review,
+            format!(
+                "review: the candidate set was partial ({} candidates seen, cap {}, {} hot \
+                 buckets read partially), so a better match may exist; best verified {} ({pv})",
+                ev.candidates_seen,
+                if ev.over_cap { "exceeded" } else { "not exceeded" },
+                ev.hot_buckets,
+                best.map(|c| format!("{:?} at {:.4}", c.item_id, c.score)).unwrap_or_else(|| "none".into())
+            ),
+        ),
+        _ if ev.degraded_shingles.is_some() => {
+            let (count, max) = ev.degraded_shingles.unwrap_or_default();
+            (
+                DecisionState::Quarantined,
+                format!(
+                    "quarantined: {count} shingles exceed the cap of {max}, so only exact \
+                     content hashes were compared and none matched; near duplicates cannot \
+                     be ruled out ({pv})"
+                ),
+            )
+        }
+        (_, Some(c)) => (
+            DecisionState::Distinct,
+            format!(
+                "distinct among {} verified candidates: closest {:?} at exact Jaccard {:.4} < \
+                 similar threshold {:.2}; items never retrieved as candidates were not \
+                 compared ({pv})",
+                candidates.len(),
+                c.item_id,
+                c.score,
+                policy.threshold_similar
+            ),
+        ),
+        (_, None) => (
+            DecisionState::Distinct,
+            format!(
+                "distinct: no candidate was retrieved for verification; this is the LSH \
+                 candidate contract, not a proof that no similar item exists ({pv})"
+            ),
+        ),
+    };
+    Decision {
+        state,
+        method: method.to_string(),
+        method_version: ev.method_version,
+        policy: PolicyRef::from(policy),
+        candidates,
+        candidates_seen: ev.candidates_seen,
+        over_cap: ev.over_cap,
+        hot_buckets: ev.hot_buckets,
+        degraded: ev.degraded_shingles.map(|(c, m)| format!("{c} shingles over the cap of {m}: exact hash only")),
+        explanation,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ev() -> Evidence {
+        Evidence {
+            candidates_seen: 0,
+            over_cap: false,
+            hot_buckets: 0,
+            degraded_shingles: None,
+            method_version: "v".into(),
+        }
+    }
+
+    fn cand(score: f64, verdict: MatchVerdict) -> ScoredCandidate {
+        ScoredCandidate { item_id: "a".into(), score, verdict, same_content: false, bands_shared: 1 }
+    }
+
+    #[test]
+    fn no_candidate_is_not_called_unique() {
+        let p = Policy::new("p", 1, 1.0, 0.75).unwrap();
+        let d = decide(&p, vec![], ev());
+        assert_eq!(d.state, DecisionState::Distinct);
+        assert!(d.explanation.contains("not a proof"), "{}", d.explanation);
+        assert!(!d.explanation.contains("unique"));
+    }
+
+    #[test]
+    fn over_cap_is_review_never_distinct() {
+        let p = Policy::new("p", 1, 1.0, 0.75).unwrap();
+        let e = Evidence { over_cap: true, candidates_seen: 500, ..ev() };
+        let d = decide(&p, vec![cand(0.8, MatchVerdict::Similar)], e);
+        assert_eq!(d.state, DecisionState::Review);
+        let e = Evidence { over_cap: true, ..ev() };
+        assert_eq!(decide(&p, vec![], e).state, DecisionState::Review);
+        // A verified duplicate stands even when the set was partial.
+        let e = Evidence { over_cap: true, ..ev() };
+        let d = decide(&p, vec![cand(1.0, MatchVerdict::Identical)], e);
+        assert_eq!(d.state, DecisionState::Duplicate);
+    }
+
+    #[test]
+    fn degraded_without_match_is_quarantined() {
+        let p = Policy::new("p", 1, 1.0, 0.75).unwrap();
+        let e = Evidence { degraded_shingles: Some((20_000, 10_000)), ..ev() };
+        let d = decide(&p, vec![], e);
+        assert_eq!(d.state, DecisionState::Quarantined);
+        assert_eq!(d.method, METHOD_EXACT);
+    }
+}

@@ -1,0 +1,173 @@
+//! Items as producers send them, and item records as the store keeps them.
+
+use serde::{Deserialize, Serialize};
+
+use crate::decision::DecisionState;
+use crate::error::{Error, Result};
+
+/// An item as a producer sends it (the seed's command, with the content
+/// already resolved from its URI by the gateway).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Item {
+    /// Producer's id, unique within the tenant.
+    pub item_id: String,
+    /// The text.
+    pub content: String,
+    /// Only `text/*` is accepted.
+    pub media_type: String,
+    /// Producer's timestamp (ms since the Unix epoch), kept as metadata.
+    pub source_time: Option<i64>,
+    /// When set, must equal the tenant's normalizer version (e.g. `seed-v1`):
+    /// a producer that normalized for another version is refused, not coerced.
+    pub normalization_version: Option<String>,
+    /// Replaying a key returns the first answer and changes nothing.
+    pub idempotency_key: Option<String>,
+    /// Version of this item id. `None` means 1 for a new item. Replacing an
+    /// item with different content needs an epoch above its current one.
+    pub epoch: Option<u64>,
+}
+
+impl Item {
+    /// A `text/plain` item with no optional fields.
+    pub fn text(item_id: impl Into<String>, content: impl Into<String>) -> Item {
+        Item { item_id: item_id.into(), content: content.into(), media_type: "text/plain".into(), ..Item::default() }
+    }
+
+    /// Digest of every field that defines the request, for idempotency.
+    pub(crate) fn request_digest(&self) -> [u8; 16] {
+        let mut h = blake3::Hasher::new();
+        for part in [self.item_id.as_bytes(), self.content.as_bytes(), self.media_type.as_bytes()] {
+            h.update(&(part.len() as u64).to_le_bytes());
+            h.update(part);
+        }
+        h.update(&self.source_time.unwrap_or(i64::MIN).to_le_bytes());
+        let nv = self.normalization_version.as_deref().unwrap_or("");
+        h.update(&(nv.len() as u64).to_le_bytes());
+        h.update(nv.as_bytes());
+        h.update(&self.epoch.unwrap_or(0).to_le_bytes());
+        let mut out = [0u8; 16];
+        out.copy_from_slice(&h.finalize().as_bytes()[..16]);
+        out
+    }
+
+    pub(crate) fn check_media_type(&self) -> Result<()> {
+        let mt = self.media_type.trim();
+        if mt.is_empty() || mt.starts_with("text/") {
+            Ok(())
+        } else {
+            Err(Error::input("media_type", format!("{mt:?} is not supported; only text/* is indexed")))
+        }
+    }
+}
+
+/// What the store keeps per item: canonical features, signature and metadata.
+/// Band keys are not stored; they are derived from the signature.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ItemRecord {
+    /// The item id.
+    pub item_id: String,
+    /// Version of this item id.
+    pub epoch: u64,
+    /// Log sequence number of the command that wrote it; orders slots.
+    pub lsn: u64,
+    /// BLAKE3-128 of the normalized content.
+    pub content_hash: [u8; 16],
+    /// Tokens in the normalized content.
+    pub tokens: u32,
+    /// Canonical, sorted, unique feature hashes (empty when degraded).
+    pub features: Vec<u64>,
+    /// MinHash signature (empty when `features` is).
+    pub signature: Vec<u32>,
+    /// Shingles the content would have had, when over `max_shingles`
+    /// (the item is then matched by exact hash only).
+    pub degraded_shingles: Option<u64>,
+    /// Media type as sent.
+    pub media_type: String,
+    /// Producer timestamp.
+    pub source_time: Option<i64>,
+    /// Content length in bytes (what budgets count).
+    pub content_bytes: u64,
+    /// Original content, when the tenant retains it.
+    pub content: Option<String>,
+    /// Epoch of the tombstone, once tombstoned (the record stays until compaction).
+    pub tombstone: Option<u64>,
+    /// Decision state when it was written.
+    pub decision: DecisionState,
+}
+
+impl ItemRecord {
+    /// True unless tombstoned.
+    pub fn is_live(&self) -> bool {
+        self.tombstone.is_none()
+    }
+
+    /// Encodes with postcard.
+    pub(crate) fn encode(&self) -> Vec<u8> {
+        postcard::to_stdvec(self).unwrap_or_default()
+    }
+
+    /// Decodes and validates like input: loaded state is never trusted.
+    pub(crate) fn decode(bytes: &[u8]) -> Result<ItemRecord> {
+        let r: ItemRecord = postcard::from_bytes(bytes).map_err(|e| Error::corrupt("store record", e.to_string()))?;
+        r.validate()?;
+        Ok(r)
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        if !neardup_core::verify::is_canonical(&self.features) {
+            return Err(Error::corrupt("store record", format!("features of {:?} are not canonical", self.item_id)));
+        }
+        if self.features.is_empty() != self.signature.is_empty() {
+            return Err(Error::corrupt(
+                "store record",
+                format!("signature of {:?} does not match its features", self.item_id),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A public view of a stored item.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ItemInfo {
+    /// The item id.
+    pub item_id: String,
+    /// Its epoch.
+    pub epoch: u64,
+    /// Hex BLAKE3-128 of the normalized content.
+    pub content_hash: String,
+    /// Number of canonical features.
+    pub features: usize,
+    /// Tokens in the normalized content.
+    pub tokens: u32,
+    /// Content bytes.
+    pub content_bytes: u64,
+    /// Media type.
+    pub media_type: String,
+    /// Producer timestamp.
+    pub source_time: Option<i64>,
+    /// Over the shingle cap: matched by exact hash only.
+    pub degraded: bool,
+    /// Decision state when written.
+    pub decision: DecisionState,
+    /// Tombstone epoch, if tombstoned and not yet compacted away.
+    pub tombstone: Option<u64>,
+}
+
+impl From<&ItemRecord> for ItemInfo {
+    fn from(r: &ItemRecord) -> ItemInfo {
+        ItemInfo {
+            item_id: r.item_id.clone(),
+            epoch: r.epoch,
+            content_hash: r.content_hash.iter().map(|b| format!("{b:02x}")).collect(),
+            features: r.features.len(),
+            tokens: r.tokens,
+            content_bytes: r.content_bytes,
+            media_type: r.media_type.clone(),
+            source_time: r.source_time,
+            degraded: r.degraded_shingles.is_some(),
+            decision: r.decision,
+            tombstone: r.tombstone,
+        }
+    }
+}

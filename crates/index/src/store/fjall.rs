@@ -1,0 +1,118 @@
+//! [`FjallStore`]: item records in fjall, a pure-Rust embedded LSM tree.
+//!
+//! | keyspace  | key                                        | value                      |
+//! |-----------|--------------------------------------------|----------------------------|
+//! | `items`   | `u8` tenant length, tenant bytes, item id  | postcard [`ItemRecord`]    |
+//! | `applied` | tenant bytes                               | `u64` LE applied LSN       |
+//!
+//! The tenant length prefix makes one tenant's key range disjoint from every
+//! other's (`t` + `1a` can never read as `t1` + `a`). Each [`StoreBatch`] is
+//! one fjall write batch, so records and the applied LSN move together.
+//! Writes are not fsynced here: the command log is the durable truth.
+
+use std::path::Path;
+
+use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
+
+use super::{Store, StoreBatch};
+use crate::error::{Error, Result};
+use crate::item::ItemRecord;
+
+/// Item records in an embedded fjall database.
+pub struct FjallStore {
+    db: Database,
+    items: Keyspace,
+    applied: Keyspace,
+}
+
+impl std::fmt::Debug for FjallStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FjallStore").finish_non_exhaustive()
+    }
+}
+
+fn err(e: impl std::fmt::Display) -> Error {
+    Error::store("fjall", e)
+}
+
+fn prefix(tenant: &str) -> Vec<u8> {
+    // Tenant ids are at most 64 bytes (checked at creation).
+    let mut k = Vec::with_capacity(1 + tenant.len());
+    k.push(tenant.len().min(255) as u8);
+    k.extend_from_slice(tenant.as_bytes());
+    k
+}
+
+fn item_key(tenant: &str, item_id: &str) -> Vec<u8> {
+    let mut k = prefix(tenant);
+    k.extend_from_slice(item_id.as_bytes());
+    k
+}
+
+impl FjallStore {
+    /// Opens (or creates) a store in `dir`.
+    pub fn open(dir: &Path) -> Result<FjallStore> {
+        let db = Database::builder(dir).worker_threads(1).open().map_err(err)?;
+        let items = db.keyspace("items", KeyspaceCreateOptions::default).map_err(err)?;
+        let applied = db.keyspace("applied", KeyspaceCreateOptions::default).map_err(err)?;
+        Ok(FjallStore { db, items, applied })
+    }
+}
+
+impl Store for FjallStore {
+    fn backend(&self) -> &'static str {
+        "fjall"
+    }
+
+    fn get(&self, tenant: &str, item_id: &str) -> Result<Option<ItemRecord>> {
+        match self.items.get(item_key(tenant, item_id)).map_err(err)? {
+            Some(v) => Ok(Some(ItemRecord::decode(&v)?)),
+            None => Ok(None),
+        }
+    }
+
+    fn apply(&self, tenant: &str, batch: StoreBatch, lsn: u64) -> Result<()> {
+        let mut b = self.db.batch();
+        for id in &batch.deletes {
+            b.remove(&self.items, item_key(tenant, id));
+        }
+        for r in &batch.puts {
+            b.insert(&self.items, item_key(tenant, &r.item_id), r.encode());
+        }
+        b.insert(&self.applied, tenant.as_bytes().to_vec(), lsn.to_le_bytes().to_vec());
+        b.commit().map_err(err)
+    }
+
+    fn scan(&self, tenant: &str, f: &mut dyn FnMut(ItemRecord) -> Result<()>) -> Result<()> {
+        for guard in self.items.prefix(prefix(tenant)) {
+            let (_, v) = guard.into_inner().map_err(err)?;
+            f(ItemRecord::decode(&v)?)?;
+        }
+        Ok(())
+    }
+
+    fn applied_lsn(&self, tenant: &str) -> Result<Option<u64>> {
+        match self.applied.get(tenant.as_bytes()).map_err(err)? {
+            Some(v) => {
+                let b: [u8; 8] =
+                    v.as_ref().try_into().map_err(|_| Error::corrupt("store record", "applied LSN is not 8 bytes"))?;
+                Ok(Some(u64::from_le_bytes(b)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    fn clear_tenant(&self, tenant: &str) -> Result<()> {
+        let mut b = self.db.batch();
+        for guard in self.items.prefix(prefix(tenant)) {
+            let k = guard.key().map_err(err)?;
+            b.remove(&self.items, k);
+        }
+        b.remove(&self.applied, tenant.as_bytes().to_vec());
+        b.commit().map_err(err)
+    }
+
+    fn persist(&self) -> Result<()> {
+        self.db.persist(PersistMode::SyncAll).map_err(err)
+    }
+}
