@@ -777,7 +777,15 @@ impl Engine {
             report.snapshots.push((name, lsn));
         }
         self.store.persist()?;
-        report.segments_removed = self.wal.remove_covered(first.saturating_sub(1))?;
+        // Keep the log back to the oldest snapshot kept, so a damaged newest
+        // snapshot can fall back to an older one plus the log.
+        let mut covered = first.saturating_sub(1);
+        for name in self.tenants()? {
+            if let Some((oldest, _)) = snapshot_files(&self.snapshot_dir(&name)).last() {
+                covered = covered.min(*oldest);
+            }
+        }
+        report.segments_removed = self.wal.remove_covered(covered)?;
         Ok(report)
     }
 
