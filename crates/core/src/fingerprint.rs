@@ -69,7 +69,11 @@ impl Fingerprinter {
         let c = self.params.config();
         c.normalizer.normalize_into(text, &mut self.normalized);
         let normalized = &self.normalized;
-        let tokens = crate::normalize::tokens(normalized).count().min(u32::MAX as usize) as u32;
+        let tokens = if normalized.is_empty() {
+            0
+        } else {
+            (memchr::memchr_iter(b' ', normalized.as_bytes()).count() + 1).min(u32::MAX as usize) as u32
+        };
         let content_hash = content_hash(normalized.as_bytes());
         let mut features = Vec::new();
         let mut degraded = None;

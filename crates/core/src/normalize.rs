@@ -16,7 +16,10 @@
 //! written without spaces other than CJK (Thai, Lao, Khmer, ...: a whole
 //! phrase becomes one token; use character shingles for such text).
 
-use unicode_normalization::{char::is_combining_mark, UnicodeNormalization};
+use std::sync::OnceLock;
+
+use unicode_normalization::char::{canonical_combining_class, is_combining_mark};
+use unicode_normalization::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
 
 use crate::error::{Error, Result};
 
@@ -63,11 +66,12 @@ impl Normalizer {
         match self {
             Normalizer::Seed => seed_v1(text, out),
             Normalizer::Unicode => {
-                if text.is_ascii() {
-                    unicode_v1(text, out);
-                } else {
+                // Most real text is already NFKC: normalize optimistically and
+                // compose only when a character that NFKC could change shows up.
+                if !unicode_v1(text, out, false) {
+                    out.clear();
                     let composed: String = text.nfkc().collect();
-                    unicode_v1(&composed, out);
+                    unicode_v1(&composed, out, true);
                 }
             }
         }
@@ -115,6 +119,70 @@ fn is_cjk(c: char) -> bool {
         | 0x20000..=0x2FA1F) // CJK Extensions B.. and supplement
 }
 
+/// Per-character classes of the Basic Multilingual Plane, computed once from
+/// the same predicates the slow path uses, so both paths agree by construction.
+/// Entry: bits 0..21 the single-char lower-case mapping, bits 24..26 the class,
+/// bit 28 set when the character is NFKC-stable (quick check Yes, combining
+/// class 0): a text of only such characters is already in NFKC.
+struct BmpTable(Box<[u32]>);
+
+const CLASS_OTHER: u32 = 0;
+const CLASS_WORD: u32 = 1;
+const CLASS_CJK: u32 = 2;
+/// A word character whose lower-casing is not a single char (or is folded specially).
+const CLASS_WORD_SLOW: u32 = 3;
+const NFKC_STABLE: u32 = 1 << 28;
+
+fn nfkc_stable(c: char) -> bool {
+    canonical_combining_class(c) == 0 && is_nfkc_quick(std::iter::once(c)) == IsNormalized::Yes
+}
+
+fn classify_slow(c: char) -> (u32, char) {
+    if is_cjk(c) {
+        return (CLASS_CJK, c);
+    }
+    if !is_word_char(c) {
+        return (CLASS_OTHER, c);
+    }
+    if matches!(c, 'ß' | 'ẞ' | 'ς') {
+        return (CLASS_WORD_SLOW, c);
+    }
+    let mut lower = c.to_lowercase();
+    match (lower.next(), lower.next()) {
+        (Some(l), None) => (CLASS_WORD, l),
+        _ => (CLASS_WORD_SLOW, c),
+    }
+}
+
+fn bmp_table() -> &'static BmpTable {
+    static TABLE: OnceLock<BmpTable> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let table = (0u32..=0xFFFF)
+            .map(|cp| match char::from_u32(cp) {
+                Some(c) => {
+                    let (class, lower) = classify_slow(c);
+                    let stable = if nfkc_stable(c) { NFKC_STABLE } else { 0 };
+                    stable | class << 24 | lower as u32
+                }
+                None => CLASS_OTHER << 24,
+            })
+            .collect();
+        BmpTable(table)
+    })
+}
+
+/// (class, lower-case char, NFKC-stable).
+#[inline]
+fn classify(table: &BmpTable, c: char) -> (u32, char, bool) {
+    match table.0.get(c as usize) {
+        Some(&e) => ((e >> 24) & 0x7, char::from_u32(e & 0x1F_FFFF).unwrap_or(c), e & NFKC_STABLE != 0),
+        None => {
+            let (class, lower) = classify_slow(c);
+            (class, lower, nfkc_stable(c))
+        }
+    }
+}
+
 #[inline]
 fn is_word_char(c: char) -> bool {
     if c.is_ascii() {
@@ -153,25 +221,47 @@ fn hyphen_break_continues(text: &str, after: usize) -> Option<usize> {
     None
 }
 
-fn unicode_v1(text: &str, out: &mut String) {
+/// Tokenizes `text` (which must be NFKC when `composed`). Returns false, with
+/// `out` partly written, as soon as it meets a character that NFKC might
+/// change while `composed` is false.
+fn unicode_v1(text: &str, out: &mut String, composed: bool) -> bool {
+    let table = bmp_table();
     let mut in_token = false;
     let mut i = 0;
     let bytes = text.as_bytes();
     while i < bytes.len() {
-        let c =
-            if bytes[i] < 0x80 { bytes[i] as char } else { text[i..].chars().next().expect("i is on a char boundary") };
+        let b = bytes[i];
+        if b.is_ascii_alphanumeric() {
+            // The common case, without decoding or table lookups.
+            if !in_token && !out.is_empty() {
+                out.push(' ');
+            }
+            out.push(b.to_ascii_lowercase() as char);
+            in_token = true;
+            i += 1;
+            continue;
+        }
+        let c = if b < 0x80 { b as char } else { text[i..].chars().next().expect("i is on a char boundary") };
         let next = i + c.len_utf8();
-        if is_cjk(c) {
+        let (class, lower, stable) = if b < 0x80 { (CLASS_OTHER, c, true) } else { classify(table, c) };
+        if !stable && !composed {
+            return false;
+        }
+        if class == CLASS_CJK {
             if !out.is_empty() {
                 out.push(' ');
             }
             out.push(c);
             in_token = false;
-        } else if is_word_char(c) {
+        } else if class == CLASS_WORD || class == CLASS_WORD_SLOW {
             if !in_token && !out.is_empty() {
                 out.push(' ');
             }
-            push_lower(c, out);
+            if class == CLASS_WORD {
+                out.push(lower);
+            } else {
+                push_lower(c, out);
+            }
             in_token = true;
         } else if c == '\u{00AD}' {
             // Soft hyphen: invisible; never splits a word.
@@ -198,6 +288,7 @@ fn unicode_v1(text: &str, out: &mut String) {
         }
         i = next;
     }
+    true
 }
 
 #[cfg(test)]
@@ -238,11 +329,32 @@ mod tests {
     fn ascii_fast_path_equals_general_path() {
         let s = "Hello, World! It's a pre-\nprocessed TEXT with 42 numbers.";
         let mut fast = String::new();
-        unicode_v1(s, &mut fast);
+        assert!(unicode_v1(s, &mut fast, false));
         let general: String = s.nfkc().collect();
         let mut slow = String::new();
-        unicode_v1(&general, &mut slow);
+        unicode_v1(&general, &mut slow, true);
         assert_eq!(fast, slow);
+    }
+
+    #[test]
+    fn table_agrees_with_predicates_everywhere() {
+        let table = bmp_table();
+        for cp in 0x80u32..=0xFFFF {
+            if let Some(c) = char::from_u32(cp) {
+                let (class, lower) = classify_slow(c);
+                assert_eq!(classify(table, c), (class, lower, nfkc_stable(c)), "U+{cp:04X}");
+            }
+        }
+    }
+
+    #[test]
+    fn optimistic_path_equals_composing_everything() {
+        for s in ["Ｆｕｌｌ width ﬁ", "cafe\u{0301} café", "Ωμέγα ΟΔΟΣ", "日本語 ｶﾀｶﾅ", "x\u{0308}\u{0301}y", "plain"] {
+            let composed: String = s.nfkc().collect();
+            let mut want = String::new();
+            unicode_v1(&composed, &mut want, true);
+            assert_eq!(Normalizer::Unicode.normalize(s), want, "{s:?}");
+        }
     }
 
     #[test]

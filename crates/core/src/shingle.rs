@@ -45,7 +45,7 @@ pub fn shingle_count(normalized: &str, kind: ShingleKind, width: usize) -> usize
         return 0;
     }
     let units = match kind {
-        ShingleKind::Word => normalized.bytes().filter(|&b| b == b' ').count() + 1,
+        ShingleKind::Word => memchr::memchr_iter(b' ', normalized.as_bytes()).count() + 1,
         ShingleKind::Char => normalized.chars().count(),
     };
     units.saturating_sub(width) + 1
@@ -79,7 +79,7 @@ pub fn features_into(
             debug_assert!(width <= ring.len());
             let mut seen = 0usize;
             let mut start = 0usize;
-            for end in memchr_spaces(bytes).chain(std::iter::once(bytes.len())) {
+            for end in memchr::memchr_iter(b' ', bytes).chain(std::iter::once(bytes.len())) {
                 ring[seen % width] = start;
                 seen += 1;
                 if seen >= width {
@@ -108,10 +108,6 @@ pub fn features_into(
     out.sort_unstable();
     out.dedup();
     Ok(())
-}
-
-fn memchr_spaces(bytes: &[u8]) -> impl Iterator<Item = usize> + '_ {
-    bytes.iter().enumerate().filter(|(_, &b)| b == b' ').map(|(i, _)| i)
 }
 
 #[cfg(test)]

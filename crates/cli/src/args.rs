@@ -1,0 +1,92 @@
+//! Pipeline flags shared by `dedup`, `eval` and `tune`.
+
+use clap::Args;
+use neardup_core::{Config, Normalizer, ShingleKind, SignatureScheme};
+
+/// How text becomes fingerprints and candidates.
+#[derive(Debug, Clone, Args)]
+pub struct PipelineArgs {
+    /// Jaccard threshold: pairs at or above it are near duplicates.
+    #[arg(long, default_value_t = 0.8, help_heading = "Pipeline")]
+    pub threshold: f64,
+    /// Tokens per word shingle (characters with --char-shingles).
+    #[arg(long, default_value_t = 5, help_heading = "Pipeline")]
+    pub shingle_width: u32,
+    /// Shingle characters instead of words (for text without spaces, or short texts).
+    #[arg(long, help_heading = "Pipeline")]
+    pub char_shingles: bool,
+    /// Normalizer: `default` (Unicode NFKC, case folding, punctuation folding) or
+    /// `seed` (the reference `[a-z0-9]+` tokenizer).
+    #[arg(long, default_value = "default", help_heading = "Pipeline")]
+    pub normalizer: String,
+    /// MinHash signature length.
+    #[arg(long, default_value_t = 128, help_heading = "Pipeline")]
+    pub num_perm: u32,
+    /// LSH bands (default: chosen by the calculator for --recall-target).
+    #[arg(long, help_heading = "Pipeline")]
+    pub bands: Option<u32>,
+    /// Signature values per band (default: chosen by the calculator).
+    #[arg(long, help_heading = "Pipeline")]
+    pub rows: Option<u32>,
+    /// Candidate probability the calculator must reach at --threshold.
+    #[arg(long, default_value_t = 0.995, help_heading = "Pipeline")]
+    pub recall_target: f64,
+    /// Signature scheme: `minhash` (classic, 128 hash functions) or `oph`
+    /// (one-permutation hashing with densification: faster, noisier on short texts).
+    #[arg(long, default_value = "minhash", help_heading = "Pipeline")]
+    pub signature: String,
+    /// Seed of every hash; changing it changes every fingerprint.
+    #[arg(long, default_value_t = neardup_core::DEFAULT_SEED, help_heading = "Pipeline")]
+    pub seed: u64,
+    /// Most candidates verified per item (more is reported, never dropped silently).
+    #[arg(long, default_value_t = 100, help_heading = "Limits")]
+    pub max_candidates: u32,
+    /// Most entries read from one LSH bucket per query.
+    #[arg(long, default_value_t = 1000, help_heading = "Limits")]
+    pub max_bucket_read: u32,
+    /// Most shingles per item; larger items are matched by exact hash only (reported).
+    #[arg(long, default_value_t = 1_000_000, help_heading = "Limits")]
+    pub max_shingles: u32,
+}
+
+impl PipelineArgs {
+    pub fn config(&self) -> anyhow::Result<Config> {
+        Ok(Config {
+            normalizer: Normalizer::from_name(&self.normalizer)?,
+            shingle_kind: if self.char_shingles { ShingleKind::Char } else { ShingleKind::Word },
+            shingle_width: self.shingle_width,
+            signature: SignatureScheme::from_name(&self.signature)?,
+            num_perm: self.num_perm,
+            bands: self.bands,
+            rows: self.rows,
+            seed: self.seed,
+            threshold: self.threshold,
+            recall_target: self.recall_target,
+            max_shingles: self.max_shingles,
+            max_candidates: self.max_candidates,
+            max_bucket_read: self.max_bucket_read,
+            ..Config::default()
+        })
+    }
+}
+
+/// Where records come from.
+#[derive(Debug, Clone, Args)]
+pub struct InputArgs {
+    /// JSONL input, one object per line; `-` reads standard input.
+    #[arg(default_value = "-")]
+    pub input: String,
+    /// Field holding the text.
+    #[arg(long, default_value = "text", help_heading = "Input")]
+    pub text_field: String,
+    /// Field holding the item id (string or integer); records without it are
+    /// named by their line number.
+    #[arg(long, default_value = "id", help_heading = "Input")]
+    pub id_field: String,
+    /// Longest accepted line; longer lines are skipped and reported.
+    #[arg(long, default_value_t = 256 << 20, help_heading = "Input")]
+    pub max_line_bytes: usize,
+    /// Worker threads (default: all cores).
+    #[arg(long, help_heading = "Input")]
+    pub threads: Option<usize>,
+}

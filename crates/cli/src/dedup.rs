@@ -1,0 +1,289 @@
+//! `neardup dedup`: deduplicate a JSONL dataset.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
+use clap::Args;
+
+use crate::args::{InputArgs, PipelineArgs};
+use crate::jsonl::{read_chunk, Reject};
+use crate::pipeline::{timed, Batch, Timings};
+
+/// Deduplicate JSONL records.
+///
+/// Every LSH candidate is verified with exact Jaccard on canonical shingle
+/// sets; pairs at or above --threshold are near duplicates. An item is
+/// dropped only when it matches an earlier kept item. Over-cap candidate
+/// lists and over-limit items are reported, never dropped silently.
+#[derive(Debug, Args)]
+pub struct DedupArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    #[command(flatten)]
+    pub pipeline: PipelineArgs,
+    /// Write kept records (original lines, input order) here; `-` for stdout.
+    #[arg(short, long, help_heading = "Output")]
+    pub output: Option<String>,
+    /// Write verified pairs as TSV `left<TAB>right<TAB>score` (exact Jaccard).
+    #[arg(long, help_heading = "Output")]
+    pub pairs: Option<String>,
+    /// Write clusters as JSONL `{"cluster", "size", "members", "kept"}`.
+    #[arg(long, help_heading = "Output")]
+    pub clusters: Option<String>,
+    /// Write dropped items as TSV `item<TAB>kept_item<TAB>score`: each dropped
+    /// item with the kept item it duplicates.
+    #[arg(long, help_heading = "Output")]
+    pub dropped: Option<String>,
+    /// Print the summary as JSON on stdout.
+    #[arg(long, help_heading = "Output")]
+    pub json: bool,
+    /// No progress bar and no human summary.
+    #[arg(short, long, help_heading = "Output")]
+    pub quiet: bool,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Summary {
+    records: u64,
+    bytes: u64,
+    seconds: f64,
+    mb_per_s: f64,
+    kept: u64,
+    dropped: u64,
+    verified_pairs: u64,
+    clusters: u64,
+    rejected: Vec<Reject>,
+    degraded: Vec<String>,
+    /// Queries whose candidate list hit --max-candidates or a hot bucket.
+    capped_queries: u64,
+    /// Kept items among those: possibly unresolved duplicates, for review.
+    kept_unresolved: Vec<String>,
+    candidates_per_query: Percentiles,
+    params: ParamsOut,
+    #[serde(skip)]
+    params_max_candidates: u32,
+    timings: Timings,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct Percentiles {
+    pub p50: usize,
+    pub p99: usize,
+    pub max: usize,
+}
+
+#[derive(Debug, serde::Serialize)]
+pub struct ParamsOut {
+    pub threshold: f64,
+    pub bands: u32,
+    pub rows: u32,
+    pub num_perm: u32,
+    pub fingerprint_version: String,
+    pub recall_at_threshold: f64,
+}
+
+impl ParamsOut {
+    pub fn of(p: &neardup_core::Params) -> ParamsOut {
+        ParamsOut {
+            threshold: p.threshold(),
+            bands: p.lsh().bands,
+            rows: p.lsh().rows,
+            num_perm: p.config().num_perm,
+            fingerprint_version: p.fingerprint_version(),
+            recall_at_threshold: p.lsh().probability(p.threshold()),
+        }
+    }
+}
+
+fn create(path: &str) -> anyhow::Result<Box<dyn Write>> {
+    Ok(if path == "-" {
+        Box::new(BufWriter::new(io::stdout().lock()))
+    } else {
+        Box::new(BufWriter::new(File::create(path).with_context(|| format!("cannot create {path}"))?))
+    })
+}
+
+/// Opens the input; returns the reader and its size when known.
+pub fn open_input(path: &str) -> anyhow::Result<(Box<dyn BufRead>, Option<u64>)> {
+    if path == "-" {
+        return Ok((Box::new(BufReader::with_capacity(1 << 20, io::stdin())), None));
+    }
+    let f = File::open(path).with_context(|| format!("cannot open {path}"))?;
+    let len = f.metadata().ok().map(|m| m.len());
+    Ok((Box::new(BufReader::with_capacity(1 << 20, f)), len))
+}
+
+pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
+    crate::init_threads(a.input.threads)?;
+    let params = a.pipeline.config()?.resolve()?;
+    if a.json && a.output.as_deref() == Some("-") {
+        return Err(crate::UsageError("--json and --output - both want stdout; write one to a file".into()).into());
+    }
+    let (mut reader, size) = open_input(&a.input.input)?;
+    let mut kept_out = a.output.as_deref().map(create).transpose()?;
+    let mut pairs_out = a.pairs.as_deref().map(create).transpose()?;
+    let mut dropped_out = a.dropped.as_deref().map(create).transpose()?;
+    let mut batch = Batch::new(params.clone(), &a.input.text_field, &a.input.id_field)?;
+    let bar = crate::progress::bar(size, true, "dedup", !a.quiet);
+    let started = Instant::now();
+    let mut rejects = Vec::new();
+    let (mut degraded, mut over_cap) = (Vec::new(), Vec::new());
+    let (mut kept, mut dropped, mut pairs, mut capped_queries) = (0u64, 0u64, 0u64, 0u64);
+    let mut next_line = 0u64;
+    let mut lines = Vec::new();
+    let mut read_s = 0.0;
+    loop {
+        lines.clear();
+        let more = timed(&mut read_s, || {
+            read_chunk(&mut reader, &mut next_line, 8192, 32 << 20, a.input.max_line_bytes, &mut lines, &mut rejects)
+        })
+        .context("reading input")?;
+        let outcomes = batch.process(&lines, &mut rejects)?;
+        let t = Instant::now();
+        let mut by_line = lines.iter().peekable();
+        for o in &outcomes {
+            if o.kept {
+                kept += 1;
+                if let Some(w) = kept_out.as_mut() {
+                    while by_line.next_if(|l| l.number < o.line).is_some() {}
+                    let line = by_line.next().expect("outcome lines come from this chunk, in order");
+                    w.write_all(&line.bytes)?;
+                    w.write_all(b"\n")?;
+                }
+            } else {
+                dropped += 1;
+                if let (Some(w), Some(m)) = (dropped_out.as_mut(), o.duplicate_of) {
+                    writeln!(w, "{}\t{}\t{}", batch.ids[o.id as usize], batch.ids[m.id as usize], m.score)?;
+                }
+            }
+            if o.degraded {
+                degraded.push(batch.ids[o.id as usize].clone());
+            }
+            if o.partial {
+                capped_queries += 1;
+                // A kept item whose candidate list was cut may still have a
+                // duplicate that was not examined: its uniqueness is unproven.
+                if o.kept {
+                    over_cap.push(batch.ids[o.id as usize].clone());
+                }
+            }
+            for m in &o.matches {
+                pairs += 1;
+                if let Some(w) = pairs_out.as_mut() {
+                    writeln!(w, "{}\t{}\t{}", batch.ids[m.id as usize], batch.ids[o.id as usize], m.score)?;
+                }
+            }
+        }
+        batch.timings.output_s += t.elapsed().as_secs_f64();
+        bar.inc(lines.iter().map(|l| l.bytes.len() as u64 + 1).sum());
+        if !more {
+            break;
+        }
+    }
+    bar.finish_and_clear();
+    batch.timings.read_s = read_s;
+    let clusters = batch.clusters();
+    if let Some(path) = &a.clusters {
+        let mut w = create(path)?;
+        for (n, (members, kept_ids)) in clusters.iter().enumerate() {
+            let name = |ids: &[u32]| ids.iter().map(|&i| batch.ids[i as usize].as_str()).collect::<Vec<_>>();
+            let row = serde_json::json!({
+                "cluster": n,
+                "size": members.len(),
+                "members": name(members),
+                "kept": name(kept_ids),
+            });
+            serde_json::to_writer(&mut w, &row)?;
+            w.write_all(b"\n")?;
+        }
+        w.flush()?;
+    }
+    if let Some(w) = kept_out.as_mut() {
+        w.flush()?;
+    }
+    for w in [pairs_out.as_mut(), dropped_out.as_mut()].into_iter().flatten() {
+        w.flush()?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let mut counts = std::mem::take(&mut batch.candidate_counts);
+    let (p50, p99, max) = neardup_core::eval::percentiles(&mut counts);
+    rejects.sort_by_key(|r| r.line);
+    let summary = Summary {
+        records: kept + dropped,
+        bytes: batch.bytes,
+        seconds,
+        mb_per_s: batch.bytes as f64 / 1e6 / seconds.max(1e-9),
+        kept,
+        dropped,
+        verified_pairs: pairs,
+        clusters: clusters.len() as u64,
+        rejected: rejects,
+        degraded,
+        capped_queries,
+        kept_unresolved: over_cap,
+        candidates_per_query: Percentiles { p50, p99, max },
+        params: ParamsOut::of(&params),
+        params_max_candidates: params.config().max_candidates,
+        timings: batch.timings.clone(),
+    };
+    for r in &summary.rejected {
+        eprintln!("neardup: line {}: {}", r.line, r.reason);
+    }
+    if a.json {
+        crate::print_stdout(&serde_json::to_string_pretty(&summary)?)?;
+    } else if !a.quiet {
+        print_summary(&summary);
+    }
+    Ok(if summary.rejected.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(3) })
+}
+
+fn few(ids: &[String]) -> String {
+    let shown: Vec<&str> = ids.iter().take(5).map(String::as_str).collect();
+    if ids.len() > shown.len() {
+        format!("{} ... and {} more", shown.join(", "), ids.len() - shown.len())
+    } else {
+        shown.join(", ")
+    }
+}
+
+fn print_summary(s: &Summary) {
+    eprintln!(
+        "{} records, {:.1} MB in {:.2} s ({:.1} MB/s)",
+        s.records,
+        s.bytes as f64 / 1e6,
+        s.seconds,
+        s.mb_per_s
+    );
+    eprintln!(
+        "kept {}, dropped {} near-duplicates; {} verified pairs in {} clusters (threshold {}, {} bands x {} rows)",
+        s.kept, s.dropped, s.verified_pairs, s.clusters, s.params.threshold, s.params.bands, s.params.rows
+    );
+    eprintln!(
+        "candidates per item: p50 {}, p99 {}, max {}",
+        s.candidates_per_query.p50, s.candidates_per_query.p99, s.candidates_per_query.max
+    );
+    if !s.rejected.is_empty() {
+        eprintln!("rejected {} records (listed above)", s.rejected.len());
+    }
+    if !s.degraded.is_empty() {
+        eprintln!("{} items over --max-shingles were matched by exact hash only: {}", s.degraded.len(), few(&s.degraded));
+    }
+    if s.capped_queries > 0 {
+        eprintln!(
+            "{} items hit the candidate cap (--max-candidates {}); {} of them were kept with a partial search \
+             (review them; --json lists all): {}",
+            s.capped_queries,
+            s.params_max_candidates,
+            s.kept_unresolved.len(),
+            few(&s.kept_unresolved)
+        );
+    }
+    let t = &s.timings;
+    eprintln!(
+        "time: read {:.2}s, parse+fingerprint {:.2}s, index {:.2}s, verify {:.2}s, output {:.2}s",
+        t.read_s, t.fingerprint_s, t.index_s, t.verify_s, t.output_s
+    );
+}

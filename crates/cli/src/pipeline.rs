@@ -1,0 +1,190 @@
+//! The batch dedup pipeline over a stream of records, shared by `dedup` and `eval`.
+//!
+//! Records arrive in chunks. Per chunk: parse and fingerprint in parallel →
+//! candidates and insertion, in input order (each item is compared with
+//! every earlier item) → exact verification in parallel → decisions in input
+//! order. One pass, bounded chunk memory; the index holds features of every
+//! item seen.
+//!
+//! Decision rule ("greedy leaders"): an item is dropped only when it verifies
+//! at or above the threshold against an earlier *kept* item, which it names
+//! as `duplicate_of`. So every dropped item has a kept near-duplicate, which
+//! the transitive rule of keeping one item per union-find cluster does not
+//! guarantee. Clusters (connected components of verified pairs) are still
+//! reported, with the kept items of each.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use neardup_core::{Fingerprinter, Match, MemoryIndex, Params};
+use rayon::prelude::*;
+
+use crate::jsonl::{parse_record, Line, Reject};
+use crate::unionfind::UnionFind;
+
+/// Where the time went, per phase (wall clock).
+#[derive(Debug, Default, Clone, serde::Serialize)]
+pub struct Timings {
+    pub read_s: f64,
+    pub fingerprint_s: f64,
+    pub index_s: f64,
+    pub verify_s: f64,
+    pub output_s: f64,
+}
+
+/// What happened to one accepted record.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub id: u32,
+    pub line: u64,
+    pub kept: bool,
+    /// Best kept match when dropped.
+    pub duplicate_of: Option<Match>,
+    /// Every verified match at or above the threshold (earlier items).
+    pub matches: Vec<Match>,
+    /// The candidate cap or a hot bucket cut the candidate list.
+    pub partial: bool,
+    pub degraded: bool,
+}
+
+/// Batch dedup state.
+pub struct Batch {
+    pub fingerprinter: Fingerprinter,
+    pub index: MemoryIndex,
+    pub ids: Vec<String>,
+    id_to_item: HashMap<String, u32>,
+    pub kept: Vec<bool>,
+    pub uf: UnionFind,
+    text_field: String,
+    id_field: String,
+    pub timings: Timings,
+    pub bytes: u64,
+    pub candidate_counts: Vec<usize>,
+    /// Every LSH candidate pair (earlier, later), collected only for `eval`.
+    pub candidate_pairs: Option<Vec<(u32, u32)>>,
+}
+
+impl Batch {
+    pub fn new(params: Params, text_field: &str, id_field: &str) -> anyhow::Result<Batch> {
+        Ok(Batch {
+            fingerprinter: Fingerprinter::new(params.clone())?,
+            index: MemoryIndex::new(params),
+            ids: Vec::new(),
+            id_to_item: HashMap::new(),
+            kept: Vec::new(),
+            uf: UnionFind::default(),
+            text_field: text_field.to_owned(),
+            id_field: id_field.to_owned(),
+            timings: Timings::default(),
+            bytes: 0,
+            candidate_counts: Vec::new(),
+            candidate_pairs: None,
+        })
+    }
+
+    pub fn threshold(&self) -> f64 {
+        self.index.params().threshold()
+    }
+
+    /// Processes one chunk of lines; rejected lines go to `rejects`.
+    pub fn process(&mut self, lines: &[Line], rejects: &mut Vec<Reject>) -> anyhow::Result<Vec<Outcome>> {
+        let t0 = Instant::now();
+        let (tf, idf) = (self.text_field.as_str(), self.id_field.as_str());
+        let parsed: Vec<Result<(Option<String>, neardup_core::Fingerprint), String>> = lines
+            .par_iter()
+            .map_init(
+                || self.fingerprinter.clone(),
+                |fpr, line| {
+                    let rec = parse_record(&line.bytes, tf, idf)?;
+                    Ok((rec.id.map(|c| c.into_owned()), fpr.fingerprint(&rec.text)))
+                },
+            )
+            .collect();
+        self.timings.fingerprint_s += t0.elapsed().as_secs_f64();
+
+        let t1 = Instant::now();
+        let mut staged: Vec<(u32, u64, Vec<u32>, bool, bool)> = Vec::with_capacity(lines.len());
+        for (line, result) in lines.iter().zip(parsed) {
+            let (id, fp) = match result {
+                Ok(x) => x,
+                Err(reason) => {
+                    rejects.push(Reject { line: line.number, reason });
+                    continue;
+                }
+            };
+            let external = id.unwrap_or_else(|| line.number.to_string());
+            if let Some(&first) = self.id_to_item.get(&external) {
+                let first_line = &self.ids[first as usize];
+                rejects.push(Reject {
+                    line: line.number,
+                    reason: format!("duplicate item id {external:?} (first seen as item {first_line:?}); ids must be unique"),
+                });
+                continue;
+            }
+            self.bytes += line.bytes.len() as u64;
+            let cands = self.index.candidates(&fp, None)?;
+            let degraded = fp.degraded.is_some();
+            let partial = cands.lsh.is_partial();
+            let item = self.index.insert(fp)?;
+            if let Some(pairs) = &mut self.candidate_pairs {
+                pairs.extend(cands.ids.iter().map(|&c| (c, item)));
+            }
+            self.candidate_counts.push(cands.ids.len());
+            self.id_to_item.insert(external.clone(), item);
+            self.ids.push(external);
+            self.kept.push(false);
+            self.uf.push();
+            staged.push((item, line.number, cands.ids, partial, degraded));
+        }
+        self.timings.index_s += t1.elapsed().as_secs_f64();
+
+        let t2 = Instant::now();
+        let threshold = self.threshold();
+        let index = &self.index;
+        let verified: Vec<Vec<Match>> =
+            staged.par_iter().map(|(item, _, cands, _, _)| index.verify_item(*item, cands, threshold)).collect();
+        self.timings.verify_s += t2.elapsed().as_secs_f64();
+
+        let t3 = Instant::now();
+        let mut out = Vec::with_capacity(staged.len());
+        for ((item, line, _, partial, degraded), matches) in staged.into_iter().zip(verified) {
+            for m in &matches {
+                self.uf.union(item, m.id);
+            }
+            let duplicate_of = matches.iter().find(|m| self.kept[m.id as usize]).copied();
+            let kept = duplicate_of.is_none();
+            self.kept[item as usize] = kept;
+            out.push(Outcome { id: item, line, kept, duplicate_of, matches, partial, degraded });
+        }
+        self.timings.index_s += t3.elapsed().as_secs_f64();
+        Ok(out)
+    }
+
+    /// Connected components of verified pairs with more than one member:
+    /// (members in input order, kept members).
+    pub fn clusters(&mut self) -> Vec<(Vec<u32>, Vec<u32>)> {
+        let mut by_root: HashMap<u32, Vec<u32>> = HashMap::new();
+        for id in 0..self.uf.len() as u32 {
+            let r = self.uf.find(id);
+            by_root.entry(r).or_default().push(id);
+        }
+        let mut clusters: Vec<(Vec<u32>, Vec<u32>)> = by_root
+            .into_values()
+            .filter(|m| m.len() > 1)
+            .map(|m| {
+                let kept = m.iter().copied().filter(|&i| self.kept[i as usize]).collect();
+                (m, kept)
+            })
+            .collect();
+        clusters.sort_unstable_by_key(|(m, _)| m[0]);
+        clusters
+    }
+}
+
+/// Adds elapsed time to a timing field.
+pub fn timed<T>(slot: &mut f64, f: impl FnOnce() -> T) -> T {
+    let t = Instant::now();
+    let v = f();
+    *slot += t.elapsed().as_secs_f64();
+    v
+}
