@@ -29,8 +29,8 @@ pub(crate) enum Command {
     },
     Upsert {
         tenant: String,
-        record: ItemRecord,
-        idem: Option<IdemEntry>,
+        record: Box<ItemRecord>,
+        idem: Option<Box<IdemEntry>>,
     },
     Tombstone {
         tenant: String,

@@ -177,7 +177,7 @@ fn snapshot_files(dir: &Path) -> Vec<(u64, PathBuf)> {
             Some((lsn, e.path()))
         })
         .collect();
-    out.sort_by(|a, b| b.0.cmp(&a.0));
+    out.sort_by_key(|e| std::cmp::Reverse(e.0));
     out
 }
 
@@ -478,7 +478,7 @@ impl Engine {
             decision: outcome.decision.state,
         };
         let idem = item.idempotency_key.clone().map(|key| IdemEntry { key, digest, outcome: outcome.clone() });
-        let cmd = Command::Upsert { tenant: t.name.clone(), record, idem };
+        let cmd = Command::Upsert { tenant: t.name.clone(), record: Box::new(record), idem: idem.map(Box::new) };
         let lsn = self.log_and_apply(t, cmd, defer)?;
         if let Some(shadow) = t.shadow.as_mut() {
             shadow.insert(&item.item_id, &item.content)?;

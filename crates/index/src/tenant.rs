@@ -298,7 +298,7 @@ impl Tenant {
                 record.lsn = lsn;
                 if let Some(mut e) = idem {
                     e.outcome.lsn = lsn;
-                    self.remember(e);
+                    self.remember(*e);
                 }
                 self.tombstones.remove(&record.item_id);
                 let old = if mode.store || mode.index { store.get(&self.name, &record.item_id)? } else { None };
@@ -320,7 +320,7 @@ impl Tenant {
                     }
                 }
                 if mode.store {
-                    store.apply(&self.name, StoreBatch { puts: vec![record], deletes: vec![] }, lsn)?;
+                    store.apply(&self.name, StoreBatch { puts: vec![*record], deletes: vec![] }, lsn)?;
                 }
                 Ok(())
             }
