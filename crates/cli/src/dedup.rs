@@ -250,13 +250,7 @@ fn few(ids: &[String]) -> String {
 }
 
 fn print_summary(s: &Summary) {
-    eprintln!(
-        "{} records, {:.1} MB in {:.2} s ({:.1} MB/s)",
-        s.records,
-        s.bytes as f64 / 1e6,
-        s.seconds,
-        s.mb_per_s
-    );
+    eprintln!("{} records, {:.1} MB in {:.2} s ({:.1} MB/s)", s.records, s.bytes as f64 / 1e6, s.seconds, s.mb_per_s);
     eprintln!(
         "kept {}, dropped {} near-duplicates; {} verified pairs in {} clusters (threshold {}, {} bands x {} rows)",
         s.kept, s.dropped, s.verified_pairs, s.clusters, s.params.threshold, s.params.bands, s.params.rows
@@ -269,7 +263,11 @@ fn print_summary(s: &Summary) {
         eprintln!("rejected {} records (listed above)", s.rejected.len());
     }
     if !s.degraded.is_empty() {
-        eprintln!("{} items over --max-shingles were matched by exact hash only: {}", s.degraded.len(), few(&s.degraded));
+        eprintln!(
+            "{} items over --max-shingles were matched by exact hash only: {}",
+            s.degraded.len(),
+            few(&s.degraded)
+        );
     }
     if s.capped_queries > 0 {
         eprintln!(

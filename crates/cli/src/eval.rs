@@ -80,13 +80,8 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
     let t = Instant::now();
     let truth = all_pairs(&sets, lowest);
     let oracle_s = t.elapsed().as_secs_f64();
-    let candidates: HashSet<(u32, u32)> = batch
-        .candidate_pairs
-        .take()
-        .unwrap_or_default()
-        .into_iter()
-        .map(|(x, y)| (x.min(y), x.max(y)))
-        .collect();
+    let candidates: HashSet<(u32, u32)> =
+        batch.candidate_pairs.take().unwrap_or_default().into_iter().map(|(x, y)| (x.min(y), x.max(y))).collect();
     let mut edges: Vec<f64> = vec![lowest];
     for e in [0.85, 0.9, 0.95, 0.99, 1.0] {
         if e > lowest {
@@ -137,7 +132,10 @@ fn print_report(r: &Report) {
         );
     }
     println!("\nverified decisions:");
-    println!("  {:<10} {:>10} {:>10} {:>10} {:>9} {:>10}", "threshold", "oracle", "reported", "correct", "recall", "precision");
+    println!(
+        "  {:<10} {:>10} {:>10} {:>10} {:>9} {:>10}",
+        "threshold", "oracle", "reported", "correct", "recall", "precision"
+    );
     for d in &r.decisions {
         println!(
             "  {:<10} {:>10} {:>10} {:>10} {:>8.4}% {:>9.4}%",
@@ -169,7 +167,11 @@ fn demo() -> anyhow::Result<ExitCode> {
     );
     let mut fpr = Fingerprinter::new(params.clone())?;
     let mut index = MemoryIndex::new(params.clone());
-    let docs = [("A", "red fox runs very fast"), ("B", "red fox runs very fast today"), ("C", "database backup completed nightly")];
+    let docs = [
+        ("A", "red fox runs very fast"),
+        ("B", "red fox runs very fast today"),
+        ("C", "database backup completed nightly"),
+    ];
     let mut names = Vec::new();
     let mut ok = true;
     for (name, text) in docs {
@@ -182,8 +184,13 @@ fn demo() -> anyhow::Result<ExitCode> {
         println!("  shingles {shingles:?}");
         let cands = index.candidates(&fp, None)?;
         let matches = index.verify(&fp, &cands.ids, c.threshold);
-        let named: Vec<String> = matches.iter().map(|m| format!("{} (exact J = {})", names[m.id as usize], m.score)).collect();
-        println!("  candidates {:?} -> verified {:?}", cands.ids.iter().map(|&i| names[i as usize]).collect::<Vec<_>>(), named);
+        let named: Vec<String> =
+            matches.iter().map(|m| format!("{} (exact J = {})", names[m.id as usize], m.score)).collect();
+        println!(
+            "  candidates {:?} -> verified {:?}",
+            cands.ids.iter().map(|&i| names[i as usize]).collect::<Vec<_>>(),
+            named
+        );
         match name {
             "B" => ok &= matches.first().is_some_and(|m| names[m.id as usize] == "A" && m.score == 0.8),
             _ => ok &= matches.is_empty(),

@@ -98,11 +98,21 @@ fn paragraphs(rng: &mut Rng, vocab: &[String], words: usize) -> Vec<String> {
     paras
 }
 
-const MUTATIONS: [&str; 9] =
-    ["substitute", "insert", "delete", "reorder", "boilerplate", "ocr_noise", "token_padding", "template", "light_edit"];
+const MUTATIONS: [&str; 9] = [
+    "substitute",
+    "insert",
+    "delete",
+    "reorder",
+    "boilerplate",
+    "ocr_noise",
+    "token_padding",
+    "template",
+    "light_edit",
+];
 
 fn mutate(rng: &mut Rng, kind: &str, paras: &[String], vocab: &[String], boiler: &(String, String)) -> String {
-    let words = |p: &[String]| p.iter().map(|x| x.split(' ').map(str::to_owned).collect::<Vec<_>>()).collect::<Vec<_>>();
+    let words =
+        |p: &[String]| p.iter().map(|x| x.split(' ').map(str::to_owned).collect::<Vec<_>>()).collect::<Vec<_>>();
     let join = |ps: Vec<Vec<String>>| ps.into_iter().map(|w| w.join(" ")).collect::<Vec<_>>().join("\n\n");
     let rate = 0.01 + 0.1 * rng.unit();
     match kind {
@@ -110,7 +120,11 @@ fn mutate(rng: &mut Rng, kind: &str, paras: &[String], vocab: &[String], boiler:
             let rate = if kind == "light_edit" { rate / 5.0 } else { rate };
             let ps = words(paras)
                 .into_iter()
-                .map(|p| p.into_iter().map(|w| if rng.unit() < rate { zipf_word(rng, vocab).to_owned() } else { w }).collect())
+                .map(|p| {
+                    p.into_iter()
+                        .map(|w| if rng.unit() < rate { zipf_word(rng, vocab).to_owned() } else { w })
+                        .collect()
+                })
                 .collect();
             join(ps)
         }
@@ -146,8 +160,7 @@ fn mutate(rng: &mut Rng, kind: &str, paras: &[String], vocab: &[String], boiler:
         "ocr_noise" => {
             let text = paras.join("\n\n");
             let mut out = String::with_capacity(text.len());
-            let mut chars = text.chars().peekable();
-            while let Some(c) = chars.next() {
+            for c in text.chars() {
                 if rng.unit() < rate / 4.0 {
                     match c {
                         'l' => out.push('1'),
@@ -183,7 +196,8 @@ fn mutate(rng: &mut Rng, kind: &str, paras: &[String], vocab: &[String], boiler:
 
 pub fn run(a: GenArgs) -> anyhow::Result<ExitCode> {
     let mut rng = Rng(SplitMix64::new(a.seed));
-    let vocabs: Vec<Vec<String>> = SCRIPTS.iter().map(|s| vocabulary(&mut rng, s, 3000.min(s.len().pow(3) / 2))).collect();
+    let vocabs: Vec<Vec<String>> =
+        SCRIPTS.iter().map(|s| vocabulary(&mut rng, s, 3000.min(s.len().pow(3) / 2))).collect();
     let boiler = {
         let v = &vocabs[0];
         let mut r = Rng(SplitMix64::new(a.seed ^ 0xb01e));
@@ -215,7 +229,10 @@ pub fn run(a: GenArgs) -> anyhow::Result<ExitCode> {
             let j = neardup_core::jaccard(&base_fp.features, &fpr.fingerprint(&text).features);
             serde_json::to_writer(&mut corpus, &serde_json::json!({"id": id, "text": text}))?;
             corpus.write_all(b"\n")?;
-            serde_json::to_writer(&mut truth, &serde_json::json!({"id": id, "base": base_id, "mutation": kind, "jaccard": j}))?;
+            serde_json::to_writer(
+                &mut truth,
+                &serde_json::json!({"id": id, "base": base_id, "mutation": kind, "jaccard": j}),
+            )?;
             truth.write_all(b"\n")?;
         }
     }

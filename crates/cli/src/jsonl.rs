@@ -111,9 +111,8 @@ pub struct Record<'a> {
 pub fn parse_record<'a>(line: &'a [u8], text_field: &str, id_field: &str) -> Result<Record<'a>, String> {
     let s = std::str::from_utf8(line).map_err(|e| format!("invalid UTF-8 at byte {}", e.valid_up_to()))?;
     let mut de = serde_json::Deserializer::from_str(s);
-    let (id, text) = Extract { text_field, id_field }
-        .deserialize(&mut de)
-        .map_err(|e| format!("malformed JSON: {e}"))?;
+    let (id, text) =
+        Extract { text_field, id_field }.deserialize(&mut de).map_err(|e| format!("malformed JSON: {e}"))?;
     de.end().map_err(|e| format!("malformed JSON: {e}"))?;
     let text = text.ok_or_else(|| format!("missing string field {text_field:?}"))?;
     Ok(Record { id, text })

@@ -117,7 +117,9 @@ impl Batch {
                 let first_line = &self.ids[first as usize];
                 rejects.push(Reject {
                     line: line.number,
-                    reason: format!("duplicate item id {external:?} (first seen as item {first_line:?}); ids must be unique"),
+                    reason: format!(
+                        "duplicate item id {external:?} (first seen as item {first_line:?}); ids must be unique"
+                    ),
                 });
                 continue;
             }

@@ -349,7 +349,8 @@ mod tests {
 
     #[test]
     fn optimistic_path_equals_composing_everything() {
-        for s in ["Ｆｕｌｌ width ﬁ", "cafe\u{0301} café", "Ωμέγα ΟΔΟΣ", "日本語 ｶﾀｶﾅ", "x\u{0308}\u{0301}y", "plain"] {
+        for s in ["Ｆｕｌｌ width ﬁ", "cafe\u{0301} café", "Ωμέγα ΟΔΟΣ", "日本語 ｶﾀｶﾅ", "x\u{0308}\u{0301}y", "plain"]
+        {
             let composed: String = s.nfkc().collect();
             let mut want = String::new();
             unicode_v1(&composed, &mut want, true);
