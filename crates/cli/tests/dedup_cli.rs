@@ -1,0 +1,208 @@
+//! `neardup dedup`, `eval`, `tune` and `gen` through the real binary.
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+fn neardup(args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(args)
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("binary runs");
+    if let Some(input) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        pipe.write_all(input).unwrap();
+    }
+    child.wait_with_output().unwrap()
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+const ABC: &str = r#"{"id": "A", "text": "red fox runs very fast"}
+{"id": "B", "text": "red fox runs very fast today"}
+{"id": "C", "text": "database backup completed nightly"}
+"#;
+
+const SEED: [&str; 6] = ["--normalizer", "seed", "--shingle-width", "2", "--threshold", "0.75"];
+
+#[test]
+fn seed_demonstration_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let pairs = dir.path().join("pairs.tsv");
+    let kept = dir.path().join("kept.jsonl");
+    let clusters = dir.path().join("clusters.jsonl");
+    let mut args = vec!["dedup", "-", "--pairs", pairs.to_str().unwrap(), "-o", kept.to_str().unwrap()];
+    args.extend(["--clusters", clusters.to_str().unwrap(), "--json"]);
+    args.extend(SEED);
+    let out = neardup(&args, Some(ABC.as_bytes()));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&pairs).unwrap(), "A\tB\t0.8\n");
+    let kept = std::fs::read_to_string(&kept).unwrap();
+    assert!(kept.contains("\"A\"") && kept.contains("\"C\"") && !kept.contains("\"B\""), "{kept}");
+    let clusters = std::fs::read_to_string(&clusters).unwrap();
+    let row: serde_json::Value = serde_json::from_str(clusters.lines().next().unwrap()).unwrap();
+    assert_eq!(row["members"], serde_json::json!(["A", "B"]));
+    assert_eq!(row["kept"], serde_json::json!(["A"]));
+    assert_eq!(clusters.lines().count(), 1);
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["records"], 3);
+    assert_eq!(summary["kept"], 2);
+    assert_eq!(summary["verified_pairs"], 1);
+}
+
+#[test]
+fn incompatible_band_layouts_are_rejected_with_status_2() {
+    for extra in [&["--bands", "8", "--rows", "31"][..], &["--num-perm", "31", "--bands", "8"][..]] {
+        let mut args = vec!["dedup", "-"];
+        args.extend(SEED);
+        args.extend(extra);
+        let out = neardup(&args, Some(ABC.as_bytes()));
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        let err = text(&out.stderr);
+        assert!(err.contains("bands") && (err.contains("exceeds") || err.contains("divide evenly")), "{err}");
+    }
+    let out = neardup(&["dedup", "-", "--threshold", "1.5"], Some(ABC.as_bytes()));
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("threshold"));
+}
+
+#[test]
+fn duplicate_item_ids_are_rejected_with_their_line() {
+    let input = format!("{ABC}{{\"id\": \"A\", \"text\": \"replacement\"}}\n");
+    let mut args = vec!["dedup", "-", "--json"];
+    args.extend(SEED);
+    let out = neardup(&args, Some(input.as_bytes()));
+    assert_eq!(out.status.code(), Some(3));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["rejected"][0]["line"], 4);
+    assert!(summary["rejected"][0]["reason"].as_str().unwrap().contains("duplicate item id"));
+    assert!(text(&out.stderr).contains("line 4"));
+    assert_eq!(summary["records"], 3, "the first A is kept, the replacement is not");
+}
+
+#[test]
+fn bad_input_is_reported_per_line_never_dropped_silently() {
+    let mut input = Vec::new();
+    input.extend_from_slice(b"{\"id\": \"ok1\", \"text\": \"a perfectly normal line of text here\"}\n");
+    input.extend_from_slice(b"{\"id\": \"bad-json\", \"text\": \n");
+    input.extend_from_slice(b"{\"id\": \"no-text\"}\n");
+    input.extend_from_slice(b"{\"id\": \"utf8\", \"text\": \"\xff\xfe\"}\n");
+    input.extend_from_slice(b"{\"id\": \"empty\", \"text\": \"\"}\n");
+    input.extend_from_slice(b"\n");
+    input.extend_from_slice(b"[1, 2, 3]\n");
+    input.extend_from_slice(b"{\"id\": \"num\", \"text\": 42}\n");
+    input.extend_from_slice(b"{\"id\": \"empty2\", \"text\": \"  ...  \"}\n");
+    let out = neardup(&["dedup", "-", "--json"], Some(&input));
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let lines: Vec<u64> = s["rejected"].as_array().unwrap().iter().map(|r| r["line"].as_u64().unwrap()).collect();
+    assert_eq!(lines, vec![2, 3, 4, 7, 8]);
+    // ok1, empty, empty2 are records; the two empty texts are identical after normalization.
+    assert_eq!(s["records"], 3);
+    assert_eq!(s["kept"], 2);
+}
+
+#[test]
+fn a_100_mb_single_line_is_handled() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.jsonl");
+    let mut f = std::io::BufWriter::new(std::fs::File::create(&path).unwrap());
+    f.write_all(b"{\"id\": \"small\", \"text\": \"just a small record\"}\n{\"id\": \"huge\", \"text\": \"").unwrap();
+    let chunk = "lorem ipsum dolor sit amet consectetur adipiscing elit ".repeat(1000);
+    let mut written = 0;
+    while written < 100_000_000 {
+        f.write_all(chunk.as_bytes()).unwrap();
+        written += chunk.len();
+    }
+    f.write_all(b"\"}\n{\"id\": \"after\", \"text\": \"the record after the big one\"}\n").unwrap();
+    drop(f);
+    // Within the line limit: processed, but over --max-shingles, so exact-hash only (reported).
+    let out = neardup(&["dedup", path.to_str().unwrap(), "--json"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["records"], 3);
+    assert_eq!(s["degraded"], serde_json::json!(["huge"]));
+    // Over the line limit: skipped with its line number, the rest still processed.
+    let out = neardup(&["dedup", path.to_str().unwrap(), "--json", "--max-line-bytes", "10000000"], None);
+    assert_eq!(out.status.code(), Some(3));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["records"], 2);
+    assert_eq!(s["rejected"][0]["line"], 2);
+    assert!(s["rejected"][0]["reason"].as_str().unwrap().contains("limit"));
+}
+
+#[test]
+fn ids_default_to_line_numbers_and_integer_ids_work() {
+    let input = b"{\"text\": \"one two three four five six\"}\n{\"id\": 7, \"text\": \"one two three four five six\"}\n";
+    let dir = tempfile::tempdir().unwrap();
+    let pairs = dir.path().join("p.tsv");
+    let out = neardup(&["dedup", "-", "--pairs", pairs.to_str().unwrap(), "-q"], Some(input));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(std::fs::read_to_string(&pairs).unwrap(), "1\t7\t1\n");
+}
+
+#[test]
+fn eval_demo_and_tune_work() {
+    let out = neardup(&["eval", "--demo"], None);
+    assert!(out.status.success(), "{}", text(&out.stdout));
+    let stdout = text(&out.stdout);
+    assert!(stdout.contains("A (exact J = 0.8)") && stdout.contains("demonstration passed"), "{stdout}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let svg = dir.path().join("s.svg");
+    let out = neardup(&["tune", "--threshold", "0.85", "--recall-target", "0.999", "--json", "--svg", svg.to_str().unwrap()], None);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v["recall_at_threshold"].as_f64().unwrap() >= 0.999);
+    assert!(v["bands"].as_u64().unwrap() * v["rows"].as_u64().unwrap() <= 128);
+    assert!(std::fs::read_to_string(&svg).unwrap().starts_with("<svg"));
+}
+
+fn gen_corpus(dir: &Path, bases: &str) -> (String, String) {
+    let corpus = dir.join("c.jsonl");
+    let truth = dir.join("t.jsonl");
+    let out = neardup(
+        &["gen", "--out", corpus.to_str().unwrap(), "--truth", truth.to_str().unwrap(), "--bases", bases, "--words", "300"],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    (corpus.to_str().unwrap().to_owned(), truth.to_str().unwrap().to_owned())
+}
+
+#[test]
+fn eval_on_a_generated_corpus_meets_the_recall_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let (corpus, truth) = gen_corpus(dir.path(), "300");
+    assert_eq!(std::fs::read_to_string(&truth).unwrap().lines().count(), 900);
+    let out = neardup(&["eval", &corpus, "--json", "--max-candidates", "1000"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for bin in r["candidate_recall_by_bin"].as_array().unwrap() {
+        if bin["lo"].as_f64().unwrap() >= 0.85 && bin["truth"].as_u64().unwrap() > 0 {
+            assert!(bin["recall"].as_f64().unwrap() >= 0.995, "{bin}");
+        }
+    }
+    for d in r["decisions"].as_array().unwrap() {
+        assert_eq!(d["precision"].as_f64().unwrap(), 1.0, "{d}");
+    }
+}
+
+#[test]
+fn threads_do_not_change_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let (corpus, _) = gen_corpus(dir.path(), "150");
+    let run = |threads: &str| {
+        let pairs = dir.path().join(format!("pairs{threads}.tsv"));
+        let out = neardup(&["dedup", &corpus, "-q", "--threads", threads, "--pairs", pairs.to_str().unwrap()], None);
+        assert!(out.status.success());
+        std::fs::read_to_string(pairs).unwrap()
+    };
+    let one = run("1");
+    assert!(!one.is_empty());
+    assert_eq!(one, run("2"));
+}
