@@ -1,1 +1,110 @@
-fn main() {}
+//! Kernel benchmarks for neardup-core.
+//!
+//! What's measured: each stage of the pipeline on a fixed, seeded ~2.5 KB
+//! English-like document (normalize, shingle, MinHash both schemes, band
+//! keys, exact Jaccard) and the all-pairs oracle on 2,000 such documents.
+//! How to run: `cargo bench -p neardup-core --bench kernels`.
+//! Results: bench/results/kernels.md.
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use neardup_core::hash::SplitMix64;
+use neardup_core::lsh::band_keys_into;
+use neardup_core::shingle::features_into;
+use neardup_core::{Config, Fingerprinter, LshParams, MinHasher, Normalizer, ShingleKind, SignatureScheme};
+
+const WORDS: [&str; 24] = [
+    "the",
+    "of",
+    "and",
+    "data",
+    "system",
+    "value",
+    "results",
+    "model",
+    "time",
+    "process",
+    "which",
+    "between",
+    "analysis",
+    "performance",
+    "index",
+    "query",
+    "document",
+    "similar",
+    "measure",
+    "large",
+    "set",
+    "we",
+    "show",
+    "in",
+];
+
+fn document(seed: u64, bytes: usize) -> String {
+    let mut rng = SplitMix64::new(seed);
+    let mut s = String::new();
+    while s.len() < bytes {
+        let w = WORDS[(rng.next() % WORDS.len() as u64) as usize];
+        s.push_str(w);
+        s.push_str(if rng.next() % 11 == 0 { ". " } else { " " });
+        if rng.next() % 7 == 0 {
+            s.push_str(&format!("x{} ", rng.next() % 5000));
+        }
+    }
+    s
+}
+
+fn kernels(c: &mut Criterion) {
+    let doc = document(1, 2500);
+    let mut g = c.benchmark_group("stage");
+    g.throughput(Throughput::Bytes(doc.len() as u64));
+    g.bench_function("normalize/unicode-v1", |b| {
+        let mut out = String::new();
+        b.iter(|| Normalizer::Unicode.normalize_into(&doc, &mut out))
+    });
+    g.bench_function("normalize/seed-v1", |b| {
+        let mut out = String::new();
+        b.iter(|| Normalizer::Seed.normalize_into(&doc, &mut out))
+    });
+    let normalized = Normalizer::Unicode.normalize(&doc);
+    g.bench_function("shingle/word5", |b| {
+        let mut out = Vec::new();
+        b.iter(|| features_into(&normalized, ShingleKind::Word, 5, 1, 1_000_000, &mut out).unwrap())
+    });
+    let mut features = Vec::new();
+    features_into(&normalized, ShingleKind::Word, 5, 1, 1_000_000, &mut features).unwrap();
+    for scheme in [SignatureScheme::MinHash, SignatureScheme::OnePermutation] {
+        let h = MinHasher::new(scheme, 128, 1).unwrap();
+        g.bench_function(BenchmarkId::new("signature128", scheme.version()), |b| {
+            let mut sig = Vec::new();
+            b.iter(|| h.signature_into(&features, &mut sig))
+        });
+    }
+    let sig = MinHasher::new(SignatureScheme::MinHash, 128, 1).unwrap().signature(&features);
+    g.bench_function("band_keys/18x6", |b| {
+        let mut keys = Vec::new();
+        let p = LshParams::new(18, 6).unwrap();
+        b.iter(|| band_keys_into(p, 1, &sig, &mut keys).unwrap())
+    });
+    let other = {
+        let mut out = Vec::new();
+        features_into(&Normalizer::Unicode.normalize(&document(2, 2500)), ShingleKind::Word, 5, 1, 1_000_000, &mut out)
+            .unwrap();
+        out
+    };
+    g.bench_function("jaccard", |b| b.iter(|| neardup_core::jaccard(&features, &other)));
+    g.bench_function("fingerprint/all", |b| {
+        let mut f = Fingerprinter::new(Config::default().resolve().unwrap()).unwrap();
+        b.iter(|| f.fingerprint(&doc))
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("oracle");
+    g.sample_size(10);
+    let mut f = Fingerprinter::new(Config::default().resolve().unwrap()).unwrap();
+    let sets: Vec<Vec<u64>> = (0..2000).map(|i| f.fingerprint(&document(100 + i / 2, 2500)).features).collect();
+    g.bench_function("all_pairs/2000docs@0.8", |b| b.iter(|| neardup_core::oracle::all_pairs(&sets, 0.8)));
+    g.finish();
+}
+
+criterion_group!(benches, kernels);
+criterion_main!(benches);

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::fingerprint::Fingerprint;
 use crate::hash::ContentHash;
 use crate::lsh::{Candidates, LshIndex, QueryLimits};
-use crate::verify::jaccard;
+use crate::verify::jaccard_at_least;
 
 /// A verified match.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -125,8 +125,8 @@ impl MemoryIndex {
                     return None;
                 }
                 let same = e.content_hash == hash;
-                let score = if same { 1.0 } else { jaccard(features, &e.features) };
-                (score >= threshold).then_some(Match { id, score, same_content: same })
+                let score = if same { Some(1.0) } else { jaccard_at_least(features, &e.features, threshold) };
+                score.map(|score| Match { id, score, same_content: same })
             })
             .collect();
         out.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));

@@ -66,13 +66,9 @@ impl Normalizer {
         match self {
             Normalizer::Seed => seed_v1(text, out),
             Normalizer::Unicode => {
-                // Most real text is already NFKC: normalize optimistically and
-                // compose only when a character that NFKC could change shows up.
-                if !unicode_v1(text, out, false) {
-                    out.clear();
-                    let composed: String = text.nfkc().collect();
-                    unicode_v1(&composed, out, true);
-                }
+                // Most real text is already NFKC: only the whitespace-delimited
+                // fragments holding a character NFKC could change are composed.
+                unicode_v1(text, out, false);
             }
         }
     }
@@ -221,14 +217,35 @@ fn hyphen_break_continues(text: &str, after: usize) -> Option<usize> {
     None
 }
 
-/// Tokenizes `text` (which must be NFKC when `composed`). Returns false, with
-/// `out` partly written, as soon as it meets a character that NFKC might
-/// change while `composed` is false.
-fn unicode_v1(text: &str, out: &mut String, composed: bool) -> bool {
+/// The end of the fragment that holds byte `i`: the next ASCII whitespace,
+/// extended past hyphenated line breaks so that a join is never cut.
+fn fragment_end(text: &str, i: usize) -> usize {
+    let bytes = text.as_bytes();
+    let mut end = i;
+    loop {
+        while end < bytes.len() && !bytes[end].is_ascii_whitespace() {
+            end += 1;
+        }
+        let hyphenated = text[..end].ends_with(['-', '\u{2010}', '\u{00AD}']);
+        match hyphen_break_continues(text, end).filter(|_| hyphenated) {
+            Some(j) => end = j,
+            None => return end,
+        }
+    }
+}
+
+/// Tokenizes `text` into `out`. Unless `composed` (the caller guarantees NFKC
+/// input), a character that NFKC could change sends its fragment — the text
+/// between the surrounding ASCII whitespace — through NFKC first. ASCII
+/// whitespace is a starter that composes with nothing, so NFKC of the
+/// fragments equals NFKC of the whole text.
+fn unicode_v1(text: &str, out: &mut String, composed: bool) {
     let table = bmp_table();
     let mut in_token = false;
     let mut i = 0;
     let bytes = text.as_bytes();
+    // Where the current fragment began, in `text` and in `out`.
+    let (mut frag_start, mut frag_out) = (0usize, out.len());
     while i < bytes.len() {
         let b = bytes[i];
         if b.is_ascii_alphanumeric() {
@@ -245,7 +262,13 @@ fn unicode_v1(text: &str, out: &mut String, composed: bool) -> bool {
         let next = i + c.len_utf8();
         let (class, lower, stable) = if b < 0x80 { (CLASS_OTHER, c, true) } else { classify(table, c) };
         if !stable && !composed {
-            return false;
+            let end = fragment_end(text, i);
+            out.truncate(frag_out);
+            let fragment: String = text[frag_start..end].nfkc().collect();
+            unicode_v1(&fragment, out, true);
+            in_token = false;
+            i = end;
+            continue;
         }
         if class == CLASS_CJK {
             if !out.is_empty() {
@@ -285,10 +308,12 @@ fn unicode_v1(text: &str, out: &mut String, composed: bool) -> bool {
             }
         } else {
             in_token = false;
+            if b.is_ascii_whitespace() {
+                (frag_start, frag_out) = (next, out.len());
+            }
         }
         i = next;
     }
-    true
 }
 
 #[cfg(test)]
@@ -329,7 +354,7 @@ mod tests {
     fn ascii_fast_path_equals_general_path() {
         let s = "Hello, World! It's a pre-\nprocessed TEXT with 42 numbers.";
         let mut fast = String::new();
-        assert!(unicode_v1(s, &mut fast, false));
+        unicode_v1(s, &mut fast, false);
         let general: String = s.nfkc().collect();
         let mut slow = String::new();
         unicode_v1(&general, &mut slow, true);
@@ -355,6 +380,23 @@ mod tests {
             let mut want = String::new();
             unicode_v1(&composed, &mut want, true);
             assert_eq!(Normalizer::Unicode.normalize(s), want, "{s:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+        /// Composing only the fragments that need it is exactly composing everything.
+        #[test]
+        fn fragment_nfkc_equals_whole_nfkc(chars in proptest::collection::vec(proptest::sample::select(vec![
+            'a', 'B', 'e', 'z', '1', ' ', ' ', '\n', '\t', '-', '\'', '’', '.', '\u{0301}', '\u{0308}', '\u{0327}',
+            'é', 'ﬁ', 'ﬂ', '\u{00A0}', '\u{00AD}', '\u{2010}', 'Ａ', '１', '日', 'ｶ', 'ß', 'Σ', 'ς', 'İ', '\u{212B}',
+            '…', '²', 'Ⅻ', '\u{3000}', 'ㄱ', '\u{1100}', '\u{1161}',
+        ]), 0..40)) {
+            let s: String = chars.into_iter().collect();
+            let composed: String = s.nfkc().collect();
+            let mut want = String::new();
+            unicode_v1(&composed, &mut want, true);
+            proptest::prop_assert_eq!(Normalizer::Unicode.normalize(&s), want, "{:?}", s);
         }
     }
 

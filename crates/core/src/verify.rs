@@ -49,15 +49,37 @@ pub fn jaccard(a: &[u64], b: &[u64]) -> f64 {
     inter as f64 / (a.len() + b.len() - inter) as f64
 }
 
-/// Exact Jaccard if it can reach `threshold`, skipping the merge when the
-/// sizes alone rule it out (J ≤ min/max).
+/// Exact Jaccard if it is at least `threshold`, else `None`. Skips the merge
+/// when the sizes alone rule the pair out (J ≤ min/max), and abandons it as
+/// soon as the elements left cannot lift the overlap to what `threshold`
+/// needs (J ≥ t ⇔ |a ∩ b| ≥ t·(|a| + |b|) / (1 + t)). The returned score is
+/// always the full exact value.
 pub fn jaccard_at_least(a: &[u64], b: &[u64], threshold: f64) -> Option<f64> {
     let (lo, hi) = (a.len().min(b.len()), a.len().max(b.len()));
-    if hi > 0 && (lo as f64) < threshold * hi as f64 - 1e-9 {
+    if hi == 0 {
+        return (1.0 >= threshold).then_some(1.0);
+    }
+    if (lo as f64) < threshold * hi as f64 - 1e-9 {
         return None;
     }
-    let j = jaccard(a, b);
-    (j >= threshold).then_some(j)
+    if hi / lo.max(1) >= 32 {
+        let j = jaccard(a, b);
+        return (j >= threshold).then_some(j);
+    }
+    let need = (threshold * (a.len() + b.len()) as f64 / (1.0 + threshold) - 1e-9).ceil().max(0.0) as usize;
+    let (mut i, mut j, mut count) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        // Checked every 64 steps: cheap, and exits early on hopeless pairs.
+        if (i + j) % 64 == 0 && count + (a.len() - i).min(b.len() - j) < need {
+            return None;
+        }
+        let (x, y) = (a[i], b[j]);
+        count += usize::from(x == y);
+        i += usize::from(x <= y);
+        j += usize::from(y <= x);
+    }
+    let score = count as f64 / (a.len() + b.len() - count) as f64;
+    (score >= threshold).then_some(score)
 }
 
 /// Containment |a ∩ b| / |a|: how much of `a` appears in `b`.
@@ -93,6 +115,19 @@ mod tests {
     fn length_filter_never_rejects_a_passing_pair() {
         assert_eq!(jaccard_at_least(&[1, 2, 3, 4], &[1, 2, 3, 4, 5], 0.8), Some(0.8));
         assert_eq!(jaccard_at_least(&[1], &[1, 2, 3, 4, 5], 0.8), None);
+    }
+
+    #[test]
+    fn early_exit_agrees_with_the_full_merge() {
+        let a: Vec<u64> = (0..1000).collect();
+        for shift in [0u64, 10, 100, 150, 200, 500, 999] {
+            let b: Vec<u64> = (shift..shift + 1000).collect();
+            for t in [0.0, 0.5, 0.7, 0.8, 0.9, 1.0] {
+                let full = jaccard(&a, &b);
+                assert_eq!(jaccard_at_least(&a, &b, t), (full >= t).then_some(full), "shift {shift} t {t}");
+            }
+        }
+        assert_eq!(jaccard_at_least(&[], &[], 0.9), Some(1.0));
     }
 
     #[test]

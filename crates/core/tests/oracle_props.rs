@@ -191,3 +191,11 @@ fn memory_index_matches_seed_example() {
     let ids = idx.candidates(&again, Some(b)).unwrap().ids;
     assert!(!ids.contains(&a));
 }
+
+proptest! {
+    #[test]
+    fn thresholded_jaccard_equals_full_jaccard(a in set_strategy(), b in set_strategy(), t in 0.0f64..=1.0) {
+        let full = jaccard(&a, &b);
+        prop_assert_eq!(neardup_core::verify::jaccard_at_least(&a, &b, t), (full >= t).then_some(full));
+    }
+}
