@@ -11,6 +11,7 @@ mod gen;
 mod jsonl;
 mod pipeline;
 mod progress;
+mod scan;
 mod tune;
 mod unionfind;
 
@@ -35,6 +36,12 @@ enum Command {
     Gen(gen::GenArgs),
     /// Choose LSH bands and rows for a threshold and recall target; print or draw the S-curve.
     Tune(tune::TuneArgs),
+    /// Scan folders of documents (PDF, HTML, DOCX, Markdown, text) for duplicate content.
+    Scan(scan::ScanArgs),
+    /// Show each scanned document's verdict, closest match and scores.
+    Report(scan::ReportArgs),
+    /// Write kept documents as Markdown; skip identical ones, flag similar ones.
+    Export(scan::ExportArgs),
 }
 
 /// An error that should exit with status 2 (bad usage or configuration).
@@ -56,6 +63,9 @@ fn main() -> ExitCode {
         Command::Eval(a) => eval::run(a),
         Command::Gen(a) => gen::run(a),
         Command::Tune(a) => tune::run(a),
+        Command::Scan(a) => scan::run_scan(a),
+        Command::Report(a) => scan::run_report(a),
+        Command::Export(a) => scan::run_export(a),
     };
     match result {
         Ok(code) => code,

@@ -113,6 +113,11 @@ pub enum ErrorKind {
         /// What is wrong.
         reason: String,
     },
+    /// The fingerprint store is unreadable or inconsistent.
+    Store {
+        /// What is wrong.
+        reason: String,
+    },
 }
 
 impl Error {
@@ -134,6 +139,10 @@ impl Error {
 
     pub(crate) fn embedding(reason: impl Into<String>) -> Error {
         Error::new(ErrorKind::Embedding { reason: reason.into() })
+    }
+
+    pub(crate) fn store(reason: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Store { reason: reason.into() })
     }
 
     pub(crate) fn cache(reason: impl Into<String>) -> Error {
@@ -179,7 +188,8 @@ impl Error {
             | ErrorKind::Config { .. }
             | ErrorKind::Http { .. }
             | ErrorKind::Timeout { .. }
-            | ErrorKind::Embedding { .. } => false,
+            | ErrorKind::Embedding { .. }
+            | ErrorKind::Store { .. } => false,
         }
     }
 }
@@ -224,6 +234,7 @@ impl fmt::Display for Error {
                 write!(f, "request to {url} timed out after {timeout_ms} ms")
             }
             ErrorKind::Embedding { reason } => write!(f, "embedding: {reason}"),
+            ErrorKind::Store { reason } => write!(f, "fingerprint store: {reason}"),
         }
     }
 }

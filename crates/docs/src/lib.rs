@@ -25,6 +25,11 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
+//! On top of ingest sits the batch pipeline of `neardup scan`
+//! ([`scan`]): configuration ([`ConfigLayer`] → [`ScanSettings`]), the
+//! comparison pass, the fingerprint [`Store`], and its consumers
+//! [`report_rows`] and [`export`].
+//!
 //! Modules, lowest first: [`format`](Format) detection and
 //! [`Limits`]; parsers under `parse/` (one per format, plus the pure
 //! [`pdf_cleanup`]); the [`ParseCache`]; [`parse_file`] joining the two;
@@ -33,12 +38,19 @@
 #![deny(missing_docs)]
 
 mod cache;
+mod compare;
+mod config;
 mod embed;
 mod error;
+mod export;
 mod format;
 mod ingest;
 mod limits;
 mod parse;
+mod report;
+mod scan;
+mod slug;
+mod store;
 mod walk;
 
 pub use cache::{ParseCache, CACHE_FORMAT_VERSION};
@@ -52,3 +64,11 @@ pub use ingest::{parse_file, ParseOutcome};
 pub use limits::Limits;
 pub use parse::{parse_bytes, pdf_cleanup, sha256_hex, ParsedDoc, PARSER_VERSION};
 pub use walk::{discover, DiscoverOptions, Discovery};
+
+pub use compare::all_pairs_total;
+pub use config::{ConfigLayer, ScanSettings, CONFIG_KEYS};
+pub use export::{duplicate_callout, export, ExportSummary, SkippedExport};
+pub use report::{render_table, report_rows, ReportRow};
+pub use scan::{scan, stamp, NoProgress, Phase, Progress, ScanOptions, ScanSummary, Skipped, Timings, VerdictCounts};
+pub use slug::{slugify, MAX_SLUG_LEN};
+pub use store::{Method, Store, StoredDoc, STORE_FILE, STORE_FORMAT_VERSION};

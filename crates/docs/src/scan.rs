@@ -1,0 +1,537 @@
+//! `neardup scan`: the batch pipeline of the seed, in its three phases.
+//!
+//! 1. **Parse.** Discover the files, read each one through the
+//!    [`ParseCache`] (parsers run only on bytes not seen before). A file that
+//!    is unsupported, broken or over a limit is reported in
+//!    [`ScanSummary::skipped`] with its reason; the batch goes on.
+//! 2. **Fingerprint.** A separate pass over the new documents: core MinHash
+//!    fingerprints (normalized-text hash, shingle features) and, when the
+//!    embedding matcher runs, one mean-pooled embedding per document.
+//!    Embeddings already in the store for the same bytes and model are reused,
+//!    so a re-scan never re-embeds.
+//! 3. **Compare.** One pass: each new document against every stored one and
+//!    the rest of the batch (see [`crate::compare`]).
+//!
+//! The store's version stamp covers every setting that changes fingerprints
+//! or verdicts. When it differs from the running configuration — or a stored
+//! file's bytes changed — the whole store is rebuilt: texts come from the
+//! parse cache (no parser runs), fingerprints and comparisons are redone.
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use neardup_core::hash::ContentHash;
+use neardup_core::lsh::band_keys_into;
+use neardup_core::minhash::MinHasher;
+use neardup_core::{Fingerprint, Fingerprinter, Verdict};
+use rayon::prelude::*;
+use serde::Serialize;
+
+use crate::cache::ParseCache;
+use crate::compare::{compare, Matchers};
+use crate::config::ScanSettings;
+use crate::embed::{embed_document, embedder_from_model, Embedder, ProviderConfig};
+use crate::error::Error;
+use crate::ingest::parse_file;
+use crate::parse::{ParsedDoc, PARSER_VERSION};
+use crate::slug::Slugs;
+use crate::store::{Store, StoredDoc, STORE_FORMAT_VERSION};
+use crate::walk::{discover, DiscoverOptions};
+
+/// A phase of a scan, for progress reporting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Reading and parsing files.
+    Parse,
+    /// MinHash fingerprints and embeddings.
+    Fingerprint,
+    /// The comparison pass.
+    Compare,
+}
+
+impl Phase {
+    /// The bar label: `parse`, `fingerprint` or `dedup` (the seed's name for
+    /// the comparison bar).
+    pub fn label(self) -> &'static str {
+        match self {
+            Phase::Parse => "parse",
+            Phase::Fingerprint => "fingerprint",
+            Phase::Compare => "dedup",
+        }
+    }
+}
+
+/// Receives progress; the library draws nothing itself. Calls for the parse
+/// and fingerprint phases may come from several threads.
+pub trait Progress: Sync {
+    /// A phase begins with `total` units of work.
+    fn start(&self, phase: Phase, total: u64) {
+        let _ = (phase, total);
+    }
+    /// `n` more units are done.
+    fn advance(&self, phase: Phase, n: u64) {
+        let _ = (phase, n);
+    }
+    /// The phase is over.
+    fn finish(&self, phase: Phase) {
+        let _ = phase;
+    }
+}
+
+/// A [`Progress`] that ignores everything.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct NoProgress;
+
+impl Progress for NoProgress {}
+
+/// Everything a scan needs besides the paths.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct ScanOptions {
+    /// Validated configuration.
+    pub settings: ScanSettings,
+    /// State folder (default `./.neardup`): `cache/` and `dedup/` live here.
+    pub state_root: PathBuf,
+    /// Embedding provider settings (URLs, key, timeouts).
+    pub provider: ProviderConfig,
+    /// How folders are walked.
+    pub discover: DiscoverOptions,
+}
+
+impl ScanOptions {
+    /// Options with provider settings from the environment and default
+    /// discovery.
+    pub fn new(settings: ScanSettings, state_root: impl Into<PathBuf>) -> ScanOptions {
+        ScanOptions {
+            settings,
+            state_root: state_root.into(),
+            provider: ProviderConfig::from_env(),
+            discover: DiscoverOptions::default(),
+        }
+    }
+}
+
+/// A file that was not scanned, and why.
+#[derive(Clone, Debug, Serialize)]
+pub struct Skipped {
+    /// The file (or path given).
+    pub path: PathBuf,
+    /// One-line reason.
+    pub reason: String,
+}
+
+/// Seconds spent per phase.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Timings {
+    /// Discovery and parsing.
+    pub parse_s: f64,
+    /// Fingerprints and embeddings (including loading stored ones).
+    pub fingerprint_s: f64,
+    /// The comparison pass.
+    pub compare_s: f64,
+    /// Writing the store.
+    pub save_s: f64,
+}
+
+/// Verdict counts.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct VerdictCounts {
+    /// Identical documents.
+    pub identical: usize,
+    /// Similar documents.
+    pub similar: usize,
+    /// Different documents.
+    pub different: usize,
+}
+
+impl VerdictCounts {
+    fn add(&mut self, v: Verdict) {
+        match v {
+            Verdict::Identical => self.identical += 1,
+            Verdict::Similar => self.similar += 1,
+            Verdict::Different => self.different += 1,
+        }
+    }
+}
+
+/// What a scan did.
+#[derive(Clone, Debug, Default, Serialize)]
+#[non_exhaustive]
+pub struct ScanSummary {
+    /// The store file written.
+    pub store: PathBuf,
+    /// Files found.
+    pub discovered: usize,
+    /// Files whose parser ran (cache misses).
+    pub parsed: usize,
+    /// Files read back from the parse cache.
+    pub cache_hits: usize,
+    /// Files already in the store with the same bytes (not compared again).
+    pub unchanged: usize,
+    /// New documents compared in this scan (N).
+    pub new_documents: usize,
+    /// Stored documents they were compared against (M).
+    pub stored_documents: usize,
+    /// Why the store was rebuilt, when it was.
+    pub rebuilt: Option<String>,
+    /// Stored documents whose text came back from the parse cache in a rebuild.
+    pub rebuilt_from_cache: usize,
+    /// Stored documents that had to be re-parsed in a rebuild (cache lost).
+    pub reparsed_for_rebuild: usize,
+    /// Stored documents dropped in a rebuild (neither cache nor file left).
+    pub dropped: Vec<String>,
+    /// Embeddings computed.
+    pub embedded: usize,
+    /// Embeddings reused from the store.
+    pub embeddings_reused: usize,
+    /// The matchers that ran.
+    pub matchers: String,
+    /// Comparisons made (see [`ScanSummary::comparison_rule`]).
+    pub comparisons: u64,
+    /// `all-pairs` (N×M + N×(N−1)÷2) or `lsh-verified` (MinHash alone:
+    /// only LSH candidates are compared, each by exact Jaccard).
+    pub comparison_rule: &'static str,
+    /// Slugs of earlier documents whose closest match a new one replaced.
+    pub back_updated: Vec<String>,
+    /// Verdicts of the new documents.
+    pub verdicts: VerdictCounts,
+    /// Files not scanned.
+    pub skipped: Vec<Skipped>,
+    /// Notes about the configuration.
+    pub notes: Vec<String>,
+    /// Time per phase.
+    pub timings: Timings,
+}
+
+/// A document entering the comparison pass.
+struct Member {
+    slug: Option<String>,
+    path: String,
+    doc: ParsedDoc,
+}
+
+/// The stamp over every setting that changes fingerprints or verdicts:
+/// `(inputs, sha256(inputs))`.
+pub fn stamp(settings: &ScanSettings, model_id: Option<&str>) -> (String, String) {
+    let inputs = format!(
+        "store=v{STORE_FORMAT_VERSION};parser=v{PARSER_VERSION};enabled={};matchers={};model={};\
+         minhash_lsh_threshold={};core={};chunk_words={};threshold_identical={};threshold_similar={}",
+        settings.enabled,
+        settings.matchers_label(),
+        model_id.unwrap_or("none"),
+        settings.minhash_lsh_threshold,
+        settings.params.fingerprint_version(),
+        settings.chunk_words,
+        settings.threshold_identical,
+        settings.threshold_similar,
+    );
+    let hash = crate::parse::sha256_hex(inputs.as_bytes());
+    (inputs, hash)
+}
+
+/// Scans `paths` (files and folders) into the store under
+/// `options.state_root`, and returns what happened.
+///
+/// Errors are environment problems (an unwritable cache, an unreachable
+/// embedding provider, a damaged store); document problems never fail the
+/// scan and are listed in [`ScanSummary::skipped`].
+pub fn scan<P: AsRef<Path>>(paths: &[P], options: &ScanOptions, progress: &dyn Progress) -> Result<ScanSummary, Error> {
+    let settings = &options.settings;
+    let store_path = Store::path_in(&options.state_root);
+    let old = Store::load(&store_path)?.unwrap_or_default();
+    let cache = ParseCache::open(options.state_root.join("cache"))?;
+    let embedder = match (&settings.model, settings.enabled) {
+        (Some(model), true) => embedder_from_model(model, &options.provider)?,
+        _ => None,
+    };
+    let model_id = embedder.as_ref().map(|e| e.model_id());
+    let (stamp_inputs, stamp_hash) = stamp(settings, model_id.as_deref());
+    let mut summary = ScanSummary {
+        store: store_path.clone(),
+        matchers: if settings.enabled { settings.matchers_label().to_owned() } else { "none".to_owned() },
+        comparison_rule: if embedder.is_some() { "all-pairs" } else { "lsh-verified" },
+        notes: settings.notes.clone(),
+        ..ScanSummary::default()
+    };
+
+    // Phase 1: discover and parse.
+    let started = Instant::now();
+    let files = discover_files(paths, options, &mut summary);
+    progress.start(Phase::Parse, files.len() as u64);
+    let outcomes: Vec<_> = files
+        .par_iter()
+        .map(|(path, canonical)| {
+            let outcome = parse_file(path, &settings.limits, &cache);
+            progress.advance(Phase::Parse, 1);
+            (path, canonical, outcome)
+        })
+        .collect();
+    progress.finish(Phase::Parse);
+    let mut parsed: Vec<(String, ParsedDoc)> = Vec::new();
+    for (path, canonical, outcome) in outcomes {
+        match outcome {
+            Ok(o) => {
+                if o.cache_hit {
+                    summary.cache_hits += 1;
+                } else {
+                    summary.parsed += 1;
+                }
+                parsed.push((canonical.clone(), o.doc));
+            }
+            Err(e) if e.is_document_error() => {
+                let reason = without_path(&e);
+                summary.skipped.push(Skipped { path: path.clone(), reason });
+            }
+            Err(e) => return Err(e),
+        }
+    }
+
+    // Which documents are new, and is the store still valid?
+    let by_path: HashMap<&str, &StoredDoc> = old.documents.iter().map(|d| (d.path.as_str(), d)).collect();
+    let changed: Vec<&str> = parsed
+        .iter()
+        .filter(|(p, doc)| by_path.get(p.as_str()).is_some_and(|d| d.sha256 != doc.sha256))
+        .map(|(p, _)| p.as_str())
+        .collect();
+    let rebuild = if old.documents.is_empty() {
+        None
+    } else if old.stamp != stamp_hash {
+        Some(format!("configuration changed (was: {}; now: {stamp_inputs})", old.stamp_inputs))
+    } else {
+        changed.first().map(|p| format!("{p} changed since it was scanned"))
+    };
+    let mut base: Vec<StoredDoc> = Vec::new();
+    let mut members: Vec<Member> = Vec::new();
+    let mut now: HashMap<String, ParsedDoc> = parsed.iter().cloned().collect();
+    if rebuild.is_some() {
+        for d in &old.documents {
+            let doc = match now.remove(&d.path) {
+                Some(doc) => {
+                    summary.rebuilt_from_cache += 1;
+                    doc
+                }
+                None => match cache.get(&d.sha256)? {
+                    Some(doc) => {
+                        summary.rebuilt_from_cache += 1;
+                        doc
+                    }
+                    None => match parse_file(Path::new(&d.path), &settings.limits, &cache) {
+                        Ok(o) => {
+                            summary.reparsed_for_rebuild += 1;
+                            o.doc
+                        }
+                        Err(e) => {
+                            summary.dropped.push(format!("{}: {}", d.slug, without_path(&e)));
+                            continue;
+                        }
+                    },
+                },
+            };
+            members.push(Member { slug: Some(d.slug.clone()), path: d.path.clone(), doc });
+        }
+    } else {
+        base = old.documents.clone();
+    }
+    for (path, doc) in parsed {
+        if !now.contains_key(&path) {
+            continue; // consumed by the rebuild
+        }
+        if by_path.get(path.as_str()).is_some_and(|d| d.sha256 == doc.sha256) && rebuild.is_none() {
+            summary.unchanged += 1;
+            continue;
+        }
+        now.remove(&path);
+        members.push(Member { slug: None, path, doc });
+    }
+    summary.rebuilt = rebuild;
+    summary.stored_documents = base.len();
+    summary.new_documents = members.len();
+    summary.timings.parse_s = started.elapsed().as_secs_f64();
+
+    // Phase 2: fingerprint the batch.
+    let started = Instant::now();
+    let mut slugs = Slugs::new(base.iter().map(|d| d.slug.as_str()));
+    for m in &members {
+        if let Some(s) = &m.slug {
+            slugs.reserve(s);
+        }
+    }
+    for m in &mut members {
+        if m.slug.is_none() {
+            m.slug = Some(slugs.assign(m.doc.title.as_deref(), Path::new(&m.path)));
+        }
+    }
+    let fingerprinter = Fingerprinter::new(settings.params.clone())
+        .map_err(|e| Error::config(format!("fingerprint parameters: {e}")))?;
+    progress.start(Phase::Fingerprint, members.len() as u64);
+    let fps: Vec<Fingerprint> = members
+        .par_iter()
+        .map_init(
+            || fingerprinter.clone(),
+            |f, m| {
+                let fp = f.fingerprint(&m.doc.text);
+                if embedder.is_none() {
+                    progress.advance(Phase::Fingerprint, 1);
+                }
+                fp
+            },
+        )
+        .collect();
+    let mut reusable: HashMap<String, Vec<f32>> = HashMap::new();
+    if let Some(id) = &model_id {
+        for d in &old.documents {
+            if let (Some(e), Some(m)) = (&d.embedding, &d.embedding_model) {
+                if m == id {
+                    reusable.insert(d.sha256.clone(), e.clone());
+                }
+            }
+        }
+    }
+    let mut new_docs: Vec<StoredDoc> = Vec::with_capacity(members.len());
+    for (m, fp) in members.iter().zip(&fps) {
+        let embedding = match &embedder {
+            Some(e) => {
+                let v = embedding_for(e.as_ref(), &m.doc, settings.chunk_words, &mut reusable, &mut summary)?;
+                progress.advance(Phase::Fingerprint, 1);
+                Some(v)
+            }
+            None => None,
+        };
+        new_docs.push(StoredDoc {
+            verdict: Verdict::Different,
+            closest_match: None,
+            closest_score: None,
+            closest_method: None,
+            embedding_score: None,
+            minhash_score: None,
+            slug: m.slug.clone().unwrap_or_default(),
+            path: m.path.clone(),
+            sha256: m.doc.sha256.clone(),
+            format: m.doc.format,
+            title: m.doc.title.clone(),
+            bytes: m.doc.bytes,
+            content_hash: fp.content_hash.to_hex(),
+            tokens: fp.tokens,
+            features: if settings.minhash { fp.features.clone() } else { Vec::new() },
+            embedding_model: embedding.as_ref().and(model_id.clone()),
+            embedding,
+        });
+    }
+    progress.finish(Phase::Fingerprint);
+    // Stored documents re-enter the index from their features.
+    let mut all_fps: Vec<Fingerprint> =
+        base.iter().map(|d| stored_fingerprint(d, settings)).collect::<Result<_, _>>()?;
+    all_fps.extend(fps);
+    summary.timings.fingerprint_s = started.elapsed().as_secs_f64();
+
+    // Phase 3: compare.
+    let started = Instant::now();
+    let m = base.len();
+    let mut docs = base;
+    docs.extend(new_docs);
+    if settings.enabled {
+        let matchers = Matchers {
+            params: &settings.params,
+            policy: &settings.policy,
+            minhash: settings.minhash,
+            embedding: embedder.is_some(),
+        };
+        let stats = compare(&mut docs, all_fps, m, &matchers, progress)?;
+        summary.comparisons = stats.comparisons;
+        summary.back_updated = stats.back_updated.iter().filter(|&&j| j < m).map(|&j| docs[j].slug.clone()).collect();
+    }
+    for d in &docs[m..] {
+        summary.verdicts.add(d.verdict);
+    }
+    summary.timings.compare_s = started.elapsed().as_secs_f64();
+
+    let started = Instant::now();
+    let store = Store { stamp: stamp_hash, stamp_inputs, documents: docs };
+    store.save(&store_path)?;
+    summary.timings.save_s = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+/// Discovers files, canonicalises their paths (the store's identity of a
+/// document), drops duplicates and anything inside the state folder.
+fn discover_files<P: AsRef<Path>>(
+    paths: &[P],
+    options: &ScanOptions,
+    summary: &mut ScanSummary,
+) -> Vec<(PathBuf, String)> {
+    let found = discover(paths, &options.discover);
+    for e in &found.errors {
+        let path = e.path().map(Path::to_path_buf).unwrap_or_default();
+        summary.skipped.push(Skipped { path, reason: without_path(e) });
+    }
+    let state = std::fs::canonicalize(&options.state_root).ok();
+    let mut seen = HashSet::new();
+    let mut files = Vec::new();
+    for path in found.files {
+        let canonical = std::fs::canonicalize(&path).unwrap_or_else(|_| path.clone());
+        if state.as_ref().is_some_and(|s| canonical.starts_with(s)) {
+            continue;
+        }
+        let key = canonical.to_string_lossy().into_owned();
+        if seen.insert(key.clone()) {
+            files.push((path, key));
+        }
+    }
+    summary.discovered = files.len();
+    files
+}
+
+fn embedding_for(
+    embedder: &dyn Embedder,
+    doc: &ParsedDoc,
+    chunk_words: usize,
+    reusable: &mut HashMap<String, Vec<f32>>,
+    summary: &mut ScanSummary,
+) -> Result<Vec<f32>, Error> {
+    if let Some(v) = reusable.get(&doc.sha256) {
+        summary.embeddings_reused += 1;
+        return Ok(v.clone());
+    }
+    let v = embed_document(embedder, &doc.text, chunk_words)?;
+    summary.embedded += 1;
+    reusable.insert(doc.sha256.clone(), v.clone());
+    Ok(v)
+}
+
+/// Rebuilds a stored document's fingerprint: signature and band keys come
+/// from the stored features under the current parameters (the stamp
+/// guarantees they are the ones the features were made with).
+fn stored_fingerprint(d: &StoredDoc, settings: &ScanSettings) -> Result<Fingerprint, Error> {
+    let bad = |what: &str| Error::store(format!("{}: {what}", d.slug));
+    let mut hash = [0u8; 16];
+    for (i, b) in hash.iter_mut().enumerate() {
+        *b = u8::from_str_radix(d.content_hash.get(2 * i..2 * i + 2).ok_or_else(|| bad("content_hash"))?, 16)
+            .map_err(|_| bad("content_hash"))?;
+    }
+    let c = settings.params.config();
+    let (mut signature, mut band_keys) = (Vec::new(), Vec::new());
+    if !d.features.is_empty() {
+        let hasher = MinHasher::new(c.signature, c.num_perm as usize, c.seed).map_err(|e| bad(&e.to_string()))?;
+        signature = hasher.signature(&d.features);
+        band_keys_into(settings.params.lsh(), c.seed, &signature, &mut band_keys).map_err(|e| bad(&e.to_string()))?;
+    }
+    Ok(Fingerprint {
+        content_hash: ContentHash(hash),
+        tokens: d.tokens,
+        features: d.features.clone(),
+        signature,
+        band_keys,
+        degraded: None,
+    })
+}
+
+/// The reason of a document error without the path prefix (reports print
+/// the path in their own column).
+fn without_path(e: &Error) -> String {
+    let text = e.to_string();
+    match e.path() {
+        Some(p) => text.strip_prefix(&format!("{}: ", p.display())).map(str::to_owned).unwrap_or(text),
+        None => text,
+    }
+}

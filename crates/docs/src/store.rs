@@ -1,0 +1,359 @@
+//! The fingerprint store: `.neardup/dedup/fingerprints.json`, one entry per
+//! scanned document with its verdict and fingerprints.
+//!
+//! # Format (version 1)
+//!
+//! One JSON object, written compactly:
+//!
+//! | field              | type       | meaning                                                        |
+//! |--------------------|------------|----------------------------------------------------------------|
+//! | `format_version`   | integer    | [`STORE_FORMAT_VERSION`]; any other value is refused           |
+//! | `stamp`            | hex string | SHA-256 of `stamp_inputs`: the fingerprint configuration        |
+//! | `stamp_inputs`     | string     | every config value that changes fingerprints or verdicts        |
+//! | `documents_sha256` | hex string | SHA-256 of the compact JSON of `documents`: the checksum        |
+//! | `documents`        | array      | entries in ingest order (below)                                |
+//!
+//! Each entry has the seed's six fields first, then neardup's:
+//!
+//! | field             | type               | meaning                                                      |
+//! |-------------------|--------------------|--------------------------------------------------------------|
+//! | `verdict`         | string             | `identical`, `similar` or `different`                        |
+//! | `closest_match`   | string / null      | slug of the best-scoring other document                      |
+//! | `closest_score`   | float / null       | combined score = max(embedding, minhash) against it          |
+//! | `closest_method`  | string / null      | `embedding` or `minhash`: which score won                    |
+//! | `embedding_score` | float / null       | cosine of mean-pooled embeddings against the closest match   |
+//! | `minhash_score`   | float / null       | exact Jaccard of shingle sets against the closest match      |
+//! | `slug`            | string             | unique name, from the title or the file name                 |
+//! | `path`            | string             | absolute path of the source file                             |
+//! | `sha256`          | hex string         | SHA-256 of the file's bytes (the parse-cache key)            |
+//! | `format`          | string             | `pdf`, `html`, `docx`, `markdown` or `text`                  |
+//! | `title`           | string / null      | title from the document, if any                              |
+//! | `bytes`           | integer            | size of the file                                             |
+//! | `content_hash`    | hex string         | BLAKE3-128 of the normalized text (equal ⇒ identical)        |
+//! | `tokens`          | integer            | tokens in the normalized text                                |
+//! | `features`        | array of u64       | sorted shingle hashes (empty when MinHash is off or degraded) |
+//! | `embedding`       | array of f32 / null| the document vector, when the embedding matcher ran          |
+//! | `embedding_model` | string / null      | provider id of the model that made `embedding`               |
+//!
+//! MinHash signatures and LSH band keys are not stored: they are recomputed
+//! from `features` when the store is loaded, which is cheaper than reading
+//! them.
+//!
+//! The file is replaced atomically (temporary file in the same folder,
+//! fsync, rename, fsync of the folder): a crash leaves the old store or the
+//! new one. A store whose checksum fails, whose JSON is malformed or whose
+//! entries contradict each other is refused with the reason, never silently
+//! dropped.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+use neardup_core::Verdict;
+use serde::{Deserialize, Serialize};
+
+use crate::cache::write_atomic;
+use crate::error::{Error, ErrorKind};
+use crate::format::Format;
+use crate::parse::sha256_hex;
+
+/// Version of the store layout described in the module docs.
+pub const STORE_FORMAT_VERSION: u32 = 1;
+
+/// File name of the store inside `ROOT/dedup/`.
+pub const STORE_FILE: &str = "fingerprints.json";
+
+/// Which matcher produced a score.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// Cosine of document embeddings.
+    Embedding,
+    /// Exact Jaccard of shingle sets (MinHash LSH found the candidate).
+    Minhash,
+}
+
+impl Method {
+    /// `embedding` or `minhash`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Embedding => "embedding",
+            Method::Minhash => "minhash",
+        }
+    }
+}
+
+/// One document in the store. Field order is the on-disk order.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StoredDoc {
+    /// The verdict the export step acts on.
+    pub verdict: Verdict,
+    /// Slug of the best-scoring other document.
+    pub closest_match: Option<String>,
+    /// Combined score against `closest_match`.
+    pub closest_score: Option<f64>,
+    /// Which matcher gave the combined score.
+    pub closest_method: Option<Method>,
+    /// Embedding cosine against `closest_match`.
+    pub embedding_score: Option<f64>,
+    /// Exact Jaccard against `closest_match`.
+    pub minhash_score: Option<f64>,
+    /// Unique name of this document.
+    pub slug: String,
+    /// Absolute source path.
+    pub path: String,
+    /// SHA-256 of the source bytes.
+    pub sha256: String,
+    /// Parsed format.
+    pub format: Format,
+    /// Title, if the document has one.
+    pub title: Option<String>,
+    /// Source size in bytes.
+    pub bytes: u64,
+    /// BLAKE3-128 of the normalized text, hex.
+    pub content_hash: String,
+    /// Tokens in the normalized text.
+    pub tokens: u32,
+    /// Sorted shingle hashes.
+    pub features: Vec<u64>,
+    /// Document embedding.
+    pub embedding: Option<Vec<f32>>,
+    /// Model id of `embedding`.
+    pub embedding_model: Option<String>,
+}
+
+/// The whole store in memory.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Store {
+    /// Hex SHA-256 of `stamp_inputs`.
+    pub stamp: String,
+    /// The configuration the fingerprints were made under.
+    pub stamp_inputs: String,
+    /// Entries in ingest order.
+    pub documents: Vec<StoredDoc>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StoreFile {
+    format_version: u32,
+    stamp: String,
+    stamp_inputs: String,
+    documents_sha256: String,
+    documents: Vec<StoredDoc>,
+}
+
+impl Store {
+    /// The store file under a state root: `ROOT/dedup/fingerprints.json`.
+    pub fn path_in(root: &Path) -> PathBuf {
+        root.join("dedup").join(STORE_FILE)
+    }
+
+    /// Loads the store at `path`; `Ok(None)` when there is none yet.
+    pub fn load(path: &Path) -> Result<Option<Store>, Error> {
+        let raw = match std::fs::read(path) {
+            Ok(raw) => raw,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(Error::io("reading fingerprint store", e).with_path(path)),
+        };
+        Store::from_json(&raw).map(Some).map_err(|e| e.with_path(path))
+    }
+
+    /// Decodes and validates a store file's bytes.
+    pub fn from_json(raw: &[u8]) -> Result<Store, Error> {
+        let bad = |reason: String| {
+            Error::new(ErrorKind::Store {
+                reason: format!("{reason}; move the store away (or delete it) and scan again"),
+            })
+        };
+        let file: StoreFile = serde_json::from_slice(raw).map_err(|e| bad(format!("malformed JSON: {e}")))?;
+        if file.format_version != STORE_FORMAT_VERSION {
+            return Err(bad(format!(
+                "format version {} is not supported (this build reads {STORE_FORMAT_VERSION})",
+                file.format_version
+            )));
+        }
+        let json = serde_json::to_vec(&file.documents).map_err(|e| bad(format!("re-encoding: {e}")))?;
+        if sha256_hex(&json) != file.documents_sha256 {
+            return Err(bad("checksum mismatch: documents were modified or truncated".to_owned()));
+        }
+        let store = Store { stamp: file.stamp, stamp_inputs: file.stamp_inputs, documents: file.documents };
+        store.validate().map_err(bad)?;
+        Ok(store)
+    }
+
+    /// Encodes the store (see the module docs for the layout).
+    pub fn to_json(&self) -> Result<Vec<u8>, Error> {
+        let docs = serde_json::to_vec(&self.documents).map_err(|e| Error::store(format!("encoding: {e}")))?;
+        let file = StoreFile {
+            format_version: STORE_FORMAT_VERSION,
+            stamp: self.stamp.clone(),
+            stamp_inputs: self.stamp_inputs.clone(),
+            documents_sha256: sha256_hex(&docs),
+            documents: self.documents.clone(),
+        };
+        serde_json::to_vec(&file).map_err(|e| Error::store(format!("encoding: {e}")))
+    }
+
+    /// Writes the store to `path` atomically, creating its folder.
+    pub fn save(&self, path: &Path) -> Result<(), Error> {
+        self.validate().map_err(Error::store)?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| Error::io("creating store directory", e).with_path(dir))?;
+        }
+        write_atomic(path, &self.to_json()?)
+    }
+
+    /// The entry with slug `slug`.
+    pub fn get(&self, slug: &str) -> Option<&StoredDoc> {
+        self.documents.iter().find(|d| d.slug == slug)
+    }
+
+    /// Follows `closest_match` from an identical document to the document
+    /// that is kept in its place (the first non-identical one). `None` for a
+    /// document that is itself kept, or when the chain is broken.
+    pub fn kept_original<'a>(&'a self, doc: &'a StoredDoc) -> Option<&'a StoredDoc> {
+        let mut seen = HashSet::new();
+        let mut current = doc;
+        while current.verdict == Verdict::Identical {
+            if !seen.insert(current.slug.as_str()) {
+                return None;
+            }
+            current = self.get(current.closest_match.as_deref()?)?;
+        }
+        (current.slug != doc.slug).then_some(current)
+    }
+
+    /// Loaded state is input: check what the rest of the code relies on.
+    fn validate(&self) -> Result<(), String> {
+        let mut slugs = HashSet::new();
+        for d in &self.documents {
+            if d.slug.is_empty() || !slugs.insert(d.slug.as_str()) {
+                return Err(format!("slug {:?} is empty or not unique", d.slug));
+            }
+        }
+        let is_hex = |s: &str, len: usize| s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit());
+        let mut dim = None;
+        for d in &self.documents {
+            let name = &d.slug;
+            if !is_hex(&d.sha256, 64) || !is_hex(&d.content_hash, 32) {
+                return Err(format!("{name}: malformed sha256 or content_hash"));
+            }
+            if let Some(m) = &d.closest_match {
+                if !slugs.contains(m.as_str()) || m == name {
+                    return Err(format!("{name}: closest_match {m:?} is not another document in the store"));
+                }
+            }
+            for s in [d.closest_score, d.embedding_score, d.minhash_score].into_iter().flatten() {
+                if !(-1.0..=1.0).contains(&s) {
+                    return Err(format!("{name}: score {s} out of range"));
+                }
+            }
+            if d.features.windows(2).any(|w| w[0] >= w[1]) {
+                return Err(format!("{name}: features are not sorted and unique"));
+            }
+            if let Some(e) = &d.embedding {
+                if *dim.get_or_insert(e.len()) != e.len() || e.iter().any(|x| !x.is_finite()) {
+                    return Err(format!("{name}: embedding of inconsistent length or with non-finite values"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn entry(slug: &str, verdict: Verdict, closest: Option<&str>) -> StoredDoc {
+        StoredDoc {
+            verdict,
+            closest_match: closest.map(str::to_owned),
+            closest_score: closest.map(|_| 0.97),
+            closest_method: closest.map(|_| Method::Minhash),
+            embedding_score: None,
+            minhash_score: closest.map(|_| 0.97),
+            slug: slug.to_owned(),
+            path: format!("/docs/{slug}.txt"),
+            sha256: sha256_hex(slug.as_bytes()),
+            format: Format::Text,
+            title: None,
+            bytes: 10,
+            content_hash: "0".repeat(32),
+            tokens: 3,
+            features: vec![1, 5, 9],
+            embedding: Some(vec![0.6, 0.8]),
+            embedding_model: Some("local:m#0".into()),
+        }
+    }
+
+    fn store() -> Store {
+        Store {
+            stamp: "ab".into(),
+            stamp_inputs: "x".into(),
+            documents: vec![
+                entry("a", Verdict::Different, None),
+                entry("b", Verdict::Identical, Some("a")),
+                entry("c", Verdict::Identical, Some("b")),
+            ],
+        }
+    }
+
+    #[test]
+    fn roundtrip_atomic_save() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = Store::path_in(dir.path());
+        assert_eq!(Store::load(&path).unwrap(), None);
+        store().save(&path).unwrap();
+        assert_eq!(Store::load(&path).unwrap(), Some(store()));
+        let names: Vec<_> =
+            std::fs::read_dir(path.parent().unwrap()).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, [STORE_FILE], "no temp files left");
+    }
+
+    #[test]
+    fn seed_fields_come_first() {
+        let json = String::from_utf8(store().to_json().unwrap()).unwrap();
+        let i = json.find("{\"verdict\":\"different\",\"closest_match\":null,\"closest_score\":null,").unwrap();
+        assert!(json[i..].contains("\"closest_method\":null,\"embedding_score\":null,\"minhash_score\":null"));
+    }
+
+    #[test]
+    fn kept_original_follows_the_chain() {
+        let s = store();
+        assert_eq!(s.kept_original(&s.documents[2]).unwrap().slug, "a");
+        assert_eq!(s.kept_original(&s.documents[1]).unwrap().slug, "a");
+        assert!(s.kept_original(&s.documents[0]).is_none());
+    }
+
+    #[test]
+    fn damage_is_refused_with_a_reason() {
+        let good = String::from_utf8(store().to_json().unwrap()).unwrap();
+        let cases = [
+            (good.replace("\"tokens\":3", "\"tokens\":4"), "checksum"),
+            (good[..good.len() / 2].to_owned(), "malformed JSON"),
+            (good.replace("\"format_version\":1", "\"format_version\":9"), "format version 9"),
+        ];
+        for (bad, needle) in cases {
+            let err = Store::from_json(bad.as_bytes()).unwrap_err().to_string();
+            assert!(err.contains(needle) && err.contains("scan again"), "{needle}: {err}");
+        }
+        // A consistent checksum over inconsistent entries is refused too.
+        let mut s = store();
+        s.documents[2].closest_match = Some("zzz".into());
+        let raw = {
+            let docs = serde_json::to_vec(&s.documents).unwrap();
+            let file = StoreFile {
+                format_version: 1,
+                stamp: s.stamp.clone(),
+                stamp_inputs: s.stamp_inputs.clone(),
+                documents_sha256: sha256_hex(&docs),
+                documents: s.documents.clone(),
+            };
+            serde_json::to_vec(&file).unwrap()
+        };
+        let err = Store::from_json(&raw).unwrap_err().to_string();
+        assert!(err.contains("zzz"), "{err}");
+    }
+}
