@@ -1,0 +1,274 @@
+//! The gateway's one error type and the one place errors become HTTP.
+//!
+//! Every error body is `{"error": {"code": "...", "message": "..."}}`. The
+//! code is stable (clients branch on it); the status comes from a single
+//! exhaustive `match` over the engine's [`neardup_index::ErrorKind`] and the
+//! gateway's own [`GatewayKind`] — no wildcard arm, so a new engine error
+//! kind does not compile until someone decides its status. 5xx bodies say
+//! only "internal error"; the detail goes to the log.
+
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use neardup_index::ErrorKind as EngineKind;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+/// An error answered to a client.
+#[derive(Debug)]
+pub struct ApiError {
+    kind: ApiErrorKind,
+}
+
+/// Where the error came from.
+#[derive(Debug)]
+pub enum ApiErrorKind {
+    /// From the index engine.
+    Engine(neardup_index::Error),
+    /// From the gateway itself.
+    Gateway(GatewayKind),
+}
+
+/// The gateway's own error kinds.
+#[derive(Debug)]
+pub enum GatewayKind {
+    /// No credential, or one that matches nothing.
+    Unauthenticated,
+    /// The credential is valid for this tenant but lacks a scope.
+    Forbidden {
+        /// The scope the operation needs.
+        scope: &'static str,
+    },
+    /// The tenant does not exist *or* the credential is for another tenant:
+    /// the two answers are byte-identical so a key cannot probe for tenants.
+    NoSuchTenant {
+        /// The tenant id from the path.
+        tenant: String,
+    },
+    /// No live item of that id (tombstoned or never stored).
+    ItemNotFound {
+        /// The item id.
+        item_id: String,
+    },
+    /// No route for the path.
+    RouteNotFound,
+    /// The route exists but not with this method.
+    MethodNotAllowed,
+    /// The body is not `application/json` (or `application/octet-stream`
+    /// for snapshot uploads).
+    UnsupportedMediaType {
+        /// The media type the route wants.
+        expected: &'static str,
+    },
+    /// The body is not valid JSON for the operation.
+    InvalidJson {
+        /// What the parser said.
+        detail: String,
+    },
+    /// A configuration key the gateway maps itself is invalid.
+    InvalidConfig {
+        /// Which key.
+        key: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// A path or query parameter is invalid.
+    InvalidRequest {
+        /// What is wrong.
+        detail: String,
+    },
+    /// The body is over the configured limit.
+    PayloadTooLarge {
+        /// The limit in bytes.
+        max: u64,
+    },
+    /// A per-tenant rate or byte quota is exhausted.
+    RateLimited {
+        /// `requests` or `bytes`.
+        quota: &'static str,
+        /// Seconds until the request would be admitted.
+        retry_after_secs: u64,
+    },
+    /// The request took longer than the configured timeout. Any write it
+    /// carried may still have been applied: retry with the same
+    /// idempotency key.
+    Timeout,
+    /// The service is starting or shutting down.
+    Unavailable,
+    /// A bug or an environmental failure in the gateway (detail is logged).
+    Internal {
+        /// For the log only.
+        detail: String,
+    },
+}
+
+/// The JSON error body.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorBody {
+    /// The error.
+    pub error: ErrorDetail,
+}
+
+/// Code and message of an error.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorDetail {
+    /// Stable, snake_case; see `docs/service.md` for the list.
+    pub code: String,
+    /// Human-readable; not stable.
+    pub message: String,
+}
+
+impl ApiError {
+    /// A gateway error.
+    pub fn gateway(kind: GatewayKind) -> ApiError {
+        ApiError { kind: ApiErrorKind::Gateway(kind) }
+    }
+
+    /// The structured kind.
+    pub fn kind(&self) -> &ApiErrorKind {
+        &self.kind
+    }
+
+    /// The same answer for "no such tenant" and "not your tenant".
+    pub fn no_such_tenant(tenant: &str) -> ApiError {
+        ApiError::gateway(GatewayKind::NoSuchTenant { tenant: tenant.to_string() })
+    }
+
+    /// An internal failure; `detail` is logged, never sent.
+    pub fn internal(detail: impl Into<String>) -> ApiError {
+        ApiError::gateway(GatewayKind::Internal { detail: detail.into() })
+    }
+
+    /// A bad path or query parameter.
+    pub fn invalid_request(detail: impl Into<String>) -> ApiError {
+        ApiError::gateway(GatewayKind::InvalidRequest { detail: detail.into() })
+    }
+
+    /// Status, stable code and client-facing message: the one mapping.
+    pub fn parts(&self) -> (StatusCode, &'static str, String) {
+        use GatewayKind as G;
+        let internal = "internal error".to_string();
+        match &self.kind {
+            ApiErrorKind::Engine(e) => {
+                let (status, message) = match e.kind() {
+                    EngineKind::InvalidConfig { .. } | EngineKind::InvalidInput { .. } => {
+                        (StatusCode::BAD_REQUEST, e.to_string())
+                    }
+                    EngineKind::TenantNotFound { tenant } => (StatusCode::NOT_FOUND, tenant_not_found_message(tenant)),
+                    EngineKind::ItemNotFound { .. } => (StatusCode::NOT_FOUND, e.to_string()),
+                    EngineKind::TenantExists { .. }
+                    | EngineKind::ItemExists { .. }
+                    | EngineKind::StaleEpoch { .. }
+                    | EngineKind::IdempotencyConflict { .. }
+                    | EngineKind::InvalidState { .. } => (StatusCode::CONFLICT, e.to_string()),
+                    EngineKind::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, e.to_string()),
+                    EngineKind::BudgetExceeded { .. }
+                    | EngineKind::RebuildNeedsContent { .. }
+                    | EngineKind::Corrupt { .. }
+                    | EngineKind::SnapshotAuth { .. }
+                    | EngineKind::UnsupportedFormat { .. }
+                    | EngineKind::TenantMismatch { .. } => (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
+                    EngineKind::Io { .. } | EngineKind::Store { .. } => (StatusCode::INTERNAL_SERVER_ERROR, internal),
+                };
+                (status, e.code(), message)
+            }
+            ApiErrorKind::Gateway(g) => match g {
+                G::Unauthenticated => (
+                    StatusCode::UNAUTHORIZED,
+                    "unauthenticated",
+                    "missing or invalid credential; send Authorization: Bearer <token>".into(),
+                ),
+                G::Forbidden { scope } => {
+                    (StatusCode::FORBIDDEN, "forbidden", format!("this key lacks the {scope:?} scope"))
+                }
+                G::NoSuchTenant { tenant } => {
+                    (StatusCode::NOT_FOUND, "tenant_not_found", tenant_not_found_message(tenant))
+                }
+                G::ItemNotFound { item_id } => {
+                    (StatusCode::NOT_FOUND, "item_not_found", format!("item {item_id:?} not found"))
+                }
+                G::RouteNotFound => (StatusCode::NOT_FOUND, "route_not_found", "no such route".into()),
+                G::MethodNotAllowed => {
+                    (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed", "method not allowed on this route".into())
+                }
+                G::UnsupportedMediaType { expected } => (
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    "unsupported_media_type",
+                    format!("the body must be sent as Content-Type: {expected}"),
+                ),
+                G::InvalidJson { detail } => (StatusCode::BAD_REQUEST, "invalid_json", detail.clone()),
+                G::InvalidConfig { key, reason } => {
+                    (StatusCode::BAD_REQUEST, "invalid_config", format!("invalid {key}: {reason}"))
+                }
+                G::InvalidRequest { detail } => (StatusCode::BAD_REQUEST, "invalid_request", detail.clone()),
+                G::PayloadTooLarge { max } => (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "payload_too_large",
+                    format!("the body is over the limit of {max} bytes"),
+                ),
+                G::RateLimited { quota, retry_after_secs } => (
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "rate_limited",
+                    format!("the tenant's {quota} quota is exhausted; retry after {retry_after_secs} s"),
+                ),
+                G::Timeout => (
+                    StatusCode::REQUEST_TIMEOUT,
+                    "timeout",
+                    "the request timed out; a write may still have been applied, retry with the same \
+                     idempotency key"
+                        .into(),
+                ),
+                G::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the service is not ready".into()),
+                G::Internal { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "internal", internal),
+            },
+        }
+    }
+}
+
+/// One message for both "no such tenant" and "not yours".
+fn tenant_not_found_message(tenant: &str) -> String {
+    format!("tenant {tenant:?} not found")
+}
+
+impl From<neardup_index::Error> for ApiError {
+    fn from(e: neardup_index::Error) -> ApiError {
+        ApiError { kind: ApiErrorKind::Engine(e) }
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.kind {
+            ApiErrorKind::Engine(e) => write!(f, "{e}"),
+            ApiErrorKind::Gateway(GatewayKind::Internal { detail }) => write!(f, "internal: {detail}"),
+            ApiErrorKind::Gateway(_) => f.write_str(&self.parts().2),
+        }
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code, message) = self.parts();
+        if status.is_server_error() {
+            tracing::error!(code, error = %self, "request failed");
+        } else {
+            tracing::debug!(code, %message, "request rejected");
+        }
+        let body = ErrorBody { error: ErrorDetail { code: code.to_string(), message } };
+        let mut resp = (status, axum::Json(body)).into_response();
+        match &self.kind {
+            ApiErrorKind::Gateway(GatewayKind::RateLimited { retry_after_secs, .. }) => {
+                resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+            }
+            ApiErrorKind::Gateway(GatewayKind::Unauthenticated) => {
+                resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+            }
+            ApiErrorKind::Engine(_) | ApiErrorKind::Gateway(_) => {}
+        }
+        resp
+    }
+}
+
+/// Shorthand for handlers.
+pub type ApiResult<T> = std::result::Result<T, ApiError>;

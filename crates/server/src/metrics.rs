@@ -1,0 +1,327 @@
+//! Prometheus metrics, rendered as text exposition format 0.0.4.
+//!
+//! Hand-rolled rather than a registry crate: a handful of per-tenant
+//! counters and fixed-bucket histograms behind one mutex each, plus gauges
+//! read from the engine at scrape time. Every per-tenant series carries a
+//! `tenant` label and holds only that tenant's events.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::Mutex;
+use std::time::SystemTime;
+
+const LATENCY_BOUNDS: &[f64] = &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.2, 0.5, 1.0, 2.5, 5.0];
+const CANDIDATE_BOUNDS: &[f64] = &[0.0, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0, 200.0, 500.0, 1000.0];
+const SCORE_BOUNDS: &[f64] = &[0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95, 0.99, 1.0];
+
+#[derive(Debug, Clone)]
+struct Histogram {
+    bounds: &'static [f64],
+    counts: Vec<u64>,
+    sum: f64,
+    count: u64,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Histogram {
+        Histogram { bounds, counts: vec![0; bounds.len()], sum: 0.0, count: 0 }
+    }
+
+    fn observe(&mut self, v: f64) {
+        if let Some(i) = self.bounds.iter().position(|b| v <= *b) {
+            self.counts[i] += 1;
+        }
+        self.sum += v;
+        self.count += 1;
+    }
+
+    fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let mut cumulative = 0;
+        for (b, c) in self.bounds.iter().zip(&self.counts) {
+            cumulative += c;
+            let _ = writeln!(out, "{name}_bucket{{{labels},le=\"{b}\"}} {cumulative}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{{labels},le=\"+Inf\"}} {}", self.count);
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {}", self.sum);
+        let _ = writeln!(out, "{name}_count{{{labels}}} {}", self.count);
+    }
+}
+
+#[derive(Debug, Clone)]
+struct TenantMetrics {
+    ingest_seconds: Histogram,
+    query_seconds: Histogram,
+    candidates_per_query: Histogram,
+    verification_score: Histogram,
+    decisions: BTreeMap<&'static str, u64>,
+    cap_rejections: u64,
+    budget_rejections: u64,
+    tombstones: u64,
+    tombstone_seconds: Histogram,
+    cross_version_attempts: u64,
+    rate_limited: u64,
+    items_ingested: u64,
+}
+
+impl TenantMetrics {
+    fn new() -> TenantMetrics {
+        TenantMetrics {
+            ingest_seconds: Histogram::new(LATENCY_BOUNDS),
+            query_seconds: Histogram::new(LATENCY_BOUNDS),
+            candidates_per_query: Histogram::new(CANDIDATE_BOUNDS),
+            verification_score: Histogram::new(SCORE_BOUNDS),
+            decisions: BTreeMap::new(),
+            cap_rejections: 0,
+            budget_rejections: 0,
+            tombstones: 0,
+            tombstone_seconds: Histogram::new(LATENCY_BOUNDS),
+            cross_version_attempts: 0,
+            rate_limited: 0,
+            items_ingested: 0,
+        }
+    }
+}
+
+/// Gauges read from the engine at scrape time, per tenant.
+#[derive(Debug, Clone, Default)]
+pub struct TenantGauges {
+    /// Live items.
+    pub live_items: u64,
+    /// Live content bytes.
+    pub live_bytes: u64,
+    /// Tombstone markers held.
+    pub tombstones: u64,
+    /// Largest LSH bucket.
+    pub largest_bucket: u64,
+    /// Estimated resident index bytes.
+    pub resident_bytes: u64,
+    /// Shadow decision disagreement rate, when a shadow is active.
+    pub shadow_disagreement: Option<f64>,
+    /// Shadow queries compared so far.
+    pub shadow_queries: Option<u64>,
+}
+
+/// What one decision contributes to the metrics.
+#[derive(Debug, Clone, Copy)]
+pub struct DecisionSample<'a> {
+    /// State name.
+    pub state: &'static str,
+    /// Candidates retrieved.
+    pub candidates_seen: u64,
+    /// Retrieval was capped.
+    pub over_cap: bool,
+    /// Verified scores.
+    pub scores: &'a [f64],
+}
+
+/// The service's metrics.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    tenants: Mutex<BTreeMap<String, TenantMetrics>>,
+    http: Mutex<BTreeMap<(String, u16), u64>>,
+    snapshots: Mutex<BTreeMap<String, SystemTime>>,
+}
+
+impl Metrics {
+    /// Empty metrics.
+    pub fn new() -> Metrics {
+        Metrics::default()
+    }
+
+    fn with(&self, tenant: &str, f: impl FnOnce(&mut TenantMetrics)) {
+        if let Ok(mut m) = self.tenants.lock() {
+            f(m.entry(tenant.to_string()).or_insert_with(TenantMetrics::new));
+        }
+    }
+
+    /// An upsert's latency and decision.
+    pub fn ingest(&self, tenant: &str, seconds: f64, wrote: bool, d: DecisionSample<'_>) {
+        self.with(tenant, |m| {
+            m.ingest_seconds.observe(seconds);
+            if wrote {
+                m.items_ingested += 1;
+            }
+            record_decision(m, d);
+        });
+    }
+
+    /// A query's (candidates, decide) latency and decision.
+    pub fn query(&self, tenant: &str, seconds: f64, d: DecisionSample<'_>) {
+        self.with(tenant, |m| {
+            m.query_seconds.observe(seconds);
+            record_decision(m, d);
+        });
+    }
+
+    /// A verify call's score.
+    pub fn verification(&self, tenant: &str, score: f64) {
+        self.with(tenant, |m| m.verification_score.observe(score));
+    }
+
+    /// A tombstone and how long it took to apply.
+    pub fn tombstone(&self, tenant: &str, seconds: f64) {
+        self.with(tenant, |m| {
+            m.tombstones += 1;
+            m.tombstone_seconds.observe(seconds);
+        });
+    }
+
+    /// An item or content refused by a size or budget cap.
+    pub fn budget_rejection(&self, tenant: &str) {
+        self.with(tenant, |m| m.budget_rejections += 1);
+    }
+
+    /// A request naming a normalization or format version the tenant does not use.
+    pub fn cross_version(&self, tenant: &str) {
+        self.with(tenant, |m| m.cross_version_attempts += 1);
+    }
+
+    /// A request refused by the tenant's quota.
+    pub fn rate_limited(&self, tenant: &str) {
+        self.with(tenant, |m| m.rate_limited += 1);
+    }
+
+    /// A snapshot of `tenant` was written to disk now (or at `at`).
+    pub fn snapshot_written(&self, tenant: &str, at: SystemTime) {
+        if let Ok(mut s) = self.snapshots.lock() {
+            s.insert(tenant.to_string(), at);
+        }
+    }
+
+    /// One HTTP response.
+    pub fn http(&self, route: &str, status: u16) {
+        if let Ok(mut h) = self.http.lock() {
+            *h.entry((route.to_string(), status)).or_insert(0) += 1;
+        }
+    }
+
+    /// The exposition text; `gauges` are read from the engine by the caller.
+    pub fn render(&self, gauges: &BTreeMap<String, TenantGauges>, log_bytes: u64) -> String {
+        let mut out = String::with_capacity(8192);
+        let tenants = self.tenants.lock().map(|t| t.clone()).unwrap_or_default();
+        let help = |out: &mut String, name: &str, kind: &str, text: &str| {
+            let _ = writeln!(out, "# HELP {name} {text}\n# TYPE {name} {kind}");
+        };
+        type Hist = fn(&TenantMetrics) -> &Histogram;
+        let hists: [(&str, &str, Hist); 5] = [
+            ("neardup_ingest_seconds", "Upsert latency (validate, fingerprint, decide, log, apply).", |m| {
+                &m.ingest_seconds
+            }),
+            ("neardup_query_seconds", "Candidate and decide query latency.", |m| &m.query_seconds),
+            ("neardup_candidates_per_query", "Candidates retrieved per query or upsert.", |m| &m.candidates_per_query),
+            ("neardup_verification_score", "Exact Jaccard scores of verified candidates.", |m| &m.verification_score),
+            ("neardup_tombstone_seconds", "Tombstone latency until the item stops being a candidate.", |m| {
+                &m.tombstone_seconds
+            }),
+        ];
+        for (name, text, get) in hists {
+            help(&mut out, name, "histogram", text);
+            for (t, m) in &tenants {
+                get(m).render(&mut out, name, &format!("tenant=\"{}\"", escape(t)));
+            }
+        }
+        type Count = fn(&TenantMetrics) -> u64;
+        let counters: [(&str, &str, Count); 6] = [
+            ("neardup_items_ingested_total", "Upserts that wrote an item.", |m| m.items_ingested),
+            ("neardup_cap_rejections_total", "Queries whose candidate set hit the cap (decision: review).", |m| {
+                m.cap_rejections
+            }),
+            ("neardup_budget_rejections_total", "Items refused by a size or tenant budget.", |m| m.budget_rejections),
+            ("neardup_tombstones_total", "Tombstones applied.", |m| m.tombstones),
+            ("neardup_cross_version_attempts_total", "Requests naming another normalization or format version.", |m| {
+                m.cross_version_attempts
+            }),
+            ("neardup_rate_limited_total", "Requests refused by the tenant's quota.", |m| m.rate_limited),
+        ];
+        for (name, text, get) in counters {
+            help(&mut out, name, "counter", text);
+            for (t, m) in &tenants {
+                let _ = writeln!(out, "{name}{{tenant=\"{}\"}} {}", escape(t), get(m));
+            }
+        }
+        help(&mut out, "neardup_decisions_total", "counter", "Decisions by state.");
+        for (t, m) in &tenants {
+            for (state, n) in &m.decisions {
+                let _ = writeln!(out, "neardup_decisions_total{{tenant=\"{}\",state=\"{state}\"}} {n}", escape(t));
+            }
+        }
+        type Gauge = fn(&TenantGauges) -> Option<f64>;
+        let gauge_defs: [(&str, &str, Gauge); 7] = [
+            ("neardup_items", "Live items.", |g| Some(g.live_items as f64)),
+            ("neardup_item_bytes", "Live content bytes.", |g| Some(g.live_bytes as f64)),
+            ("neardup_tombstone_markers", "Tombstone markers held until compaction.", |g| Some(g.tombstones as f64)),
+            ("neardup_largest_bucket", "Entries in the largest LSH bucket.", |g| Some(g.largest_bucket as f64)),
+            ("neardup_index_resident_bytes", "Estimated resident bytes of the in-memory index.", |g| {
+                Some(g.resident_bytes as f64)
+            }),
+            ("neardup_shadow_disagreement_ratio", "Shadow vs live decision disagreement rate.", |g| {
+                g.shadow_disagreement
+            }),
+            ("neardup_shadow_queries", "Queries the shadow index answered alongside the live one.", |g| {
+                g.shadow_queries.map(|q| q as f64)
+            }),
+        ];
+        for (name, text, get) in gauge_defs {
+            help(&mut out, name, "gauge", text);
+            for (t, g) in gauges {
+                if let Some(v) = get(g) {
+                    let _ = writeln!(out, "{name}{{tenant=\"{}\"}} {v}", escape(t));
+                }
+            }
+        }
+        help(&mut out, "neardup_snapshot_age_seconds", "gauge", "Seconds since the tenant's newest snapshot on disk.");
+        let now = SystemTime::now();
+        if let Ok(snaps) = self.snapshots.lock() {
+            for t in gauges.keys() {
+                if let Some(at) = snaps.get(t) {
+                    let age = now.duration_since(*at).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+                    let _ = writeln!(out, "neardup_snapshot_age_seconds{{tenant=\"{}\"}} {age:.3}", escape(t));
+                }
+            }
+        }
+        help(&mut out, "neardup_command_log_bytes", "gauge", "Bytes in the command log.");
+        let _ = writeln!(out, "neardup_command_log_bytes {log_bytes}");
+        help(&mut out, "neardup_http_responses_total", "counter", "HTTP responses by route and status.");
+        if let Ok(h) = self.http.lock() {
+            for ((route, status), n) in h.iter() {
+                let _ = writeln!(
+                    out,
+                    "neardup_http_responses_total{{route=\"{}\",status=\"{status}\"}} {n}",
+                    escape(route)
+                );
+            }
+        }
+        out
+    }
+}
+
+fn record_decision(m: &mut TenantMetrics, d: DecisionSample<'_>) {
+    m.candidates_per_query.observe(d.candidates_seen as f64);
+    for s in d.scores {
+        m.verification_score.observe(*s);
+    }
+    if d.over_cap {
+        m.cap_rejections += 1;
+    }
+    *m.decisions.entry(d.state).or_insert(0) += 1;
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_is_cumulative() {
+        let m = Metrics::new();
+        let d = DecisionSample { state: "distinct", candidates_seen: 3, over_cap: false, scores: &[0.8, 0.2] };
+        m.ingest("t", 0.002, true, d);
+        let text = m.render(&BTreeMap::new(), 0);
+        assert!(text.contains("neardup_verification_score_bucket{tenant=\"t\",le=\"0.8\"} 2"), "{text}");
+        assert!(text.contains("neardup_verification_score_count{tenant=\"t\"} 2"));
+        assert!(text.contains("neardup_decisions_total{tenant=\"t\",state=\"distinct\"} 1"));
+    }
+}

@@ -1,0 +1,257 @@
+//! Items: upsert one, batch upsert, read, list, tombstone.
+
+use std::time::Instant;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use neardup_index::{ErrorKind, Item, UpsertOutcome, UpsertStatus};
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use crate::auth::{Principal, Scope};
+use crate::error::{ApiError, ApiErrorKind, ApiResult, ErrorBody, ErrorDetail, GatewayKind};
+use crate::extract::{ApiJson, P, Q};
+use crate::journal::DecisionEntry;
+use crate::metrics::DecisionSample;
+use crate::openapi::StdErrors;
+use crate::state::AppState;
+use crate::wire::{
+    BatchRequest, BatchResponse, BatchResult, ItemPage, ItemView, TombstoneResponse, UpsertRequest, UpsertResponse,
+};
+
+/// Counts the errors that the metrics track (budgets, cross-version).
+pub(crate) fn note_error(s: &AppState, tenant: &str, e: &ApiError) {
+    if let ApiErrorKind::Engine(e) = e.kind() {
+        match e.kind() {
+            ErrorKind::TooLarge { .. } | ErrorKind::BudgetExceeded { .. } => s.metrics.budget_rejection(tenant),
+            ErrorKind::InvalidInput { field: "normalization_version", .. } | ErrorKind::UnsupportedFormat { .. } => {
+                s.metrics.cross_version(tenant)
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Metrics and the decision ring for one decision.
+pub(crate) fn record_decision(
+    s: &AppState,
+    tenant: &str,
+    operation: &str,
+    item_id: Option<&str>,
+    d: &neardup_index::Decision,
+    seconds: f64,
+    wrote: Option<bool>,
+) {
+    let scores: Vec<f64> = d.candidates.iter().map(|c| c.score).collect();
+    let sample = DecisionSample {
+        state: d.state.as_str(),
+        candidates_seen: d.candidates_seen,
+        over_cap: d.over_cap,
+        scores: &scores,
+    };
+    match wrote {
+        Some(w) => s.metrics.ingest(tenant, seconds, w, sample),
+        None => s.metrics.query(tenant, seconds, sample),
+    }
+    let best = d.closest();
+    s.journal.decision(
+        tenant,
+        DecisionEntry {
+            seq: 0,
+            at_ms: 0,
+            operation: operation.to_string(),
+            item_id: item_id.map(str::to_string),
+            decision: d.state.as_str().to_string(),
+            best_candidate: best.map(|c| c.item_id.clone()),
+            best_score: best.map(|c| c.score),
+            candidates_seen: d.candidates_seen,
+            policy: format!("{}@v{}", d.policy.id, d.policy.version),
+            method_version: d.method_version.clone(),
+            explanation: d.explanation.clone(),
+        },
+    );
+}
+
+fn wrote(o: &UpsertOutcome) -> bool {
+    matches!(o.status, UpsertStatus::Inserted | UpsertStatus::Replaced)
+}
+
+/// Upserts one item and returns its decision: `201` when inserted, `200`
+/// when replaced, unchanged or replayed (same idempotency key: the first
+/// answer, nothing written).
+#[utoipa::path(put, path = "/v1/tenants/{tenant}/items/{item_id}", tag = "items", request_body = UpsertRequest,
+    params(("tenant" = String, Path, description = "Tenant id"), ("item_id" = String, Path, description = "Item id")),
+    responses((status = 201, body = UpsertResponse, description = "Inserted"),
+        (status = 200, body = UpsertResponse, description = "Replaced, unchanged or replayed"), StdErrors),
+    security(("bearer" = [])))]
+pub(crate) async fn upsert(
+    State(s): State<AppState>,
+    p: Principal,
+    P((tenant, item_id)): P<(String, String)>,
+    ApiJson(req, len): ApiJson<UpsertRequest>,
+) -> ApiResult<(StatusCode, Json<UpsertResponse>)> {
+    s.enter(&p, &tenant, Scope::Ingest, len)?;
+    let started = Instant::now();
+    let item = Item {
+        item_id: item_id.clone(),
+        content: req.content,
+        media_type: req.media_type.unwrap_or_else(|| "text/plain".into()),
+        source_time: req.source_time,
+        normalization_version: req.normalization_version,
+        idempotency_key: req.idempotency_key,
+        epoch: req.epoch,
+    };
+    let t = tenant.clone();
+    let o = s.run(move |e| e.upsert(&t, item)).await.inspect_err(|e| note_error(&s, &tenant, e))?;
+    record_decision(
+        &s,
+        &tenant,
+        "upsert",
+        Some(&item_id),
+        &o.decision,
+        started.elapsed().as_secs_f64(),
+        Some(wrote(&o)),
+    );
+    let status = if o.status == UpsertStatus::Inserted { StatusCode::CREATED } else { StatusCode::OK };
+    Ok((status, Json(UpsertResponse::new(&tenant, &o))))
+}
+
+/// Upserts many items under one fsync (group commit); a result per item.
+#[utoipa::path(post, path = "/v1/tenants/{tenant}/items", tag = "items", request_body = BatchRequest,
+    params(("tenant" = String, Path, description = "Tenant id")),
+    responses((status = 200, body = BatchResponse), StdErrors), security(("bearer" = [])))]
+pub(crate) async fn batch(
+    State(s): State<AppState>,
+    p: Principal,
+    P(tenant): P<String>,
+    ApiJson(req, len): ApiJson<BatchRequest>,
+) -> ApiResult<Json<BatchResponse>> {
+    s.enter(&p, &tenant, Scope::Ingest, len)?;
+    if req.items.len() > 10_000 {
+        return Err(ApiError::invalid_request("a batch holds at most 10000 items"));
+    }
+    let started = Instant::now();
+    let items: Vec<Item> = req
+        .items
+        .into_iter()
+        .map(|b| Item {
+            item_id: b.item_id,
+            content: b.content,
+            media_type: b.media_type.unwrap_or_else(|| "text/plain".into()),
+            source_time: b.source_time,
+            normalization_version: b.normalization_version,
+            idempotency_key: b.idempotency_key,
+            epoch: b.epoch,
+        })
+        .collect();
+    let t = tenant.clone();
+    let results = s.run(move |e| e.upsert_batch(&t, items)).await?;
+    let per_item = started.elapsed().as_secs_f64() / results.len().max(1) as f64;
+    let results = results
+        .into_iter()
+        .map(|r| match r {
+            Ok(o) => {
+                record_decision(&s, &tenant, "upsert", Some(&o.item_id), &o.decision, per_item, Some(wrote(&o)));
+                BatchResult::Ok(UpsertResponse::new(&tenant, &o))
+            }
+            Err(e) => {
+                let e = ApiError::from(e);
+                note_error(&s, &tenant, &e);
+                let (_, code, message) = e.parts();
+                BatchResult::Err(ErrorBody { error: ErrorDetail { code: code.into(), message } })
+            }
+        })
+        .collect();
+    Ok(Json(BatchResponse { results }))
+}
+
+/// A live item's metadata (never its content); `404` once tombstoned.
+#[utoipa::path(get, path = "/v1/tenants/{tenant}/items/{item_id}", tag = "items",
+    params(("tenant" = String, Path, description = "Tenant id"), ("item_id" = String, Path, description = "Item id")),
+    responses((status = 200, body = ItemView), StdErrors), security(("bearer" = [])))]
+pub(crate) async fn get(
+    State(s): State<AppState>,
+    p: Principal,
+    P((tenant, item_id)): P<(String, String)>,
+) -> ApiResult<Json<ItemView>> {
+    s.enter(&p, &tenant, Scope::Query, 0)?;
+    let (t, id) = (tenant.clone(), item_id.clone());
+    match s.run(move |e| e.get(&t, &id)).await? {
+        Some(info) if info.tombstone.is_none() => Ok(Json(ItemView::from(&info))),
+        Some(_) | None => Err(ApiError::gateway(GatewayKind::ItemNotFound { item_id })),
+    }
+}
+
+/// Paging through live items.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct ListParams {
+    /// Items with ids after this one.
+    after: Option<String>,
+    /// Page size (default 100, at most 1000).
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<usize>,
+}
+
+/// Live items in id order.
+#[utoipa::path(get, path = "/v1/tenants/{tenant}/items", tag = "items",
+    params(("tenant" = String, Path, description = "Tenant id"), ListParams),
+    responses((status = 200, body = ItemPage), StdErrors), security(("bearer" = [])))]
+pub(crate) async fn list(
+    State(s): State<AppState>,
+    p: Principal,
+    P(tenant): P<String>,
+    Q(params): Q<ListParams>,
+) -> ApiResult<Json<ItemPage>> {
+    s.enter(&p, &tenant, Scope::Query, 0)?;
+    let limit = params.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::invalid_request("limit must be in 1..=1000"));
+    }
+    let t = tenant.clone();
+    let items = s.run(move |e| e.list(&t, params.after.as_deref(), limit)).await?;
+    let next_after = (items.len() == limit).then(|| items.last().map(|i| i.item_id.clone())).flatten();
+    Ok(Json(ItemPage { items: items.iter().map(ItemView::from).collect(), next_after }))
+}
+
+/// The tombstone's epoch.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct TombstoneParams {
+    /// At least the item's current epoch; the item's epoch when absent.
+    #[param(minimum = 0)]
+    epoch: Option<u64>,
+}
+
+/// Tombstones an item: it stops being a candidate at once and `GET` answers
+/// `404`; the id can come back only with a higher epoch.
+#[utoipa::path(delete, path = "/v1/tenants/{tenant}/items/{item_id}", tag = "items",
+    params(("tenant" = String, Path, description = "Tenant id"), ("item_id" = String, Path, description = "Item id"),
+        TombstoneParams),
+    responses((status = 200, body = TombstoneResponse), StdErrors), security(("bearer" = [])))]
+pub(crate) async fn tombstone(
+    State(s): State<AppState>,
+    p: Principal,
+    P((tenant, item_id)): P<(String, String)>,
+    Q(params): Q<TombstoneParams>,
+) -> ApiResult<Json<TombstoneResponse>> {
+    s.enter(&p, &tenant, Scope::Ingest, 0)?;
+    let started = Instant::now();
+    let (t, id) = (tenant.clone(), item_id.clone());
+    let (epoch, lsn) = s
+        .run(move |e| {
+            let epoch = match params.epoch {
+                Some(ep) => ep,
+                None => match e.get(&t, &id)? {
+                    Some(i) if i.tombstone.is_none() => i.epoch,
+                    // Let the engine produce its own not-found error.
+                    Some(_) | None => 0,
+                },
+            };
+            Ok((epoch, e.tombstone(&t, &id, epoch)?))
+        })
+        .await?;
+    s.metrics.tombstone(&tenant, started.elapsed().as_secs_f64());
+    Ok(Json(TombstoneResponse { item_id, epoch, lsn }))
+}

@@ -1,0 +1,122 @@
+//! The router: every route, the middleware around them, and the OpenAPI
+//! document generated from the handlers' annotations.
+
+use std::time::Instant;
+
+use axum::extract::{MatchedPath, Request, State};
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{Method, StatusCode};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::Router;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::timeout::TimeoutLayer;
+use tracing::Instrument;
+
+use crate::error::{ApiError, GatewayKind};
+use crate::state::AppState;
+
+pub(crate) mod items;
+pub(crate) mod lifecycle;
+pub(crate) mod ops;
+pub(crate) mod query;
+pub(crate) mod review;
+pub(crate) mod tenants;
+
+/// The whole service as an axum `Router` (no socket: tests call
+/// `app(state).oneshot(request)`).
+pub fn app(state: AppState) -> Router {
+    let cfg = state.config.clone();
+    let json_api = Router::new()
+        .route("/v1/tenants", post(tenants::create).get(tenants::list))
+        .route("/v1/tenants/{tenant}", get(tenants::detail))
+        .route("/v1/tenants/{tenant}/keys", post(tenants::create_key).get(tenants::list_keys))
+        .route("/v1/tenants/{tenant}/keys/{key_id}", axum::routing::delete(tenants::revoke_key))
+        .route("/v1/tenants/{tenant}/items", post(items::batch).get(items::list))
+        .route("/v1/tenants/{tenant}/items/{item_id}", put(items::upsert).get(items::get).delete(items::tombstone))
+        .route("/v1/tenants/{tenant}/items/{item_id}/candidates", get(query::item_candidates))
+        .route("/v1/tenants/{tenant}/candidates", post(query::content_candidates))
+        .route("/v1/tenants/{tenant}/decide", post(query::decide))
+        .route("/v1/tenants/{tenant}/verify", post(query::verify))
+        .route("/v1/tenants/{tenant}/rebuild", post(lifecycle::rebuild))
+        .route("/v1/tenants/{tenant}/compact", post(lifecycle::compact))
+        .route("/v1/tenants/{tenant}/rollback", post(lifecycle::rollback))
+        .route(
+            "/v1/tenants/{tenant}/shadow",
+            post(lifecycle::shadow_start).get(lifecycle::shadow_report).delete(lifecycle::shadow_drop),
+        )
+        .route("/v1/tenants/{tenant}/shadow/promote", post(lifecycle::shadow_promote))
+        .route("/v1/tenants/{tenant}/labels", post(review::add_label).get(review::labels))
+        .route("/v1/tenants/{tenant}/decisions", get(review::decisions))
+        .route("/v1/tenants/{tenant}/audit", get(review::audit))
+        .layer(RequestBodyLimitLayer::new(cfg.max_body_bytes));
+    let snapshots = Router::new()
+        .route("/v1/tenants/{tenant}/snapshot", get(lifecycle::snapshot).put(lifecycle::restore))
+        .layer(RequestBodyLimitLayer::new(cfg.max_snapshot_bytes));
+    let open = Router::new()
+        .route("/healthz", get(ops::healthz))
+        .route("/readyz", get(ops::readyz))
+        .route("/metrics", get(ops::metrics))
+        .route("/openapi.json", get(ops::openapi));
+    Router::new()
+        .merge(json_api)
+        .merge(snapshots)
+        .merge(open)
+        .fallback(route_not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, cfg.request_timeout))
+        .layer(middleware::from_fn_with_state(state.clone(), finish))
+        .with_state(state)
+}
+
+async fn route_not_found() -> ApiError {
+    ApiError::gateway(GatewayKind::RouteNotFound)
+}
+
+async fn method_not_allowed() -> ApiError {
+    ApiError::gateway(GatewayKind::MethodNotAllowed)
+}
+
+/// Outermost: a span per request, HTTP metrics, and the rewrite of the few
+/// bodiless errors produced by tower layers (413 from the body limit, 408
+/// from the timeout) into the service's JSON error body.
+async fn finish(State(state): State<AppState>, req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_else(|| "unmatched".to_string());
+    let is_snapshot = route.ends_with("/snapshot");
+    let span = tracing::info_span!("request", %method, route = %route);
+    let resp = next.run(req).instrument(span.clone()).await;
+    let status = resp.status();
+    let is_json = resp.headers().get(CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    let resp = if (status.is_client_error() || status.is_server_error()) && !is_json {
+        let kind = match status {
+            StatusCode::PAYLOAD_TOO_LARGE => GatewayKind::PayloadTooLarge {
+                max: if is_snapshot { state.config.max_snapshot_bytes } else { state.config.max_body_bytes } as u64,
+            },
+            StatusCode::REQUEST_TIMEOUT => GatewayKind::Timeout,
+            StatusCode::NOT_FOUND => GatewayKind::RouteNotFound,
+            StatusCode::METHOD_NOT_ALLOWED => GatewayKind::MethodNotAllowed,
+            other => GatewayKind::Internal { detail: format!("bodiless {other} from a layer") },
+        };
+        ApiError::gateway(kind).into_response()
+    } else {
+        resp
+    };
+    let elapsed = started.elapsed();
+    state.metrics.http(&route, resp.status().as_u16());
+    if method != Method::GET || !matches!(route.as_str(), "/healthz" | "/readyz" | "/metrics") {
+        tracing::info!(
+            parent: &span,
+            status = resp.status().as_u16(),
+            latency_ms = elapsed.as_secs_f64() * 1000.0,
+            "response"
+        );
+    }
+    resp
+}

@@ -1,0 +1,67 @@
+//! Unauthenticated operational routes: health, readiness, metrics, OpenAPI.
+
+use std::collections::BTreeMap;
+
+use axum::extract::State;
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use axum::Json;
+use utoipa::OpenApi;
+
+use crate::error::{ApiError, ApiResult, GatewayKind};
+use crate::metrics::TenantGauges;
+use crate::openapi::{ApiDoc, StdErrors};
+use crate::state::AppState;
+use crate::wire::Health;
+
+/// Liveness: the process answers.
+#[utoipa::path(get, path = "/healthz", tag = "ops", responses((status = 200, body = Health)))]
+pub(crate) async fn healthz() -> Json<Health> {
+    Json(Health { status: "ok".into() })
+}
+
+/// Readiness: the engine is open and the service is not shutting down.
+#[utoipa::path(get, path = "/readyz", tag = "ops", responses((status = 200, body = Health), StdErrors))]
+pub(crate) async fn readyz(State(s): State<AppState>) -> ApiResult<Json<Health>> {
+    if s.is_ready() {
+        Ok(Json(Health { status: "ok".into() }))
+    } else {
+        Err(ApiError::gateway(GatewayKind::Unavailable))
+    }
+}
+
+/// Prometheus text exposition (per-tenant labels).
+#[utoipa::path(get, path = "/metrics", tag = "ops",
+    responses((status = 200, content_type = "text/plain", body = String), StdErrors))]
+pub(crate) async fn metrics(State(s): State<AppState>) -> ApiResult<impl IntoResponse> {
+    let gauges = s
+        .run(|e| {
+            let mut out = BTreeMap::new();
+            for t in e.tenants()? {
+                let st = e.stats(&t)?;
+                let shadow = if st.shadow { e.shadow_report(&t).ok() } else { None };
+                out.insert(
+                    t,
+                    TenantGauges {
+                        live_items: st.live_items,
+                        live_bytes: st.live_bytes,
+                        tombstones: st.tombstones,
+                        largest_bucket: st.largest_bucket as u64,
+                        resident_bytes: st.resident_bytes_estimate,
+                        shadow_disagreement: shadow.as_ref().map(|r| r.decision_disagreement_rate()),
+                        shadow_queries: shadow.as_ref().map(|r| r.queries),
+                    },
+                );
+            }
+            Ok((out, e.log_bytes()))
+        })
+        .await?;
+    let text = s.metrics.render(&gauges.0, gauges.1);
+    Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text))
+}
+
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", tag = "ops", responses((status = 200, description = "OpenAPI 3.1 document")))]
+pub(crate) async fn openapi() -> impl IntoResponse {
+    Json(ApiDoc::openapi())
+}

@@ -1,0 +1,108 @@
+//! Reviewer feedback and the decision and audit logs.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::Json;
+use neardup_index::NewLabel;
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use crate::auth::{Principal, Scope};
+use crate::error::{ApiError, ApiResult};
+use crate::extract::{ApiJson, P, Q};
+use crate::openapi::StdErrors;
+use crate::state::AppState;
+use crate::wire::{AuditLog, DecisionLog, LabelList, LabelRequest, LabelView};
+
+/// Records a reviewer label: an immutable event with actor, rationale and
+/// the policy and fingerprint versions in force. It never changes a threshold.
+#[utoipa::path(post, path = "/v1/tenants/{tenant}/labels", tag = "review", request_body = LabelRequest,
+    params(("tenant" = String, Path, description = "Tenant id")),
+    responses((status = 201, body = LabelView), StdErrors), security(("bearer" = [])))]
+pub(crate) async fn add_label(
+    State(s): State<AppState>,
+    p: Principal,
+    P(tenant): P<String>,
+    ApiJson(req, len): ApiJson<LabelRequest>,
+) -> ApiResult<(StatusCode, Json<LabelView>)> {
+    s.enter(&p, &tenant, Scope::Review, len)?;
+    // The credential is the accountable actor; a reviewer name is kept beside it.
+    let actor = match req.actor {
+        Some(name) => format!("{} ({})", name, p.actor()),
+        None => p.actor(),
+    };
+    let label = NewLabel { left: req.left, right: req.right, label: req.label.into(), actor, rationale: req.rationale };
+    let t = tenant.clone();
+    let ev = s.run(move |e| e.label(&t, label)).await?;
+    s.journal.audit(&tenant, p.actor(), "label", format!("{} / {} seq {}", ev.left, ev.right, ev.seq));
+    Ok((StatusCode::CREATED, Json(LabelView::from(&ev))))
+}
+
+/// Every label event of the tenant, oldest first.
+#[utoipa::path(get, path = "/v1/tenants/{tenant}/labels", tag = "review",
+    params(("tenant" = String, Path, description = "Tenant id")),
+    responses((status = 200, body = LabelList), StdErrors), security(("bearer" = [])))]
+pub(crate) async fn labels(
+    State(s): State<AppState>,
+    p: Principal,
+    P(tenant): P<String>,
+) -> ApiResult<Json<LabelList>> {
+    s.enter(&p, &tenant, Scope::Review, 0)?;
+    let t = tenant.clone();
+    let events = s.run(move |e| e.labels(&t)).await?;
+    Ok(Json(LabelList { labels: events.iter().map(LabelView::from).collect() }))
+}
+
+/// How many entries.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct LogParams {
+    /// Most entries returned, newest first (default 100, at most 1000).
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<usize>,
+}
+
+fn log_limit(l: Option<usize>) -> ApiResult<usize> {
+    let l = l.unwrap_or(100);
+    if !(1..=1000).contains(&l) {
+        return Err(ApiError::invalid_request("limit must be in 1..=1000"));
+    }
+    Ok(l)
+}
+
+async fn tenant_exists(s: &AppState, tenant: &str) -> ApiResult<()> {
+    let t = tenant.to_string();
+    s.run(move |e| e.tenant_config(&t)).await.map(|_| ())
+}
+
+/// Recent decisions of this process (upserts, decides, candidate queries).
+#[utoipa::path(get, path = "/v1/tenants/{tenant}/decisions", tag = "review",
+    params(("tenant" = String, Path, description = "Tenant id"), LogParams),
+    responses((status = 200, body = DecisionLog), StdErrors), security(("bearer" = [])))]
+pub(crate) async fn decisions(
+    State(s): State<AppState>,
+    p: Principal,
+    P(tenant): P<String>,
+    Q(params): Q<LogParams>,
+) -> ApiResult<Json<DecisionLog>> {
+    s.enter(&p, &tenant, Scope::Query, 0)?;
+    let limit = log_limit(params.limit)?;
+    tenant_exists(&s, &tenant).await?;
+    Ok(Json(DecisionLog { decisions: s.journal.decisions(&tenant, limit) }))
+}
+
+/// Recent administrative and review actions of this process.
+#[utoipa::path(get, path = "/v1/tenants/{tenant}/audit", tag = "review",
+    params(("tenant" = String, Path, description = "Tenant id"), LogParams),
+    responses((status = 200, body = AuditLog), StdErrors), security(("bearer" = [])))]
+pub(crate) async fn audit(
+    State(s): State<AppState>,
+    p: Principal,
+    P(tenant): P<String>,
+    Q(params): Q<LogParams>,
+) -> ApiResult<Json<AuditLog>> {
+    s.enter(&p, &tenant, Scope::Admin, 0)?;
+    let limit = log_limit(params.limit)?;
+    tenant_exists(&s, &tenant).await?;
+    Ok(Json(AuditLog { events: s.journal.audit_log(&tenant, limit) }))
+}

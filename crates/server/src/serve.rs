@@ -1,0 +1,182 @@
+//! Running the service: logging, the engine, the socket, periodic
+//! checkpoints, and graceful shutdown on SIGTERM/SIGINT that stops
+//! accepting, drains in-flight requests and fsyncs the command log.
+
+use std::future::Future;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use neardup_index::Engine;
+use tokio::net::TcpListener;
+
+use crate::auth::KeyStore;
+use crate::config::ServerConfig;
+use crate::routes::app;
+use crate::state::AppState;
+
+/// Why the service could not start or stopped badly.
+#[derive(Debug)]
+pub enum ServeError {
+    /// A configuration value is invalid (exit status 2).
+    Config(String),
+    /// The engine failed to open or flush.
+    Engine(neardup_index::Error),
+    /// Socket or runtime trouble.
+    Io(String),
+}
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServeError::Config(m) => write!(f, "configuration: {m}"),
+            ServeError::Engine(e) => write!(f, "engine: {e}"),
+            ServeError::Io(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {}
+
+/// Installs the global `tracing` subscriber on stderr: JSON lines or text,
+/// filtered by `NEARDUP_LOG` (default `info`).
+pub fn init_logging(json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("NEARDUP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = if json { builder.json().flatten_event(true).try_init() } else { builder.try_init() };
+}
+
+/// Opens everything and serves until SIGTERM or SIGINT (blocking; builds
+/// its own tokio runtime). Prints `listening on ADDR` to stdout once bound.
+pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("neardup-serve")
+        .build()
+        .map_err(|e| ServeError::Io(format!("starting the runtime: {e}")))?;
+    rt.block_on(async move {
+        std::fs::create_dir_all(&cfg.data_dir)
+            .map_err(|e| ServeError::Io(format!("creating {}: {e}", cfg.data_dir.display())))?;
+        let keys = KeyStore::open(Some(cfg.data_dir.join("keys.json")), Some(&cfg.admin_token))
+            .map_err(|e| ServeError::Config(e.to_string()))?;
+        let (dir, opts) = (cfg.data_dir.clone(), cfg.engine_options());
+        let engine = tokio::task::spawn_blocking(move || Engine::open(&dir, opts))
+            .await
+            .map_err(|e| ServeError::Io(format!("opening the engine: {e}")))?
+            .map_err(ServeError::Engine)?;
+        let r = engine.recovery_report();
+        tracing::info!(
+            snapshots_loaded = r.snapshots_loaded.len(),
+            snapshots_rejected = r.snapshots_rejected.len(),
+            records_replayed = r.records_replayed,
+            log_bytes_dropped = r.log.bytes_dropped,
+            "engine open"
+        );
+        for cut in &r.log.cuts {
+            tracing::warn!(%cut, "command log repaired");
+        }
+        for rej in &r.snapshots_rejected {
+            tracing::warn!(snapshot = %rej, "snapshot rejected; an older one or the log was used");
+        }
+        let engine = Arc::new(engine);
+        let state = AppState::new(Arc::clone(&engine), keys, cfg.gateway.clone());
+        seed_snapshot_ages(&state, &cfg.data_dir);
+        let listener =
+            TcpListener::bind(cfg.listen).await.map_err(|e| ServeError::Io(format!("binding {}: {e}", cfg.listen)))?;
+        let addr = listener.local_addr().map_err(|e| ServeError::Io(e.to_string()))?;
+        tracing::info!(%addr, fsync = ?cfg.fsync, store = ?cfg.store, "listening");
+        println!("listening on {addr}");
+        if let Some(every) = cfg.checkpoint_interval {
+            tokio::spawn(checkpoint_loop(state.clone(), every));
+        }
+        serve(listener, state.clone(), shutdown_signal()).await?;
+        state.set_ready(false);
+        tracing::info!("draining done; flushing the command log");
+        let e = Arc::clone(&engine);
+        tokio::task::spawn_blocking(move || e.sync())
+            .await
+            .map_err(|e| ServeError::Io(format!("flushing: {e}")))?
+            .map_err(ServeError::Engine)?;
+        tracing::info!("stopped");
+        Ok(())
+    })
+}
+
+/// Serves `state` on `listener` until `shutdown` resolves, then drains.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    let s = state.clone();
+    axum::serve(listener, app(state))
+        .with_graceful_shutdown(async move {
+            shutdown.await;
+            s.set_ready(false);
+            tracing::info!("shutdown requested; draining in-flight requests");
+        })
+        .await
+        .map_err(|e| ServeError::Io(format!("serving: {e}")))
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = term => {},
+    }
+}
+
+async fn checkpoint_loop(state: AppState, every: std::time::Duration) {
+    let mut tick = tokio::time::interval(every);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        match state.run(|e| e.checkpoint()).await {
+            Ok(report) => {
+                let now = SystemTime::now();
+                for (tenant, _) in &report.snapshots {
+                    state.metrics.snapshot_written(tenant, now);
+                }
+                tracing::info!(
+                    snapshots = report.snapshots.len(),
+                    segments_removed = report.segments_removed,
+                    "checkpoint"
+                );
+            }
+            Err(e) => tracing::error!(error = %e, "checkpoint failed; the command log keeps everything"),
+        }
+    }
+}
+
+/// Snapshot age starts from the newest snapshot file of each tenant.
+fn seed_snapshot_ages(state: &AppState, data_dir: &Path) {
+    let Ok(tenants) = std::fs::read_dir(data_dir.join("snapshots")) else { return };
+    for t in tenants.flatten() {
+        let Ok(name) = t.file_name().into_string() else { continue };
+        let newest = std::fs::read_dir(t.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+            .filter(|f| f.file_name().to_string_lossy().ends_with(".snap"))
+            .filter_map(|f| f.metadata().ok()?.modified().ok())
+            .max();
+        if let Some(at) = newest {
+            state.metrics.snapshot_written(&name, at);
+        }
+    }
+}

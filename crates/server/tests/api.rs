@@ -1,0 +1,461 @@
+//! Every route through `app(state).oneshot(...)`: the seed demonstration,
+//! idempotency, lifecycle, review, operations, and one test per error code.
+
+mod common;
+
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode};
+use common::{Resp, ADMIN, H};
+use neardup_index::EngineOptions;
+use neardup_server::{GatewayConfig, QuotaConfig};
+use serde_json::json;
+
+#[tokio::test]
+async fn seed_demonstration() {
+    let h = H::new();
+    let key = h.tenant("t1", None).await;
+    let a = h.put("t1", &key, "A", "red fox runs very fast").await;
+    assert_eq!(a.status, StatusCode::CREATED);
+    assert_eq!(a.json()["decision"], "distinct");
+    assert_eq!(a.json()["candidates"], json!([]));
+    let b = h.put("t1", &key, "B", "red fox runs very fast today").await;
+    assert_eq!(b.status, StatusCode::CREATED);
+    let v = b.json();
+    assert_eq!(v["candidates"][0]["item_id"], "A");
+    assert_eq!(v["candidates"][0]["score"], 0.8);
+    assert_eq!(v["decision"], "near_duplicate", "{v}");
+    assert_eq!(v["status"], "inserted");
+    let c = h.put("t1", &key, "C", "database backup completed nightly").await;
+    assert_eq!(c.json()["decision"], "distinct");
+    assert_eq!(c.json()["candidates"], json!([]));
+
+    let got = h.call(Method::GET, "/v1/tenants/t1/items/A", Some(&key), None).await;
+    assert_eq!(got.status, StatusCode::OK);
+    assert_eq!(got.json()["epoch"], 1);
+    let cands = h.call(Method::GET, "/v1/tenants/t1/items/B/candidates?limit=5", Some(&key), None).await;
+    assert_eq!(cands.json()["candidates"][0]["item_id"], "A");
+
+    let del = h.call(Method::DELETE, "/v1/tenants/t1/items/A?epoch=1", Some(&key), None).await;
+    assert_eq!(del.status, StatusCode::OK, "{}", String::from_utf8_lossy(&del.bytes));
+    let gone = h.call(Method::GET, "/v1/tenants/t1/items/A", Some(&key), None).await;
+    assert_eq!((gone.status, gone.code().as_str()), (StatusCode::NOT_FOUND, "item_not_found"));
+    let cands = h.call(Method::GET, "/v1/tenants/t1/items/B/candidates", Some(&key), None).await;
+    assert_eq!(cands.json()["candidates"], json!([]), "a tombstoned item is no candidate");
+    let unknown = h.call(Method::GET, "/v1/tenants/t1/items/nope", Some(&key), None).await;
+    assert_eq!(unknown.status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn idempotent_replay_returns_the_first_answer() {
+    let h = H::new();
+    let key = h.tenant("t1", None).await;
+    h.put("t1", &key, "A", "red fox runs very fast").await;
+    let body = json!({"content": "red fox runs very fast today", "idempotency_key": "k-1"});
+    let first = h.call(Method::PUT, "/v1/tenants/t1/items/B", Some(&key), Some(body.clone())).await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    let again = h.call(Method::PUT, "/v1/tenants/t1/items/B", Some(&key), Some(body)).await;
+    assert_eq!(again.status, StatusCode::OK);
+    let (f, a) = (first.json(), again.json());
+    assert_eq!(a["status"], "replayed");
+    assert_eq!(a["candidates"], f["candidates"]);
+    assert_eq!(a["lsn"], f["lsn"]);
+    let other = json!({"content": "something else", "idempotency_key": "k-1"});
+    let conflict = h.call(Method::PUT, "/v1/tenants/t1/items/B", Some(&key), Some(other)).await;
+    assert_eq!((conflict.status, conflict.code().as_str()), (StatusCode::CONFLICT, "idempotency_conflict"));
+    // Same content, no key: unchanged, nothing written.
+    let same = h.put("t1", &key, "A", "red fox runs very fast").await;
+    assert_eq!((same.status, same.json()["status"].as_str()), (StatusCode::OK, Some("unchanged")));
+    // A higher epoch replaces.
+    let body = json!({"content": "a new text entirely", "epoch": 2});
+    let rep = h.call(Method::PUT, "/v1/tenants/t1/items/A", Some(&key), Some(body)).await;
+    assert_eq!((rep.status, rep.json()["status"].as_str()), (StatusCode::OK, Some("replaced")));
+}
+
+#[tokio::test]
+async fn query_routes() {
+    let h = H::new();
+    let key = h.tenant("t1", None).await;
+    h.put("t1", &key, "A", "red fox runs very fast").await;
+    h.put("t1", &key, "C", "database backup completed nightly").await;
+    let d = h
+        .call(
+            Method::POST,
+            "/v1/tenants/t1/decide",
+            Some(&key),
+            Some(json!({"content": "red fox runs very fast today"})),
+        )
+        .await;
+    assert_eq!(d.status, StatusCode::OK);
+    assert_eq!(d.json()["decision"], "near_duplicate");
+    let items = h.call(Method::GET, "/v1/tenants/t1/items", Some(&key), None).await.json();
+    assert_eq!(items["items"].as_array().unwrap().len(), 2, "decide wrote nothing");
+    let c = h
+        .call(
+            Method::POST,
+            "/v1/tenants/t1/candidates",
+            Some(&key),
+            Some(json!({"content": "red fox runs very fast", "limit": 1})),
+        )
+        .await
+        .json();
+    assert_eq!(c["decision"], "duplicate");
+    assert_eq!(c["candidates"][0]["score"], 1.0);
+    let v = h.call(Method::POST, "/v1/tenants/t1/verify", Some(&key), Some(json!({"left": "A", "right": "C"}))).await;
+    assert_eq!(v.status, StatusCode::OK);
+    assert_eq!(v.json()["verdict"], "different");
+    let page = h.call(Method::GET, "/v1/tenants/t1/items?limit=1", Some(&key), None).await.json();
+    assert_eq!(page["next_after"], "A");
+    let page = h.call(Method::GET, "/v1/tenants/t1/items?limit=1&after=A", Some(&key), None).await.json();
+    assert_eq!(page["items"][0]["item_id"], "C");
+    let batch = json!({"items": [
+        {"item_id": "B", "content": "red fox runs very fast today"},
+        {"item_id": "C", "content": "a different text for C"},
+    ]});
+    let b = h.call(Method::POST, "/v1/tenants/t1/items", Some(&key), Some(batch)).await;
+    assert_eq!(b.status, StatusCode::OK);
+    let r = b.json();
+    assert_eq!(r["results"][0]["candidates"][0]["item_id"], "A");
+    assert_eq!(r["results"][1]["error"]["code"], "item_exists");
+    let detail = h.call(Method::GET, "/v1/tenants/t1", Some(&key), None).await.json();
+    assert_eq!(detail["config"]["normalizer"], "seed-v1");
+    assert_eq!(detail["config"]["policy"]["threshold_similar"], 0.75);
+    assert_eq!(detail["stats"]["live_items"], 3);
+    let log = h.call(Method::GET, "/v1/tenants/t1/decisions?limit=2", Some(&key), None).await.json();
+    assert_eq!(log["decisions"].as_array().unwrap().len(), 2);
+    assert_eq!(log["decisions"][0]["best_candidate"], "A");
+}
+
+#[tokio::test]
+async fn lifecycle_routes() {
+    let h = H::new();
+    let key = h.tenant("t1", None).await;
+    h.put("t1", &key, "A", "red fox runs very fast").await;
+    h.put("t1", &key, "B", "red fox runs very fast today").await;
+    // Snapshot, then change state, then restore: the change is undone.
+    let snap = h.call(Method::GET, "/v1/tenants/t1/snapshot", Some(&key), None).await;
+    assert_eq!(snap.status, StatusCode::OK);
+    assert_eq!(snap.headers["content-type"], "application/octet-stream");
+    assert_eq!(&snap.bytes[..8], b"NDUPSNAP");
+    h.put("t1", &key, "C", "database backup completed nightly").await;
+    let req = Request::put("/v1/tenants/t1/snapshot")
+        .header("authorization", format!("Bearer {key}"))
+        .header("content-type", "application/octet-stream")
+        .body(Body::from(snap.bytes.clone()))
+        .unwrap();
+    let r = h.send(req).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", String::from_utf8_lossy(&r.bytes));
+    assert_eq!(r.json()["items"], 2);
+    let c = h.call(Method::GET, "/v1/tenants/t1/items/C", Some(&key), None).await;
+    assert_eq!(c.status, StatusCode::NOT_FOUND);
+
+    // Shadow with a higher threshold: it disagrees on B's decision.
+    let s =
+        h.call(Method::POST, "/v1/tenants/t1/shadow", Some(&key), Some(json!({"config": {"threshold": 0.9}}))).await;
+    assert_eq!(s.status, StatusCode::OK, "{}", String::from_utf8_lossy(&s.bytes));
+    h.call(Method::POST, "/v1/tenants/t1/decide", Some(&key), Some(json!({"content": "red fox runs very fast today"})))
+        .await;
+    let rep = h.call(Method::GET, "/v1/tenants/t1/shadow", Some(&key), None).await.json();
+    assert_eq!(rep["queries"], 1);
+    assert_eq!(rep["match_set_disagreements"], 1, "{rep}");
+    assert_eq!(rep["live_only_matches"], 1, "{rep}");
+    let metrics = String::from_utf8(h.call(Method::GET, "/metrics", None, None).await.bytes).unwrap();
+    assert!(metrics.contains("neardup_shadow_queries{tenant=\"t1\"} 1"), "{metrics}");
+    let p = h.call(Method::POST, "/v1/tenants/t1/shadow/promote", Some(&key), None).await;
+    assert_eq!(p.status, StatusCode::OK);
+    let cfg = h.call(Method::GET, "/v1/tenants/t1", Some(&key), None).await.json();
+    assert_eq!(cfg["config"]["threshold"], 0.9);
+    let rb = h.call(Method::POST, "/v1/tenants/t1/rollback", Some(&key), None).await;
+    assert_eq!(rb.status, StatusCode::OK);
+    let cfg = h.call(Method::GET, "/v1/tenants/t1", Some(&key), None).await.json();
+    assert_eq!(cfg["config"]["threshold"], 0.75);
+    let s = h.call(Method::POST, "/v1/tenants/t1/shadow", Some(&key), Some(json!({}))).await;
+    assert_eq!(s.status, StatusCode::OK);
+    let d = h.call(Method::DELETE, "/v1/tenants/t1/shadow", Some(&key), None).await;
+    assert_eq!(d.status, StatusCode::OK);
+    let rebuild = json!({"config": {"shingle_width": 1}});
+    let r = h.call(Method::POST, "/v1/tenants/t1/rebuild", Some(&key), Some(rebuild)).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", String::from_utf8_lossy(&r.bytes));
+    h.call(Method::DELETE, "/v1/tenants/t1/items/B", Some(&key), None).await;
+    let c = h.call(Method::POST, "/v1/tenants/t1/compact", Some(&key), None).await;
+    assert_eq!(c.status, StatusCode::OK);
+    let audit = h.call(Method::GET, "/v1/tenants/t1/audit", Some(&key), None).await.json();
+    let actions: Vec<_> = audit["events"].as_array().unwrap().iter().map(|e| e["action"].clone()).collect();
+    for a in ["compact", "rebuild", "rollback", "shadow_promote", "restore", "snapshot_download", "create_tenant"] {
+        assert!(actions.contains(&json!(a)), "{a} missing from {actions:?}");
+    }
+}
+
+#[tokio::test]
+async fn review_and_keys() {
+    let h = H::new();
+    let key = h.tenant("t1", None).await;
+    let l = json!({"left": "A", "right": "B", "label": "near_duplicate", "rationale": "same sentence", "actor": "ann"});
+    let r = h.call(Method::POST, "/v1/tenants/t1/labels", Some(&key), Some(l)).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&r.bytes));
+    assert!(r.json()["actor"].as_str().unwrap().starts_with("ann (key:"));
+    let all = h.call(Method::GET, "/v1/tenants/t1/labels", Some(&key), None).await.json();
+    assert_eq!(all["labels"][0]["label"], "near_duplicate");
+
+    let minted = h.call(Method::POST, "/v1/tenants/t1/keys", Some(&key), Some(json!({"scopes": ["query"]}))).await;
+    assert_eq!(minted.status, StatusCode::CREATED);
+    let m = minted.json();
+    let reader = m["api_key"].as_str().unwrap().to_string();
+    let listed = h.call(Method::GET, "/v1/tenants/t1/keys", Some(&key), None).await;
+    assert!(!String::from_utf8_lossy(&listed.bytes).contains(reader.rsplit('_').next().unwrap()));
+    assert_eq!(listed.json()["keys"].as_array().unwrap().len(), 2);
+    let ok = h.call(Method::GET, "/v1/tenants/t1/items", Some(&reader), None).await;
+    assert_eq!(ok.status, StatusCode::OK);
+    let forbidden = h.put("t1", &reader, "X", "text").await;
+    assert_eq!((forbidden.status, forbidden.code().as_str()), (StatusCode::FORBIDDEN, "forbidden"));
+    let path = format!("/v1/tenants/t1/keys/{}", m["key_id"].as_str().unwrap());
+    assert_eq!(h.call(Method::DELETE, &path, Some(&key), None).await.status, StatusCode::NO_CONTENT);
+    let revoked = h.call(Method::GET, "/v1/tenants/t1/items", Some(&reader), None).await;
+    assert_eq!(revoked.status, StatusCode::UNAUTHORIZED);
+    // Tenant keys cannot create tenants.
+    let r = h.call(Method::POST, "/v1/tenants", Some(&key), Some(json!({"tenant_id": "t2"}))).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN);
+    let list = h.call(Method::GET, "/v1/tenants", Some(ADMIN), None).await.json();
+    assert_eq!(list["tenants"], json!(["t1"]));
+}
+
+#[tokio::test]
+async fn ops_routes_need_no_auth() {
+    let h = H::new();
+    let key = h.tenant("t1", None).await;
+    h.put("t1", &key, "A", "red fox runs very fast").await;
+    h.put("t1", &key, "B", "red fox runs very fast today").await;
+    assert_eq!(h.call(Method::GET, "/healthz", None, None).await.json()["status"], "ok");
+    assert_eq!(h.call(Method::GET, "/readyz", None, None).await.status, StatusCode::OK);
+    let m = h.call(Method::GET, "/metrics", None, None).await;
+    assert!(m.headers["content-type"].to_str().unwrap().starts_with("text/plain"));
+    let text = String::from_utf8(m.bytes).unwrap();
+    for want in [
+        "neardup_items{tenant=\"t1\"} 2",
+        "neardup_ingest_seconds_count{tenant=\"t1\"} 2",
+        "neardup_verification_score_bucket{tenant=\"t1\",le=\"0.8\"} 1",
+        "neardup_candidates_per_query_count{tenant=\"t1\"} 2",
+        "neardup_cap_rejections_total{tenant=\"t1\"} 0",
+        "neardup_snapshot_age_seconds{tenant=\"t1\"}",
+        "neardup_decisions_total{tenant=\"t1\",state=\"near_duplicate\"} 1",
+    ] {
+        assert!(text.contains(want), "{want} missing:\n{text}");
+    }
+    let doc = h.call(Method::GET, "/openapi.json", None, None).await.json();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3."));
+    for path in ["/v1/tenants", "/v1/tenants/{tenant}/items/{item_id}", "/v1/tenants/{tenant}/snapshot", "/healthz"] {
+        assert!(doc["paths"][path].is_object(), "{path}");
+    }
+    h.state.set_ready(false);
+    let r = h.call(Method::GET, "/readyz", None, None).await;
+    assert_eq!((r.status, r.code().as_str()), (StatusCode::SERVICE_UNAVAILABLE, "unavailable"));
+}
+
+fn assert_error(r: &Resp, status: StatusCode, code: &str) {
+    assert_eq!(r.status, status, "{}", String::from_utf8_lossy(&r.bytes));
+    let v = r.json();
+    assert_eq!(v["error"]["code"], code, "{v}");
+    assert!(v["error"]["message"].is_string());
+}
+
+#[tokio::test]
+async fn every_gateway_error_code() {
+    let h = H::with(GatewayConfig { max_body_bytes: 2048, ..GatewayConfig::default() }, EngineOptions::default());
+    let key = h.tenant("t1", None).await;
+    let r = h.call(Method::GET, "/v1/tenants/t1/items", None, None).await;
+    assert_error(&r, StatusCode::UNAUTHORIZED, "unauthenticated");
+    assert_eq!(r.headers["www-authenticate"], "Bearer");
+    let r = h.call(Method::GET, "/v1/tenants/t1/items", Some("ndk_00_00"), None).await;
+    assert_error(&r, StatusCode::UNAUTHORIZED, "unauthenticated");
+    let r = h.call(Method::GET, "/v1/tenants/zz/items", Some(ADMIN), None).await;
+    assert_error(&r, StatusCode::NOT_FOUND, "tenant_not_found");
+    let r = h.call(Method::GET, "/v2/nothing", None, None).await;
+    assert_error(&r, StatusCode::NOT_FOUND, "route_not_found");
+    let r = h.call(Method::PATCH, "/v1/tenants/t1/items/A", Some(&key), None).await;
+    assert_error(&r, StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+    let req = Request::put("/v1/tenants/t1/items/A")
+        .header("authorization", format!("Bearer {key}"))
+        .header("content-type", "text/plain")
+        .body(Body::from("hello"))
+        .unwrap();
+    assert_error(&h.send(req).await, StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type");
+    let req = Request::put("/v1/tenants/t1/items/A")
+        .header("authorization", format!("Bearer {key}"))
+        .header("content-type", "application/json")
+        .body(Body::from("{not json"))
+        .unwrap();
+    assert_error(&h.send(req).await, StatusCode::BAD_REQUEST, "invalid_json");
+    let r = h.call(Method::PUT, "/v1/tenants/t1/items/A", Some(&key), Some(json!({"content": 1}))).await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_json");
+    let r = h.call(Method::GET, "/v1/tenants/t1/items?limit=0", Some(&key), None).await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request");
+    let r = h.call(Method::GET, "/v1/tenants/t1/items?limit=x", Some(&key), None).await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request");
+    let r = h
+        .call(Method::POST, "/v1/tenants", Some(ADMIN), Some(json!({"tenant_id": "t9", "config": {"normalizer": "x"}})))
+        .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_config");
+    let r = h
+        .call(
+            Method::POST,
+            "/v1/tenants",
+            Some(ADMIN),
+            Some(json!({"tenant_id": "t9", "config": {"shingle_kind": "x"}})),
+        )
+        .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_config");
+    // Body over the limit, refused from Content-Length before reading.
+    let big = json!({"content": "x".repeat(4096)});
+    let r = h.call(Method::PUT, "/v1/tenants/t1/items/A", Some(&key), Some(big)).await;
+    assert_error(&r, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
+    // ... and while reading a body without Content-Length.
+    let stream = futures_stream(vec![b"{\"content\":\"".to_vec(), vec![b'y'; 4096], b"\"}".to_vec()]);
+    let req = Request::put("/v1/tenants/t1/items/A")
+        .header("authorization", format!("Bearer {key}"))
+        .header("content-type", "application/json")
+        .body(stream)
+        .unwrap();
+    assert_error(&h.send(req).await, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
+}
+
+fn futures_stream(chunks: Vec<Vec<u8>>) -> Body {
+    use http_body_util::StreamBody;
+    let frames = chunks.into_iter().map(|c| Ok::<_, std::io::Error>(hyper_frame(c)));
+    Body::new(StreamBody::new(tokio_stream_iter(frames)))
+}
+
+fn hyper_frame(c: Vec<u8>) -> http_body::Frame<axum::body::Bytes> {
+    http_body::Frame::data(axum::body::Bytes::from(c))
+}
+
+fn tokio_stream_iter<I: Iterator + Unpin>(it: I) -> IterStream<I> {
+    IterStream(it)
+}
+
+struct IterStream<I>(I);
+
+impl<I: Iterator + Unpin> futures_core::Stream for IterStream<I> {
+    type Item = I::Item;
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<I::Item>> {
+        std::task::Poll::Ready(self.0.next())
+    }
+}
+
+#[tokio::test]
+async fn rate_limit_answers_429_with_retry_after() {
+    let quotas = QuotaConfig { requests_per_sec: 0.5, request_burst: 2.0, ..QuotaConfig::default() };
+    let h = H::with(GatewayConfig { quotas, ..GatewayConfig::default() }, EngineOptions::default());
+    let key = h.tenant("t1", None).await;
+    let other = h.tenant("t2", None).await;
+    for _ in 0..2 {
+        assert_eq!(h.call(Method::GET, "/v1/tenants/t1/items", Some(&key), None).await.status, StatusCode::OK);
+    }
+    let r = h.call(Method::GET, "/v1/tenants/t1/items", Some(&key), None).await;
+    assert_error(&r, StatusCode::TOO_MANY_REQUESTS, "rate_limited");
+    assert_eq!(r.headers["retry-after"], "2");
+    // Another tenant is not throttled by t1's load.
+    assert_eq!(h.call(Method::GET, "/v1/tenants/t2/items", Some(&other), None).await.status, StatusCode::OK);
+    let m = String::from_utf8(h.call(Method::GET, "/metrics", None, None).await.bytes).unwrap();
+    assert!(m.contains("neardup_rate_limited_total{tenant=\"t1\"} 1"));
+    assert!(!m.contains("neardup_rate_limited_total{tenant=\"t2\"} 1"));
+}
+
+#[tokio::test]
+async fn timeout_answers_408() {
+    let cfg = GatewayConfig { request_timeout: std::time::Duration::from_nanos(1), ..GatewayConfig::default() };
+    let h = H::with(cfg, EngineOptions::default());
+    let r = h
+        .call(Method::POST, "/v1/tenants", Some(ADMIN), Some(json!({"tenant_id": "t1", "config": {"num_perm": 1024}})))
+        .await;
+    assert_error(&r, StatusCode::REQUEST_TIMEOUT, "timeout");
+}
+
+#[tokio::test]
+async fn every_engine_error_code() {
+    let h = H::new();
+    let key = h.tenant("t1", None).await;
+    let r = h.call(Method::POST, "/v1/tenants", Some(ADMIN), Some(json!({"tenant_id": "t1"}))).await;
+    assert_error(&r, StatusCode::CONFLICT, "tenant_exists");
+    let r = h.call(Method::POST, "/v1/tenants", Some(ADMIN), Some(json!({"tenant_id": "-bad/"}))).await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
+    let r = h
+        .call(Method::POST, "/v1/tenants", Some(ADMIN), Some(json!({"tenant_id": "t3", "config": {"threshold": 2.0}})))
+        .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_config");
+    let r = h
+        .call(
+            Method::POST,
+            "/v1/tenants",
+            Some(ADMIN),
+            Some(json!({"tenant_id": "t3", "config": {"limits": {"max_items": 0}}})),
+        )
+        .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_config");
+    h.put("t1", &key, "A", "red fox runs very fast").await;
+    let r = h.put("t1", &key, "A", "other text").await;
+    assert_error(&r, StatusCode::CONFLICT, "item_exists");
+    let r = h.call(Method::PUT, "/v1/tenants/t1/items/A", Some(&key), Some(json!({"content": "x", "epoch": 1}))).await;
+    assert_error(&r, StatusCode::CONFLICT, "stale_epoch");
+    let r = h.call(Method::DELETE, "/v1/tenants/t1/items/A?epoch=0", Some(&key), None).await;
+    assert_error(&r, StatusCode::CONFLICT, "stale_epoch");
+    let r = h.call(Method::DELETE, "/v1/tenants/t1/items/nope", Some(&key), None).await;
+    assert_error(&r, StatusCode::NOT_FOUND, "item_not_found");
+    let r =
+        h.call(Method::POST, "/v1/tenants/t1/verify", Some(&key), Some(json!({"left": "A", "right": "nope"}))).await;
+    assert_error(&r, StatusCode::NOT_FOUND, "item_not_found");
+    let body = json!({"content": "x", "normalization_version": "unicode-v1"});
+    let r = h.call(Method::PUT, "/v1/tenants/t1/items/N", Some(&key), Some(body)).await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_input");
+    let r = h.call(Method::GET, "/v1/tenants/t1/shadow", Some(&key), None).await;
+    assert_error(&r, StatusCode::CONFLICT, "invalid_state");
+    let r = h.call(Method::POST, "/v1/tenants/t1/rollback", Some(&key), None).await;
+    assert_error(&r, StatusCode::CONFLICT, "invalid_state");
+
+    // Budgets and sizes.
+    let small = r#"{"normalizer":"seed","shingle_width":2,"threshold":0.75,"limits":{"max_items":1,"max_item_bytes":64},"retain_content":false}"#;
+    let k2 = h.tenant("small", Some(small)).await;
+    h.put("small", &k2, "A", "one").await;
+    let r = h.put("small", &k2, "B", "two").await;
+    assert_error(&r, StatusCode::UNPROCESSABLE_ENTITY, "budget_exceeded");
+    let r = h.put("small", &k2, "C", &"long ".repeat(40)).await;
+    assert_error(&r, StatusCode::PAYLOAD_TOO_LARGE, "too_large");
+    let r = h
+        .call(Method::POST, "/v1/tenants/small/rebuild", Some(&k2), Some(json!({"config": {"shingle_width": 3}})))
+        .await;
+    assert_error(&r, StatusCode::UNPROCESSABLE_ENTITY, "rebuild_needs_content");
+    let m = String::from_utf8(h.call(Method::GET, "/metrics", None, None).await.bytes).unwrap();
+    assert!(m.contains("neardup_budget_rejections_total{tenant=\"small\"} 2"), "{m}");
+    assert!(m.contains("neardup_cross_version_attempts_total{tenant=\"t1\"} 1"), "{m}");
+
+    // Snapshots: corrupt, unsupported format, other tenant's.
+    let snap = h.call(Method::GET, "/v1/tenants/t1/snapshot", Some(&key), None).await.bytes;
+    let upload = |bytes: Vec<u8>, tenant: &str, token: &str| {
+        Request::put(format!("/v1/tenants/{tenant}/snapshot"))
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/octet-stream")
+            .body(Body::from(bytes))
+            .unwrap()
+    };
+    let mut bad = snap.clone();
+    let n = bad.len();
+    bad[n - 10] ^= 0xff;
+    assert_error(&h.send(upload(bad, "t1", &key)).await, StatusCode::UNPROCESSABLE_ENTITY, "corrupt");
+    let mut v99 = snap.clone();
+    v99[8..12].copy_from_slice(&99u32.to_le_bytes());
+    assert_error(&h.send(upload(v99, "t1", &key)).await, StatusCode::UNPROCESSABLE_ENTITY, "unsupported_format");
+    assert_error(
+        &h.send(upload(snap.clone(), "small", &k2)).await,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "tenant_mismatch",
+    );
+    let r = h.call(Method::PUT, "/v1/tenants/t1/snapshot", Some(&key), Some(json!({}))).await;
+    assert_error(&r, StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type");
+
+    // An engine with a snapshot key refuses clear snapshots.
+    let opts = EngineOptions { snapshot_key: Some([7; 32]), ..EngineOptions::default() };
+    let enc = H::with(GatewayConfig::default(), opts);
+    let ek = enc.tenant("t1", None).await;
+    assert_error(&enc.send(upload(snap, "t1", &ek)).await, StatusCode::UNPROCESSABLE_ENTITY, "snapshot_auth");
+}
