@@ -12,6 +12,7 @@ mod jsonl;
 mod pipeline;
 mod progress;
 mod scan;
+mod serve;
 mod tune;
 mod unionfind;
 
@@ -42,6 +43,8 @@ enum Command {
     Report(scan::ReportArgs),
     /// Write kept documents as Markdown; skip identical ones, flag similar ones.
     Export(scan::ExportArgs),
+    /// Serve the multi-tenant HTTP deduplication service.
+    Serve(serve::ServeArgs),
 }
 
 /// An error that should exit with status 2 (bad usage or configuration).
@@ -66,6 +69,7 @@ fn main() -> ExitCode {
         Command::Scan(a) => scan::run_scan(a),
         Command::Report(a) => scan::run_report(a),
         Command::Export(a) => scan::run_export(a),
+        Command::Serve(a) => serve::run(a),
     };
     match result {
         Ok(code) => code,

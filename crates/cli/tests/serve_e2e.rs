@@ -1,0 +1,243 @@
+//! End to end over a real loopback socket: start `neardup serve`, walk the
+//! seed's demonstration, SIGKILL it in the middle of a stream of upserts,
+//! restart it on the same data directory and find every acknowledged item.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+
+const ADMIN: &str = "e2e-operator-token-0123456789";
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+fn start(dir: &Path) -> Server {
+    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(dir.join("data"))
+        .args(["--fsync", "always", "--log-format", "text", "--checkpoint-interval-secs", "0"])
+        .env("NEARDUP_ADMIN_TOKEN", ADMIN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .expect("spawn neardup serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+    let addr = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected: {line:?}")).to_string();
+    Server { child, addr }
+}
+
+/// A minimal HTTP/1.1 client: one request per connection.
+fn http(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    ctype: &str,
+    body: &[u8],
+) -> std::io::Result<(u16, Vec<u8>)> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut head =
+        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    if let Some(t) = token {
+        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    if !body.is_empty() {
+        head.push_str(&format!("Content-Type: {ctype}\r\n"));
+    }
+    head.push_str("\r\n");
+    s.write_all(head.as_bytes())?;
+    s.write_all(body)?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| std::io::Error::other("no header end"))?;
+    let headers = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+    let status: u16 = headers
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other("bad status line"))?;
+    let mut body = raw[split + 4..].to_vec();
+    if headers.contains("transfer-encoding: chunked") {
+        body = dechunk(&body);
+    }
+    Ok((status, body))
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    while let Some(i) = b.windows(2).position(|w| w == b"\r\n") {
+        let n = usize::from_str_radix(std::str::from_utf8(&b[..i]).unwrap().trim(), 16).unwrap();
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&b[i + 2..i + 2 + n]);
+        b = &b[i + 4 + n..];
+    }
+    out
+}
+
+fn call(addr: &str, method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
+    let bytes = body.map(|v| v.to_string().into_bytes()).unwrap_or_default();
+    let (status, out) = http(addr, method, path, token, "application/json", &bytes).unwrap();
+    let v = if out.is_empty() { Value::Null } else { serde_json::from_slice(&out).unwrap_or(Value::Null) };
+    (status, v)
+}
+
+#[test]
+fn seed_demo_kill_restart_keeps_every_acknowledged_item() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start(dir.path());
+    let addr = server.addr.clone();
+
+    assert_eq!(call(&addr, "GET", "/healthz", None, None).0, 200);
+    assert_eq!(call(&addr, "GET", "/openapi.json", None, None).0, 200);
+    let (s, v) = call(
+        &addr,
+        "POST",
+        "/v1/tenants",
+        Some(ADMIN),
+        Some(json!({"tenant_id": "t1", "config": {"normalizer": "seed", "shingle_width": 2, "threshold": 0.75}})),
+    );
+    assert_eq!(s, 201, "{v}");
+    let key = v["api_key"].as_str().unwrap().to_string();
+    let put = |id: &str, content: &str| {
+        call(&addr, "PUT", &format!("/v1/tenants/t1/items/{id}"), Some(&key), Some(json!({"content": content})))
+    };
+
+    // The seed's A/B/C.
+    let (s, a) = put("A", "red fox runs very fast");
+    assert_eq!((s, a["decision"].as_str()), (201, Some("distinct")));
+    let (s, b) = put("B", "red fox runs very fast today");
+    assert_eq!(s, 201);
+    assert_eq!(b["candidates"][0]["item_id"], "A");
+    assert_eq!(b["candidates"][0]["score"], 0.8);
+    assert_eq!(b["decision"], "near_duplicate");
+    let (_, c) = put("C", "database backup completed nightly");
+    assert_eq!(c["decision"], "distinct");
+    assert_eq!(c["candidates"], json!([]));
+
+    // Tombstone A: GET answers 404 and A is no longer B's candidate.
+    assert_eq!(call(&addr, "DELETE", "/v1/tenants/t1/items/A?epoch=1", Some(&key), None).0, 200);
+    assert_eq!(call(&addr, "GET", "/v1/tenants/t1/items/A", Some(&key), None).0, 404);
+    assert_eq!(call(&addr, "GET", "/v1/tenants/t1/items/B", Some(&key), None).0, 200);
+
+    // Snapshot download and restore upload.
+    let (s, snap) = http(&addr, "GET", "/v1/tenants/t1/snapshot", Some(&key), "", &[]).unwrap();
+    assert_eq!(s, 200);
+    assert_eq!(&snap[..8], b"NDUPSNAP");
+    let (s, body) =
+        http(&addr, "PUT", "/v1/tenants/t1/snapshot", Some(&key), "application/octet-stream", &snap).unwrap();
+    assert_eq!(s, 200, "{}", String::from_utf8_lossy(&body));
+    assert_eq!(call(&addr, "GET", "/v1/tenants/t1/items/A", Some(&key), None).0, 404);
+    assert_eq!(call(&addr, "GET", "/v1/tenants/t1/items/C", Some(&key), None).0, 200);
+
+    // A stream of upserts, killed with SIGKILL in the middle.
+    let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (acked, stop, addr, key) = (Arc::clone(&acked), Arc::clone(&stop), addr.clone(), key.clone());
+        std::thread::spawn(move || {
+            for i in 0.. {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let id = format!("s{i:05}");
+                let body =
+                    json!({"content": format!("stream document {i} about topic {} with words {}", i % 17, i * 7919)});
+                match http(
+                    &addr,
+                    "PUT",
+                    &format!("/v1/tenants/t1/items/{id}"),
+                    Some(&key),
+                    "application/json",
+                    body.to_string().as_bytes(),
+                ) {
+                    Ok((201, _)) => acked.lock().unwrap().push(id),
+                    Ok((status, b)) => panic!("unexpected {status}: {}", String::from_utf8_lossy(&b)),
+                    Err(_) => break,
+                }
+            }
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked.lock().unwrap().len() < 150 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    server.child.kill().unwrap(); // SIGKILL on Unix
+    server.child.wait().unwrap();
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    let acked = acked.lock().unwrap().clone();
+    assert!(acked.len() >= 150, "only {} upserts acknowledged", acked.len());
+
+    // Restart on the same data dir: every acknowledged item is there.
+    let mut server = start(dir.path());
+    let addr = server.addr.clone();
+    for id in &acked {
+        let (s, v) = call(&addr, "GET", &format!("/v1/tenants/t1/items/{id}"), Some(&key), None);
+        assert_eq!(s, 200, "acknowledged {id} lost after SIGKILL: {v}");
+    }
+    assert_eq!(call(&addr, "GET", "/v1/tenants/t1/items/A", Some(&key), None).0, 404);
+    let (_, b) = call(&addr, "GET", "/v1/tenants/t1/items/B/candidates", Some(&key), None);
+    assert_eq!(b["candidates"], json!([]), "A stays tombstoned across restart");
+    let (s, d) = call(
+        &addr,
+        "POST",
+        "/v1/tenants/t1/decide",
+        Some(&key),
+        Some(json!({"content": "red fox runs very fast today"})),
+    );
+    assert_eq!(s, 200);
+    assert_eq!(d["candidates"][0]["item_id"], "B");
+
+    // Graceful stop: SIGTERM drains, flushes and exits 0.
+    let pid = server.child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let status = server.child.wait().unwrap();
+    assert!(status.success(), "exit after SIGTERM: {status:?}");
+}
+
+#[test]
+fn bad_configuration_exits_2_with_a_clear_error() {
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["serve", "--listen", "not-an-address"])
+        .env("NEARDUP_ADMIN_TOKEN", ADMIN)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--listen"));
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env_remove("NEARDUP_ADMIN_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("NEARDUP_ADMIN_TOKEN"));
+    let help = Command::new(env!("CARGO_BIN_EXE_neardup")).args(["serve", "--help"]).output().unwrap();
+    let text = String::from_utf8_lossy(&help.stdout);
+    for opt in [
+        "--listen",
+        "--data-dir",
+        "--fsync",
+        "--store",
+        "--max-body-bytes",
+        "--request-timeout-ms",
+        "--rate-limit-rps",
+        "--snapshot-key-file",
+        "--config",
+        "NEARDUP_ADMIN_TOKEN",
+    ] {
+        assert!(text.contains(opt), "{opt} undocumented");
+    }
+}
