@@ -102,8 +102,11 @@ impl Batch {
             .collect();
         self.timings.fingerprint_s += t0.elapsed().as_secs_f64();
 
+        // Insert in input order: ids grow with input position, so
+        // `candidates_before` can then ask, for every item at once, what an
+        // item-by-item pass would have seen.
         let t1 = Instant::now();
-        let mut staged: Vec<(u32, u64, Vec<u32>, bool, bool)> = Vec::with_capacity(lines.len());
+        let mut staged: Vec<(u32, u64, bool)> = Vec::with_capacity(lines.len());
         for (line, result) in lines.iter().zip(parsed) {
             let (id, fp) = match result {
                 Ok(x) => x,
@@ -124,32 +127,36 @@ impl Batch {
                 continue;
             }
             self.bytes += line.bytes.len() as u64;
-            let cands = self.index.candidates(&fp, None)?;
             let degraded = fp.degraded.is_some();
-            let partial = cands.lsh.is_partial();
             let item = self.index.insert(fp)?;
-            if let Some(pairs) = &mut self.candidate_pairs {
-                pairs.extend(cands.ids.iter().map(|&c| (c, item)));
-            }
-            self.candidate_counts.push(cands.ids.len());
             self.id_to_item.insert(external.clone(), item);
             self.ids.push(external);
             self.kept.push(false);
             self.uf.push();
-            staged.push((item, line.number, cands.ids, partial, degraded));
+            staged.push((item, line.number, degraded));
         }
         self.timings.index_s += t1.elapsed().as_secs_f64();
 
         let t2 = Instant::now();
         let threshold = self.threshold();
         let index = &self.index;
-        let verified: Vec<Vec<Match>> =
-            staged.par_iter().map(|(item, _, cands, _, _)| index.verify_item(*item, cands, threshold)).collect();
+        let verified: Vec<(Vec<u32>, bool, Vec<Match>)> = staged
+            .par_iter()
+            .map(|&(item, _, _)| {
+                let cands = index.candidates_before(item)?;
+                let matches = index.verify_item(item, &cands.ids, threshold);
+                Ok((cands.ids, cands.lsh.is_partial(), matches))
+            })
+            .collect::<neardup_core::Result<_>>()?;
         self.timings.verify_s += t2.elapsed().as_secs_f64();
 
         let t3 = Instant::now();
         let mut out = Vec::with_capacity(staged.len());
-        for ((item, line, _, partial, degraded), matches) in staged.into_iter().zip(verified) {
+        for ((item, line, degraded), (cands, partial, matches)) in staged.into_iter().zip(verified) {
+            self.candidate_counts.push(cands.len());
+            if let Some(pairs) = &mut self.candidate_pairs {
+                pairs.extend(cands.iter().map(|&c| (c, item)));
+            }
             for m in &matches {
                 self.uf.union(item, m.id);
             }

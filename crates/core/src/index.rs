@@ -95,10 +95,32 @@ impl MemoryIndex {
                 ids.iter().copied().filter(|&id| Some(id) != exclude && self.entries[id as usize].live).collect()
             })
             .unwrap_or_default();
+        Ok(Self::merge(lsh, same_content))
+    }
+
+    /// The candidates item `id` had just before it was inserted (only items
+    /// inserted before it), exactly as [`MemoryIndex::candidates`] would
+    /// have returned then. Lets a batch insert a chunk, then query it in parallel.
+    pub fn candidates_before(&self, id: u32) -> Result<CandidateSet> {
+        let Some(e) = self.entries.get(id as usize) else { return Ok(CandidateSet::default()) };
+        let lsh = if e.band_keys.is_empty() {
+            Candidates::default()
+        } else {
+            self.lsh.query_before(&e.band_keys, id, self.limits())?
+        };
+        let same_content: Vec<u32> = self
+            .by_hash
+            .get(&e.content_hash)
+            .map(|ids| ids.iter().copied().filter(|&x| x < id && self.entries[x as usize].live).collect())
+            .unwrap_or_default();
+        Ok(Self::merge(lsh, same_content))
+    }
+
+    fn merge(lsh: Candidates, same_content: Vec<u32>) -> CandidateSet {
         let mut ids: Vec<u32> = lsh.ids.iter().map(|&(id, _)| id).chain(same_content.iter().copied()).collect();
         ids.sort_unstable();
         ids.dedup();
-        Ok(CandidateSet { ids, same_content, lsh })
+        CandidateSet { ids, same_content, lsh }
     }
 
     /// Exact scores of `fp` against `candidates`, keeping those `>= threshold`,

@@ -251,6 +251,26 @@ impl LshIndex {
     /// Items sharing at least one band key with `keys`, bounded by `limits`.
     /// `exclude` (typically the querying item itself) is never returned.
     pub fn query(&self, keys: &[u64], exclude: Option<u32>, limits: QueryLimits) -> Result<Candidates> {
+        self.query_filtered(keys, exclude, None, limits)
+    }
+
+    /// The candidates item `before` had just before it was inserted: only ids
+    /// below `before` count, and caps apply as they did then. Requires that
+    /// ids were inserted in increasing order (as [`crate::MemoryIndex`] does),
+    /// so each bucket is sorted and its visible part is a prefix. Lets a batch
+    /// insert a chunk first and then query all of it in parallel, with the
+    /// same answers as querying before each insertion.
+    pub fn query_before(&self, keys: &[u64], before: u32, limits: QueryLimits) -> Result<Candidates> {
+        self.query_filtered(keys, None, Some(before), limits)
+    }
+
+    fn query_filtered(
+        &self,
+        keys: &[u64],
+        exclude: Option<u32>,
+        before: Option<u32>,
+        limits: QueryLimits,
+    ) -> Result<Candidates> {
         self.check_keys(keys)?;
         let mut out = Candidates::default();
         let mut seen: Vec<u32> = Vec::new();
@@ -259,16 +279,22 @@ impl LshIndex {
                 continue;
             };
             if slot & LIST_BIT == 0 {
-                seen.push(slot);
-                out.entries_read += 1;
+                if before.is_none_or(|b| slot < b) {
+                    seen.push(slot);
+                    out.entries_read += 1;
+                }
                 continue;
             }
             let list = &self.lists[(slot & !LIST_BIT) as usize];
-            let take = list.len().min(limits.max_bucket_read);
-            if list.len() > limits.max_bucket_read {
+            let visible = match before {
+                None => &list[..],
+                Some(b) => &list[..list.partition_point(|&x| x < b)],
+            };
+            let take = visible.len().min(limits.max_bucket_read);
+            if visible.len() > limits.max_bucket_read {
                 out.hot_buckets += 1;
             }
-            seen.extend_from_slice(&list[..take]);
+            seen.extend_from_slice(&visible[..take]);
             out.entries_read += take;
         }
         seen.sort_unstable();
@@ -348,6 +374,24 @@ mod tests {
         assert_eq!(got.ids.len(), 10);
         assert_eq!(got.distinct, 20);
         assert_eq!(got.entries_read, 40);
+    }
+
+    #[test]
+    fn query_before_equals_querying_before_insertion() {
+        let p = LshParams::new(3, 1).unwrap();
+        let mut idx = LshIndex::new(p, 4);
+        let lim = QueryLimits { max_candidates: 5, max_bucket_read: 7 };
+        let sigs: Vec<Vec<u32>> = (0..60u32).map(|i| vec![i % 3, i % 5, i % 11]).collect();
+        let mut then = Vec::new();
+        for (i, s) in sigs.iter().enumerate() {
+            let keys = idx.band_keys(s).unwrap();
+            then.push(idx.query(&keys, None, lim).unwrap());
+            idx.insert(i as u32, &keys).unwrap();
+        }
+        for (i, s) in sigs.iter().enumerate() {
+            let keys = idx.band_keys(s).unwrap();
+            assert_eq!(idx.query_before(&keys, i as u32, lim).unwrap(), then[i], "item {i}");
+        }
     }
 
     #[test]
