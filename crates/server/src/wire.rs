@@ -135,7 +135,7 @@ pub struct BatchResponse {
 #[serde(untagged)]
 pub enum BatchResult {
     /// Applied.
-    Ok(UpsertResponse),
+    Ok(Box<UpsertResponse>),
     /// Refused.
     Err(crate::error::ErrorBody),
 }

@@ -153,7 +153,7 @@ pub(crate) async fn batch(
         .map(|r| match r {
             Ok(o) => {
                 record_decision(&s, &tenant, "upsert", Some(&o.item_id), &o.decision, per_item, Some(wrote(&o)));
-                BatchResult::Ok(UpsertResponse::new(&tenant, &o))
+                BatchResult::Ok(Box::new(UpsertResponse::new(&tenant, &o)))
             }
             Err(e) => {
                 let e = ApiError::from(e);
