@@ -10,7 +10,7 @@
 //! | `format_version`   | integer    | [`STORE_FORMAT_VERSION`]; any other value is refused           |
 //! | `stamp`            | hex string | SHA-256 of `stamp_inputs`: the fingerprint configuration        |
 //! | `stamp_inputs`     | string     | every config value that changes fingerprints or verdicts        |
-//! | `documents_sha256` | hex string | SHA-256 of the compact JSON of `documents`: the checksum        |
+//! | `documents_sha256` | hex string | SHA-256 of the bytes of `documents` as written: the checksum    |
 //! | `documents`        | array      | entries in ingest order (below)                                |
 //!
 //! Each entry has the seed's six fields first, then neardup's:
@@ -50,6 +50,7 @@ use std::path::{Path, PathBuf};
 
 use neardup_core::Verdict;
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::cache::write_atomic;
 use crate::error::{Error, ErrorKind};
@@ -133,14 +134,26 @@ pub struct Store {
     pub documents: Vec<StoredDoc>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize)]
+struct StoreFile<'a> {
+    format_version: u32,
+    stamp: &'a str,
+    stamp_inputs: &'a str,
+    documents_sha256: String,
+    documents: &'a RawValue,
+}
+
+/// The file as read: `documents` kept as raw bytes, so the checksum is over
+/// exactly what is on disk.
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-struct StoreFile {
+struct StoreFileIn<'a> {
     format_version: u32,
     stamp: String,
     stamp_inputs: String,
     documents_sha256: String,
-    documents: Vec<StoredDoc>,
+    #[serde(borrow)]
+    documents: &'a RawValue,
 }
 
 impl Store {
@@ -166,31 +179,33 @@ impl Store {
                 reason: format!("{reason}; move the store away (or delete it) and scan again"),
             })
         };
-        let file: StoreFile = serde_json::from_slice(raw).map_err(|e| bad(format!("malformed JSON: {e}")))?;
+        let file: StoreFileIn<'_> = serde_json::from_slice(raw).map_err(|e| bad(format!("malformed JSON: {e}")))?;
         if file.format_version != STORE_FORMAT_VERSION {
             return Err(bad(format!(
                 "format version {} is not supported (this build reads {STORE_FORMAT_VERSION})",
                 file.format_version
             )));
         }
-        let json = serde_json::to_vec(&file.documents).map_err(|e| bad(format!("re-encoding: {e}")))?;
-        if sha256_hex(&json) != file.documents_sha256 {
+        if sha256_hex(file.documents.get().as_bytes()) != file.documents_sha256 {
             return Err(bad("checksum mismatch: documents were modified or truncated".to_owned()));
         }
-        let store = Store { stamp: file.stamp, stamp_inputs: file.stamp_inputs, documents: file.documents };
+        let documents: Vec<StoredDoc> =
+            serde_json::from_str(file.documents.get()).map_err(|e| bad(format!("malformed entry: {e}")))?;
+        let store = Store { stamp: file.stamp, stamp_inputs: file.stamp_inputs, documents };
         store.validate().map_err(bad)?;
         Ok(store)
     }
 
     /// Encodes the store (see the module docs for the layout).
     pub fn to_json(&self) -> Result<Vec<u8>, Error> {
-        let docs = serde_json::to_vec(&self.documents).map_err(|e| Error::store(format!("encoding: {e}")))?;
+        let docs = serde_json::to_string(&self.documents).map_err(|e| Error::store(format!("encoding: {e}")))?;
+        let raw = RawValue::from_string(docs).map_err(|e| Error::store(format!("encoding: {e}")))?;
         let file = StoreFile {
             format_version: STORE_FORMAT_VERSION,
-            stamp: self.stamp.clone(),
-            stamp_inputs: self.stamp_inputs.clone(),
-            documents_sha256: sha256_hex(&docs),
-            documents: self.documents.clone(),
+            stamp: &self.stamp,
+            stamp_inputs: &self.stamp_inputs,
+            documents_sha256: sha256_hex(raw.get().as_bytes()),
+            documents: &raw,
         };
         serde_json::to_vec(&file).map_err(|e| Error::store(format!("encoding: {e}")))
     }
@@ -342,17 +357,7 @@ mod tests {
         // A consistent checksum over inconsistent entries is refused too.
         let mut s = store();
         s.documents[2].closest_match = Some("zzz".into());
-        let raw = {
-            let docs = serde_json::to_vec(&s.documents).unwrap();
-            let file = StoreFile {
-                format_version: 1,
-                stamp: s.stamp.clone(),
-                stamp_inputs: s.stamp_inputs.clone(),
-                documents_sha256: sha256_hex(&docs),
-                documents: s.documents.clone(),
-            };
-            serde_json::to_vec(&file).unwrap()
-        };
+        let raw = s.to_json().unwrap();
         let err = Store::from_json(&raw).unwrap_err().to_string();
         assert!(err.contains("zzz"), "{err}");
     }

@@ -1,0 +1,170 @@
+//! The scan pipeline through the library: bad input in a batch (including a
+//! zip bomb), rebuilds that run no parser, progress totals, and the frozen
+//! version-1 store.
+
+use std::io::{Cursor, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use neardup_docs::{scan, ConfigLayer, NoProgress, Phase, Progress, ScanOptions, ScanSummary, Store, Verdict};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/docs").join(name)
+}
+
+fn options(state: &Path, layer: ConfigLayer) -> ScanOptions {
+    ScanOptions::new(layer.resolve().unwrap(), state)
+}
+
+fn minhash_only() -> ConfigLayer {
+    ConfigLayer::from_toml("[dedup]\nmatchers = \"minhash\"\n").unwrap()
+}
+
+/// A DOCX-named zip whose document part is `size` bytes of spaces.
+fn zip_bomb(size: usize) -> Vec<u8> {
+    let mut zip = zip::ZipWriter::new(Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Deflated);
+    zip.start_file("[Content_Types].xml", options).unwrap();
+    zip.write_all(b"<Types/>").unwrap();
+    zip.start_file("word/document.xml", options).unwrap();
+    let block = vec![b' '; 1 << 20];
+    for _ in 0..size >> 20 {
+        zip.write_all(&block).unwrap();
+    }
+    zip.finish().unwrap().into_inner()
+}
+
+#[test]
+fn a_batch_with_bad_files_finishes_and_the_store_stays_valid() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    for name in ["paper.md", "paper.html", "unrelated-orchestra.txt"] {
+        std::fs::copy(fixture(name), docs.join(name)).unwrap();
+    }
+    std::fs::write(docs.join("bomb.docx"), zip_bomb(200 << 20)).unwrap();
+    let mut pdf = std::fs::read(fixture("paper.pdf")).unwrap();
+    pdf.truncate(pdf.len() / 3);
+    std::fs::write(docs.join("broken.pdf"), pdf).unwrap();
+    std::fs::write(docs.join("binary.txt"), [0u8, 1, 2, 3, 255, 254, 0, 0].repeat(100)).unwrap();
+    std::fs::write(docs.join("empty.txt"), b"").unwrap();
+    // A 1 GiB sparse file: refused from its size, never read.
+    std::fs::File::create(docs.join("huge.txt")).unwrap().set_len(1 << 30).unwrap();
+
+    let state = dir.path().join("state");
+    let summary = scan(&[&docs], &options(&state, minhash_only()), &NoProgress).unwrap();
+    let reasons: Vec<(String, String)> = summary
+        .skipped
+        .iter()
+        .map(|s| (s.path.file_name().unwrap().to_string_lossy().into_owned(), s.reason.clone()))
+        .collect();
+    let reason = |f: &str| reasons.iter().find(|(n, _)| n == f).map(|(_, r)| r.as_str()).unwrap_or_default();
+    assert!(reason("bomb.docx").contains("zip bomb"), "{reasons:?}");
+    assert!(reason("broken.pdf").contains("corrupt"), "{reasons:?}");
+    assert!(reason("binary.txt").contains("binary"), "{reasons:?}");
+    assert!(reason("empty.txt").contains("empty"), "{reasons:?}");
+    assert!(reason("huge.txt").contains("over the limit"), "{reasons:?}");
+    assert_eq!(reasons.len(), 5);
+    assert_eq!(summary.new_documents, 3);
+
+    let store = Store::load(&Store::path_in(&state)).unwrap().unwrap();
+    assert_eq!(store.documents.len(), 3);
+    let html = store.documents.iter().find(|d| d.path.ends_with("paper.html")).unwrap();
+    let md = store.documents.iter().find(|d| d.path.ends_with("paper.md")).unwrap();
+    assert_eq!(html.verdict, Verdict::Different, "first copy is kept");
+    assert_eq!(md.verdict, Verdict::Identical);
+    assert_eq!(md.closest_match.as_deref(), Some(html.slug.as_str()));
+}
+
+#[derive(Default)]
+struct Recorder {
+    events: Mutex<Vec<(Phase, &'static str, u64)>>,
+}
+
+impl Progress for Recorder {
+    fn start(&self, phase: Phase, total: u64) {
+        self.events.lock().unwrap().push((phase, "start", total));
+    }
+    fn advance(&self, phase: Phase, n: u64) {
+        self.events.lock().unwrap().push((phase, "advance", n));
+    }
+}
+
+impl Recorder {
+    fn total(&self, phase: Phase) -> u64 {
+        self.events.lock().unwrap().iter().find(|e| e.0 == phase && e.1 == "start").unwrap().2
+    }
+    fn done(&self, phase: Phase) -> u64 {
+        self.events.lock().unwrap().iter().filter(|e| e.0 == phase && e.1 == "advance").map(|e| e.2).sum()
+    }
+}
+
+fn scan_fixtures(state: &Path, layer: ConfigLayer, progress: &dyn Progress) -> ScanSummary {
+    scan(&[fixture("")], &options(state, layer), progress).unwrap()
+}
+
+#[test]
+fn progress_counts_the_lsh_verified_comparisons() {
+    let dir = tempfile::tempdir().unwrap();
+    let rec = Recorder::default();
+    let summary = scan_fixtures(dir.path(), minhash_only(), &rec);
+    assert_eq!((rec.total(Phase::Parse), rec.done(Phase::Parse)), (10, 10));
+    assert_eq!((rec.total(Phase::Fingerprint), rec.done(Phase::Fingerprint)), (10, 10));
+    // MinHash alone: the bar counts what LSH proposed, each verified once —
+    // fewer than the 45 pairs of the all-pairs formula.
+    assert_eq!(rec.total(Phase::Compare), summary.comparisons);
+    assert_eq!(rec.done(Phase::Compare), summary.comparisons);
+    assert!(summary.comparisons > 0 && summary.comparisons < neardup_docs::all_pairs_total(10, 0));
+    assert_eq!(summary.comparison_rule, "lsh-verified");
+}
+
+#[test]
+fn a_stale_store_is_rebuilt_without_running_a_parser() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = scan_fixtures(dir.path(), minhash_only(), &NoProgress);
+    assert_eq!(first.parsed, 10);
+    let before = Store::load(&Store::path_in(dir.path())).unwrap().unwrap();
+
+    // Each of these changes fingerprints or verdicts, so each one rebuilds.
+    let changes = [
+        "[dedup]\nmatchers = \"minhash\"\nshingle_width = 4\n",
+        "[dedup]\nmatchers = \"minhash\"\nnormalizer = \"seed\"\n",
+        "[dedup]\nmatchers = \"minhash\"\nminhash_lsh_threshold = 0.7\n",
+        "[dedup]\nmatchers = \"minhash\"\nthreshold_similar = 0.7\n",
+    ];
+    let mut stamps = vec![before.stamp.clone()];
+    for toml in changes {
+        let layer = ConfigLayer::from_toml(toml).unwrap();
+        let rec = Recorder::default();
+        let summary = scan_fixtures(dir.path(), layer, &rec);
+        assert!(summary.rebuilt.is_some(), "{toml}");
+        // ParseOutcome.cache_hit for every file: no parser ran.
+        assert_eq!((summary.parsed, summary.cache_hits), (0, 10), "{toml}");
+        assert_eq!(summary.rebuilt_from_cache, 10);
+        assert_eq!(summary.new_documents, 10);
+        let store = Store::load(&Store::path_in(dir.path())).unwrap().unwrap();
+        assert!(!stamps.contains(&store.stamp), "{toml}: stamp unchanged");
+        stamps.push(store.stamp.clone());
+        let slugs = |s: &Store| s.documents.iter().map(|d| d.slug.clone()).collect::<Vec<_>>();
+        assert_eq!(slugs(&store), slugs(&before), "slugs survive a rebuild");
+    }
+}
+
+/// A store written by the first version of this code: today's code must
+/// still read it, and write the same bytes for the same contents.
+#[test]
+fn frozen_v1_store_still_reads() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/store-v1/fingerprints.json");
+    let raw = std::fs::read(&path).unwrap();
+    let store = Store::from_json(&raw).unwrap();
+    assert_eq!(store.to_json().unwrap(), raw, "re-encoding changed the bytes");
+    assert!(store.stamp_inputs.contains("store=v1"), "{}", store.stamp_inputs);
+    let verdicts: Vec<(&str, Verdict)> = store.documents.iter().map(|d| (d.slug.as_str(), d.verdict)).collect();
+    assert_eq!(verdicts.len(), 4);
+    let b = store.documents.iter().find(|d| d.path.ends_with("b.md")).unwrap();
+    assert_eq!(b.verdict, Verdict::Identical, "{verdicts:?}");
+    assert_eq!(store.kept_original(b).unwrap().slug, "a");
+    let c = store.documents.iter().find(|d| d.path.ends_with("c.txt")).unwrap();
+    assert_eq!(c.verdict, Verdict::Similar);
+    assert!(c.minhash_score.unwrap() > 0.5 && c.minhash_score.unwrap() < 0.95);
+}
