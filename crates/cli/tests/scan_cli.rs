@@ -305,7 +305,8 @@ fn config_precedence_toml_then_env_then_flags() {
 #[test]
 fn bad_configuration_exits_2_with_a_clear_message() {
     let s = Scratch::with(&["paper.md"]);
-    let cases: &[(&[&str], &[(&str, &str)], &str)] = &[
+    type Case<'a> = (&'a [&'a str], &'a [(&'a str, &'a str)], &'a str);
+    let cases: &[Case<'_>] = &[
         (&["--threshold-identical", "1.2"], &[], "threshold_identical: must be between 0 and 1"),
         (&["--threshold-similar", "0.97"], &[], "above threshold_identical"),
         (&["--matchers", "minhash,simhash"], &[], "unknown matcher \"simhash\""),

@@ -66,10 +66,10 @@ pub use parse::{parse_bytes, pdf_cleanup, sha256_hex, ParsedDoc, PARSER_VERSION}
 pub use walk::{discover, DiscoverOptions, Discovery};
 
 pub use compare::all_pairs_total;
-/// The verdicts stored for each document (from `neardup-core`).
-pub use neardup_core::Verdict;
 pub use config::{ConfigLayer, ScanSettings, CONFIG_KEYS};
 pub use export::{duplicate_callout, export, ExportSummary, SkippedExport};
+/// The verdicts stored for each document (from `neardup-core`).
+pub use neardup_core::Verdict;
 pub use report::{render_table, report_rows, ReportRow};
 pub use scan::{scan, stamp, NoProgress, Phase, Progress, ScanOptions, ScanSummary, Skipped, Timings, VerdictCounts};
 pub use slug::{slugify, MAX_SLUG_LEN};
