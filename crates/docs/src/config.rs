@@ -179,7 +179,8 @@ impl ConfigLayer {
     /// use neardup_docs::ConfigLayer;
     /// let s = ConfigLayer::default().resolve()?;
     /// assert!(s.minhash && s.model.is_none()); // "" model: embedding skipped
-    /// let bad = ConfigLayer { threshold_similar: Some(0.99), ..Default::default() };
+    /// let mut bad = ConfigLayer::default();
+    /// bad.threshold_similar = Some(0.99);
     /// assert!(bad.resolve().unwrap_err().to_string().contains("threshold_similar"));
     /// # Ok::<(), neardup_docs::Error>(())
     /// ```
