@@ -9,8 +9,8 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::args::{InputArgs, PipelineArgs};
-use crate::jsonl::{read_chunk, Reject};
-use crate::pipeline::{timed, Batch, Timings};
+use crate::jsonl::Reject;
+use crate::pipeline::{for_each_chunk, Batch, Timings};
 
 /// Deduplicate JSONL records.
 ///
@@ -107,7 +107,7 @@ fn create(path: &str) -> anyhow::Result<Box<dyn Write>> {
 }
 
 /// Opens the input; returns the reader and its size when known.
-pub fn open_input(path: &str) -> anyhow::Result<(Box<dyn BufRead>, Option<u64>)> {
+pub fn open_input(path: &str) -> anyhow::Result<(Box<dyn BufRead + Send>, Option<u64>)> {
     if path == "-" {
         return Ok((Box::new(BufReader::with_capacity(1 << 20, io::stdin())), None));
     }
@@ -122,7 +122,7 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     if a.json && a.output.as_deref() == Some("-") {
         return Err(crate::UsageError("--json and --output - both want stdout; write one to a file".into()).into());
     }
-    let (mut reader, size) = open_input(&a.input.input)?;
+    let (reader, size) = open_input(&a.input.input)?;
     let mut kept_out = a.output.as_deref().map(create).transpose()?;
     let mut pairs_out = a.pairs.as_deref().map(create).transpose()?;
     let mut dropped_out = a.dropped.as_deref().map(create).transpose()?;
@@ -132,16 +132,9 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     let mut rejects = Vec::new();
     let (mut degraded, mut over_cap) = (Vec::new(), Vec::new());
     let (mut kept, mut dropped, mut pairs, mut capped_queries) = (0u64, 0u64, 0u64, 0u64);
-    let mut next_line = 0u64;
-    let mut lines = Vec::new();
-    let mut read_s = 0.0;
-    loop {
-        lines.clear();
-        let more = timed(&mut read_s, || {
-            read_chunk(&mut reader, &mut next_line, 8192, 32 << 20, a.input.max_line_bytes, &mut lines, &mut rejects)
-        })
-        .context("reading input")?;
-        let outcomes = batch.process(&lines, &mut rejects)?;
+    let read_s = for_each_chunk(reader, a.input.max_line_bytes, |lines, chunk_rejects| {
+        rejects.extend(chunk_rejects);
+        let outcomes = batch.process(lines, &mut rejects)?;
         let t = Instant::now();
         let mut by_line = lines.iter().peekable();
         for o in &outcomes {
@@ -179,10 +172,8 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         }
         batch.timings.output_s += t.elapsed().as_secs_f64();
         bar.inc(lines.iter().map(|l| l.bytes.len() as u64 + 1).sum());
-        if !more {
-            break;
-        }
-    }
+        Ok(())
+    })?;
     bar.finish_and_clear();
     batch.timings.read_s = read_s;
     let clusters = batch.clusters();

@@ -11,8 +11,7 @@ use neardup_core::{Config, Fingerprinter, MemoryIndex};
 
 use crate::args::{InputArgs, PipelineArgs};
 use crate::dedup::{open_input, ParamsOut, Percentiles};
-use crate::jsonl::read_chunk;
-use crate::pipeline::Batch;
+use crate::pipeline::{for_each_chunk, Batch};
 
 /// Measure candidate recall by exact-Jaccard cohort, and decision recall and
 /// precision at several thresholds, against the exact all-pairs oracle.
@@ -53,23 +52,19 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
     crate::init_threads(a.input.threads)?;
     let params = a.pipeline.config()?.resolve()?;
     let base_t = params.threshold();
-    let (mut reader, _) = open_input(&a.input.input)?;
+    let (reader, _) = open_input(&a.input.input)?;
     let mut batch = Batch::new(params.clone(), &a.input.text_field, &a.input.id_field)?;
     batch.candidate_pairs = Some(Vec::new());
     let started = Instant::now();
-    let (mut rejects, mut lines, mut next_line) = (Vec::new(), Vec::new(), 0u64);
+    let mut rejects = Vec::new();
     let mut reported = Vec::new();
-    loop {
-        lines.clear();
-        let more =
-            read_chunk(&mut reader, &mut next_line, 8192, 32 << 20, a.input.max_line_bytes, &mut lines, &mut rejects)?;
-        for o in batch.process(&lines, &mut rejects)? {
+    for_each_chunk(reader, a.input.max_line_bytes, |lines, chunk_rejects| {
+        rejects.extend(chunk_rejects);
+        for o in batch.process(lines, &mut rejects)? {
             reported.extend(o.matches.iter().map(|m| (m.id.min(o.id), m.id.max(o.id), m.score)));
         }
-        if !more {
-            break;
-        }
-    }
+        Ok(())
+    })?;
     let fast_path_s = started.elapsed().as_secs_f64();
     for r in &rejects {
         eprintln!("neardup: line {}: {}", r.line, r.reason);

@@ -19,7 +19,7 @@ use std::time::Instant;
 use neardup_core::{Fingerprinter, Match, MemoryIndex, Params};
 use rayon::prelude::*;
 
-use crate::jsonl::{parse_record, Line, Reject};
+use crate::jsonl::{parse_record, read_chunk, Line, Reject};
 use crate::unionfind::UnionFind;
 
 /// Where the time went, per phase (wall clock).
@@ -190,10 +190,37 @@ impl Batch {
     }
 }
 
-/// Adds elapsed time to a timing field.
-pub fn timed<T>(slot: &mut f64, f: impl FnOnce() -> T) -> T {
-    let t = Instant::now();
-    let v = f();
-    *slot += t.elapsed().as_secs_f64();
-    v
+/// Reads `reader` in chunks on a separate thread (so reading overlaps
+/// processing) and hands each chunk, with the lines it rejected, to `f` in
+/// input order. Returns the time spent reading.
+pub fn for_each_chunk<R, F>(reader: R, max_line: usize, mut f: F) -> anyhow::Result<f64>
+where
+    R: std::io::BufRead + Send,
+    F: FnMut(&[Line], Vec<Reject>) -> anyhow::Result<()>,
+{
+    type Chunk = std::io::Result<(Vec<Line>, Vec<Reject>)>;
+    std::thread::scope(|scope| {
+        // Two chunks in flight at most: bounded memory, and the reader stays one ahead.
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk>(1);
+        let reading = scope.spawn(move || {
+            let mut reader = reader;
+            let (mut next_line, mut read_s) = (0u64, 0.0);
+            loop {
+                let t = Instant::now();
+                let (mut lines, mut rejects) = (Vec::new(), Vec::new());
+                let result = read_chunk(&mut reader, &mut next_line, 4096, 8 << 20, max_line, &mut lines, &mut rejects);
+                read_s += t.elapsed().as_secs_f64();
+                let more = matches!(result, Ok(true));
+                let sent = tx.send(result.map(|_| (lines, rejects)));
+                if !more || sent.is_err() {
+                    return read_s;
+                }
+            }
+        });
+        for chunk in rx {
+            let (lines, rejects) = chunk.map_err(|e| anyhow::anyhow!("reading input: {e}"))?;
+            f(&lines, rejects)?;
+        }
+        Ok(reading.join().expect("the reader thread does not panic"))
+    })
 }
