@@ -18,7 +18,7 @@
 use std::time::Instant;
 
 use neardup_core::Config;
-use neardup_index::{Engine, EngineOptions, FsyncPolicy, Item, StoreKind, TenantConfig};
+use neardup_index::{Engine, EngineOptions, FsyncPolicy, Item, Query, StoreKind, TenantConfig};
 
 struct Rng(u64);
 impl Rng {
@@ -52,6 +52,15 @@ fn opts(fsync: FsyncPolicy, store: StoreKind) -> EngineOptions {
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+/// The process's resident set size from /proc (0 where unavailable).
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).map(str::to_owned))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()))
+        .map_or(0, |kb| kb * 1024)
 }
 
 fn main() {
@@ -91,6 +100,7 @@ fn main() {
     let dir = tempfile::tempdir().unwrap();
     let e = Engine::open(dir.path(), opts(FsyncPolicy::Os, StoreKind::Memory)).unwrap();
     e.create_tenant("t", TenantConfig::new(Config::default())).unwrap();
+    let rss_before = rss_bytes();
     let t0 = Instant::now();
     for chunk in texts.chunks(1024).enumerate() {
         let items =
@@ -98,6 +108,18 @@ fn main() {
         e.upsert_batch("t", items).unwrap();
     }
     println!("load {n} items (os, memory, batch 1024): {:.1} s", t0.elapsed().as_secs_f64());
+    let rss_after = rss_bytes();
+    println!(
+        "measured resident growth per item (VmRSS, memory store, content retained): {:.0} bytes",
+        rss_after.saturating_sub(rss_before) as f64 / n as f64
+    );
+    let mut lat = Vec::new();
+    for i in 0..2_000 {
+        let t = Instant::now();
+        e.candidates("t", Query::Content(&texts[(i * 7919) % n]), 100).unwrap();
+        lat.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    println!("candidates latency at {n}: p50 {:.3} ms  p99 {:.3} ms", pct(&mut lat, 0.5), pct(&mut lat, 0.99));
     let queries = corpus(2_000, 7);
     let mut lat = Vec::new();
     for (i, q) in queries.iter().enumerate() {
