@@ -83,19 +83,7 @@ impl MemoryIndex {
 
     /// Candidates for `fp` among live items (excluding `exclude`).
     pub fn candidates(&self, fp: &Fingerprint, exclude: Option<u32>) -> Result<CandidateSet> {
-        let lsh = if fp.band_keys.is_empty() {
-            Candidates::default()
-        } else {
-            self.lsh.query(&fp.band_keys, exclude, self.limits())?
-        };
-        let same_content: Vec<u32> = self
-            .by_hash
-            .get(&fp.content_hash)
-            .map(|ids| {
-                ids.iter().copied().filter(|&id| Some(id) != exclude && self.entries[id as usize].live).collect()
-            })
-            .unwrap_or_default();
-        Ok(Self::merge(lsh, same_content))
+        self.candidates_where(&fp.band_keys, fp.content_hash, exclude, None)
     }
 
     /// The candidates item `id` had just before it was inserted (only items
@@ -103,15 +91,26 @@ impl MemoryIndex {
     /// have returned then. Lets a batch insert a chunk, then query it in parallel.
     pub fn candidates_before(&self, id: u32) -> Result<CandidateSet> {
         let Some(e) = self.entries.get(id as usize) else { return Ok(CandidateSet::default()) };
-        let lsh = if e.band_keys.is_empty() {
+        self.candidates_where(&e.band_keys, e.content_hash, None, Some(id))
+    }
+
+    fn candidates_where(
+        &self,
+        band_keys: &[u64],
+        hash: ContentHash,
+        exclude: Option<u32>,
+        before: Option<u32>,
+    ) -> Result<CandidateSet> {
+        let lsh = if band_keys.is_empty() {
             Candidates::default()
         } else {
-            self.lsh.query_before(&e.band_keys, id, self.limits())?
+            self.lsh.query_filtered(band_keys, exclude, before, self.limits())?
         };
+        let visible = |id: u32| Some(id) != exclude && before.is_none_or(|b| id < b) && self.entries[id as usize].live;
         let same_content: Vec<u32> = self
             .by_hash
-            .get(&e.content_hash)
-            .map(|ids| ids.iter().copied().filter(|&x| x < id && self.entries[x as usize].live).collect())
+            .get(&hash)
+            .map(|ids| ids.iter().copied().filter(|&id| visible(id)).collect())
             .unwrap_or_default();
         Ok(Self::merge(lsh, same_content))
     }

@@ -264,7 +264,7 @@ impl LshIndex {
         self.query_filtered(keys, None, Some(before), limits)
     }
 
-    fn query_filtered(
+    pub(crate) fn query_filtered(
         &self,
         keys: &[u64],
         exclude: Option<u32>,
