@@ -40,6 +40,7 @@ run "rebuild (lsh 0.7)" corpus --store state --matchers minhash --minhash-lsh-th
 minilm=${NEARDUP_TEST_MINILM_DIR:-$here/../../../target/minilm}
 if [ -s "$minilm/model.safetensors" ]; then
     mkdir -p small
-    ls corpus | head -40 | while read -r f; do cp "corpus/$f" small/; done
+    files=(corpus/*)
+    cp "${files[@]:0:40}" small/
     run "cold embedding,minhash (40 files, local MiniLM)" small --store state2 --model "local:$(realpath "$minilm")"
 fi
