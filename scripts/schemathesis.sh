@@ -14,6 +14,9 @@ cd "$(dirname "$0")/.."
 BIN=${NEARDUP_BIN:-target/release/neardup}
 MAX_EXAMPLES=${MAX_EXAMPLES:-25}
 CHECKS=${CHECKS:-not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance,response_headers_conformance,ignored_auth}
+# The console script of the Python that pip installed into (on PATH or not).
+SCHEMATHESIS=${SCHEMATHESIS:-$(command -v schemathesis ||
+  python3 -c 'import os,sys; print(os.path.join(os.path.dirname(sys.executable), "schemathesis"))')}
 WORK=$(mktemp -d)
 export NEARDUP_ADMIN_TOKEN="schemathesis-operator-token-$$"
 "$BIN" serve --listen 127.0.0.1:0 --data-dir "$WORK/data" --fsync os --log-format json \
@@ -36,7 +39,7 @@ cat >"$WORK/schemathesis.toml" <<TOML
 "path.tenant" = "t1"
 TOML
 set +e
-schemathesis --config-file "$WORK/schemathesis.toml" run "$URL/openapi.json" \
+"$SCHEMATHESIS" --config-file "$WORK/schemathesis.toml" run "$URL/openapi.json" \
   --header "Authorization: Bearer $KEY" \
   --max-examples "$MAX_EXAMPLES" --checks "$CHECKS" \
   --generation-deterministic --request-timeout 30
