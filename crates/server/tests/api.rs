@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::http::{Method, Request, StatusCode};
 use common::{Resp, ADMIN, H};
 use neardup_index::EngineOptions;
-use neardup_server::{GatewayConfig, QuotaConfig};
+use neardup_server::{AppState, GatewayConfig, KeyStore, QuotaConfig};
 use serde_json::json;
 
 #[tokio::test]
@@ -364,11 +364,16 @@ async fn rate_limit_answers_429_with_retry_after() {
 
 #[tokio::test]
 async fn timeout_answers_408() {
-    let cfg = GatewayConfig { request_timeout: std::time::Duration::from_nanos(1), ..GatewayConfig::default() };
-    let h = H::with(cfg, EngineOptions::default());
-    let r = h
-        .call(Method::POST, "/v1/tenants", Some(ADMIN), Some(json!({"tenant_id": "t1", "config": {"num_perm": 1024}})))
-        .await;
+    // Set up with the default timeout, then serve the same engine and keys
+    // with a 1 ms timeout and ask for work that takes far longer (a 4 MB
+    // document): the answer must be 408 whatever the machine's speed.
+    let h = H::new();
+    let key = h.tenant("t1", None).await;
+    let keys = KeyStore::open(Some(h.dir.path().join("keys.json")), Some(ADMIN)).unwrap();
+    let cfg = GatewayConfig { request_timeout: std::time::Duration::from_millis(1), ..GatewayConfig::default() };
+    let slow = H { state: AppState::new(h.state.engine.clone(), keys, cfg), dir: tempfile::tempdir().unwrap() };
+    let big = "lorem ipsum dolor sit amet consectetur adipiscing elit ".repeat(72_000);
+    let r = slow.put("t1", &key, "big", &big).await;
     assert_error(&r, StatusCode::REQUEST_TIMEOUT, "timeout");
 }
 
@@ -458,4 +463,18 @@ async fn every_engine_error_code() {
     let enc = H::with(GatewayConfig::default(), opts);
     let ek = enc.tenant("t1", None).await;
     assert_error(&enc.send(upload(snap, "t1", &ek)).await, StatusCode::UNPROCESSABLE_ENTITY, "snapshot_auth");
+}
+
+/// Regression: axum's 2 MB default body limit used to cut requests well
+/// below the configured `max_body_bytes` (8 MiB by default) with a 413.
+#[tokio::test]
+async fn bodies_up_to_the_configured_limit_are_accepted() {
+    let h = H::new();
+    let key = h.tenant("t1", None).await;
+    let three_mb = "lorem ipsum dolor sit amet consectetur adipiscing elit ".repeat(54_000);
+    let r = h.put("t1", &key, "big", &three_mb).await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&r.bytes));
+    let nine_mb = "x".repeat(9 << 20);
+    let r = h.put("t1", &key, "too-big", &nine_mb).await;
+    assert_error(&r, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
 }

@@ -3,7 +3,7 @@
 
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{DefaultBodyLimit, MatchedPath, Request, State};
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{Method, StatusCode};
 use axum::middleware::{self, Next};
@@ -50,10 +50,14 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/tenants/{tenant}/labels", post(review::add_label).get(review::labels))
         .route("/v1/tenants/{tenant}/decisions", get(review::decisions))
         .route("/v1/tenants/{tenant}/audit", get(review::audit))
-        .layer(RequestBodyLimitLayer::new(cfg.max_body_bytes));
+        .layer(RequestBodyLimitLayer::new(cfg.max_body_bytes))
+        // The configured limit above is the only one: axum's own 2 MB default
+        // for body extractors would otherwise cut requests well below it.
+        .layer(DefaultBodyLimit::disable());
     let snapshots = Router::new()
         .route("/v1/tenants/{tenant}/snapshot", get(lifecycle::snapshot).put(lifecycle::restore))
-        .layer(RequestBodyLimitLayer::new(cfg.max_snapshot_bytes));
+        .layer(RequestBodyLimitLayer::new(cfg.max_snapshot_bytes))
+        .layer(DefaultBodyLimit::disable());
     let open = Router::new()
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
