@@ -183,7 +183,7 @@ fn demo() -> anyhow::Result<ExitCode> {
             matches.iter().map(|m| format!("{} (exact J = {})", names[m.id as usize], m.score)).collect();
         println!(
             "  candidates {:?} -> verified {:?}",
-            cands.ids.iter().map(|&i| names[i as usize]).collect::<Vec<_>>(),
+            cands.ids.iter().map(|c| names[c.id as usize]).collect::<Vec<_>>(),
             named
         );
         match name {

@@ -16,7 +16,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
-use neardup_core::{Fingerprinter, Match, MemoryIndex, Params};
+use neardup_core::{CandidateSet, Fingerprinter, Match, MemoryIndex, Params};
 use rayon::prelude::*;
 
 use crate::jsonl::{parse_record, read_chunk, Line, Reject};
@@ -140,22 +140,23 @@ impl Batch {
         let t2 = Instant::now();
         let threshold = self.threshold();
         let index = &self.index;
-        let verified: Vec<(Vec<u32>, bool, Vec<Match>)> = staged
+        let verified: Vec<(CandidateSet, Vec<Match>)> = staged
             .par_iter()
             .map(|&(item, _, _)| {
-                let cands = index.candidates_before(item)?;
+                let cands = index.candidates_before(item);
                 let matches = index.verify_item(item, &cands.ids, threshold);
-                Ok((cands.ids, cands.lsh.is_partial(), matches))
+                (cands, matches)
             })
-            .collect::<neardup_core::Result<_>>()?;
+            .collect();
         self.timings.verify_s += t2.elapsed().as_secs_f64();
 
         let t3 = Instant::now();
         let mut out = Vec::with_capacity(staged.len());
-        for ((item, line, degraded), (cands, partial, matches)) in staged.into_iter().zip(verified) {
-            self.candidate_counts.push(cands.len());
+        for ((item, line, degraded), (cands, matches)) in staged.into_iter().zip(verified) {
+            let partial = cands.is_partial();
+            self.candidate_counts.push(cands.ids.len());
             if let Some(pairs) = &mut self.candidate_pairs {
-                pairs.extend(cands.iter().map(|&c| (c, item)));
+                pairs.extend(cands.ids.iter().map(|c| (c.id, item)));
             }
             for m in &matches {
                 self.uf.union(item, m.id);

@@ -191,6 +191,14 @@ impl Params {
         self.lsh
     }
 
+    /// The limits every candidate query under these parameters runs with.
+    pub fn query_limits(&self) -> crate::lsh::QueryLimits {
+        crate::lsh::QueryLimits {
+            max_candidates: self.config.max_candidates as usize,
+            max_bucket_read: self.config.max_bucket_read as usize,
+        }
+    }
+
     /// The threshold.
     pub fn threshold(&self) -> f64 {
         self.config.threshold

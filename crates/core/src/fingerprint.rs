@@ -42,6 +42,32 @@ pub struct Fingerprint {
     pub degraded: Option<Degraded>,
 }
 
+/// What a store keeps of a fingerprint: enough to rebuild the rest under
+/// the same feature parameters (normalizer, shingling, seed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredFingerprint {
+    /// BLAKE3-128 of the normalized text.
+    pub content_hash: ContentHash,
+    /// Tokens in the normalized text.
+    pub tokens: u32,
+    /// Canonical feature set.
+    pub features: Vec<u64>,
+    /// The stored signature when it was made under the rebuilding
+    /// parameters; `None` recomputes it from `features`.
+    pub signature: Option<Vec<u32>>,
+    /// Shingles counted when the item was degraded (over `max_shingles`).
+    pub degraded_shingles: Option<u64>,
+}
+
+impl Fingerprint {
+    /// Shingles counted when the item was degraded (over `max_shingles`).
+    pub fn degraded_shingles(&self) -> Option<u64> {
+        self.degraded.map(|d| match d {
+            Degraded::TooManyShingles { count, .. } => count,
+        })
+    }
+}
+
 /// Builds fingerprints under one set of parameters.
 #[derive(Debug, Clone)]
 pub struct Fingerprinter {
@@ -61,6 +87,45 @@ impl Fingerprinter {
     /// The parameters.
     pub fn params(&self) -> &Params {
         &self.params
+    }
+
+    /// The fingerprint of a stored item under these parameters: the
+    /// signature is recomputed from the features unless it is given, and the
+    /// band keys always come from the signature. The one way every face
+    /// turns stored features back into a queryable fingerprint. Fails when
+    /// a given signature does not have `num_perm` values.
+    pub fn rebuild(&self, stored: StoredFingerprint) -> Result<Fingerprint> {
+        let c = self.params.config();
+        let signature = match stored.signature {
+            Some(s) => s,
+            None => self.hasher.signature(&stored.features),
+        };
+        let band_keys = self.band_keys(&signature)?;
+        Ok(Fingerprint {
+            content_hash: stored.content_hash,
+            tokens: stored.tokens,
+            features: stored.features,
+            signature,
+            band_keys,
+            degraded: stored
+                .degraded_shingles
+                .map(|count| Degraded::TooManyShingles { count, max: u64::from(c.max_shingles) }),
+        })
+    }
+
+    /// The band keys of a signature made under these parameters (none for
+    /// an empty signature); fails unless it has `num_perm` values.
+    pub fn band_keys(&self, signature: &[u32]) -> Result<Vec<u64>> {
+        let num_perm = self.params.config().num_perm as usize;
+        if !signature.is_empty() && signature.len() != num_perm {
+            return Err(crate::error::Error::incompatible(format!(
+                "a signature of {} values where the parameters make {num_perm}",
+                signature.len()
+            )));
+        }
+        let mut keys = Vec::new();
+        band_keys_into(self.params.lsh(), self.params.config().seed, signature, &mut keys)?;
+        Ok(keys)
     }
 
     /// Fingerprints `text`. Never fails on input: an over-limit text comes
@@ -98,5 +163,41 @@ impl Fingerprinter {
         band_keys_into(self.params.lsh(), c.seed, &signature, &mut band_keys)
             .expect("Params guarantees bands x rows <= num_perm");
         Fingerprint { content_hash, tokens, features, signature, band_keys, degraded }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn rebuild_from_stored_parts_equals_the_original() {
+        let params = Config::default().resolve().unwrap();
+        let mut fp = Fingerprinter::new(params).unwrap();
+        let text = "the quick brown fox jumps over the lazy dog and runs far away from home";
+        let original = fp.fingerprint(text);
+        let stored = |signature| StoredFingerprint {
+            content_hash: original.content_hash,
+            tokens: original.tokens,
+            features: original.features.clone(),
+            signature,
+            degraded_shingles: None,
+        };
+        assert_eq!(fp.rebuild(stored(None)).unwrap(), original);
+        assert_eq!(fp.rebuild(stored(Some(original.signature.clone()))).unwrap(), original);
+        assert!(fp.rebuild(stored(Some(vec![1, 2, 3]))).is_err());
+        let empty = fp.fingerprint("");
+        let rebuilt = fp
+            .rebuild(StoredFingerprint {
+                content_hash: empty.content_hash,
+                tokens: 0,
+                features: Vec::new(),
+                signature: None,
+                degraded_shingles: Some(7),
+            })
+            .unwrap();
+        assert!(rebuilt.band_keys.is_empty() && rebuilt.signature.is_empty());
+        assert_eq!(rebuilt.degraded, Some(Degraded::TooManyShingles { count: 7, max: 1_000_000 }));
     }
 }

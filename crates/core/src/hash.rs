@@ -50,6 +50,18 @@ impl ContentHash {
     pub fn to_hex(&self) -> String {
         self.0.iter().map(|b| format!("{b:02x}")).collect()
     }
+
+    /// Parses [`ContentHash::to_hex`]'s 32 hex digits (either case).
+    pub fn from_hex(hex: &str) -> Option<ContentHash> {
+        if hex.len() != 32 || !hex.is_ascii() {
+            return None;
+        }
+        let mut out = [0u8; 16];
+        for (i, b) in out.iter_mut().enumerate() {
+            *b = u8::from_str_radix(&hex[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(ContentHash(out))
+    }
 }
 
 impl std::fmt::Debug for ContentHash {
@@ -100,6 +112,16 @@ pub fn fmix64(mut k: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn content_hash_hex_round_trip() {
+        let h = content_hash(b"text");
+        assert_eq!(ContentHash::from_hex(&h.to_hex()), Some(h));
+        assert_eq!(ContentHash::from_hex(&h.to_hex().to_uppercase()), Some(h));
+        assert_eq!(ContentHash::from_hex("00"), None);
+        assert_eq!(ContentHash::from_hex(&"g".repeat(32)), None);
+        assert_eq!(ContentHash::from_hex(&"é".repeat(16)), None);
+    }
 
     const FROZEN_RED_FOX_17: u64 = 771_495_596_568_530_176;
 

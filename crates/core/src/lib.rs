@@ -2,8 +2,9 @@
 //!
 //! The algorithms of neardup, with no I/O, no threads and no async: versioned
 //! normalization, shingling, exact content hashes, MinHash, LSH banding and a
-//! bounded band index, SimHash, exact Jaccard verification, policies, and the
-//! exact all-pairs oracle that the fast path is tested against.
+//! the one candidate index ([`CandidateIndex`]), SimHash, exact Jaccard
+//! verification, policies, and the exact all-pairs oracle that the fast path
+//! is tested against.
 //!
 //! ```
 //! use neardup_core::{Config, Fingerprinter, MemoryIndex};
@@ -22,6 +23,7 @@
 //! # Ok::<(), neardup_core::Error>(())
 //! ```
 
+mod candidates;
 mod config;
 mod error;
 pub mod eval;
@@ -37,14 +39,15 @@ pub mod shingle;
 pub mod simhash;
 pub mod verify;
 
+pub use candidates::{Candidate, CandidateIndex, CandidateSet, MAX_ITEM_ID};
 pub use config::{Config, Params, DEFAULT_SEED, FORMAT_VERSION};
 pub use error::{Error, ErrorKind, Result};
-pub use fingerprint::{Degraded, Fingerprint, Fingerprinter};
+pub use fingerprint::{Degraded, Fingerprint, Fingerprinter, StoredFingerprint};
 pub use hash::ContentHash;
-pub use index::{CandidateSet, Match, MemoryIndex};
-pub use lsh::{Candidates, LshIndex, LshParams, QueryLimits};
+pub use index::{Match, MemoryIndex};
+pub use lsh::{LshParams, QueryLimits};
 pub use minhash::{MinHasher, SignatureScheme};
 pub use normalize::Normalizer;
 pub use policy::{Policy, Verdict};
 pub use shingle::ShingleKind;
-pub use verify::jaccard;
+pub use verify::{jaccard, verify_pair, PairScore};

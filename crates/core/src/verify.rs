@@ -2,6 +2,45 @@
 //!
 //! These are the authoritative scores: every destructive outcome (skip,
 //! merge, drop) follows one of them, never a signature estimate.
+//! [`verify_pair`] is the one rule every face of neardup scores a candidate
+//! with (batch dedup, the scan, the service and its shadow index).
+
+use crate::hash::ContentHash;
+
+/// The exact score of one pair.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PairScore {
+    /// Exact Jaccard of the canonical feature sets; 1 for equal content.
+    pub score: f64,
+    /// The content hashes are equal.
+    pub same_content: bool,
+}
+
+/// Scores a pair by the one rule, returning it when the score is at least
+/// `threshold` (pass 0 for every score):
+///
+/// - equal content hashes score 1 (identical normalized text);
+/// - otherwise an empty feature set (empty text, or an item over the
+///   shingle cap, matched by content hash only) scores 0 against anything,
+///   another empty set included;
+/// - otherwise the exact Jaccard, with [`jaccard_at_least`]'s early exits.
+pub fn verify_pair(
+    a: &[u64],
+    a_hash: &ContentHash,
+    b: &[u64],
+    b_hash: &ContentHash,
+    threshold: f64,
+) -> Option<PairScore> {
+    if a_hash == b_hash {
+        return Some(PairScore { score: 1.0, same_content: true });
+    }
+    let score = if a.is_empty() || b.is_empty() {
+        Some(0.0).filter(|&z| z >= threshold)
+    } else {
+        jaccard_at_least(a, b, threshold)
+    };
+    score.map(|score| PairScore { score, same_content: false })
+}
 
 /// True when `features` is strictly increasing: a valid canonical feature set.
 /// Loaded state is checked with this before use.
@@ -128,6 +167,20 @@ mod tests {
             }
         }
         assert_eq!(jaccard_at_least(&[], &[], 0.9), Some(1.0));
+    }
+
+    #[test]
+    fn one_rule_for_equal_content_and_empty_sets() {
+        let (x, y) = (ContentHash([1; 16]), ContentHash([2; 16]));
+        let same = verify_pair(&[1, 2], &x, &[3], &x, 0.9).unwrap();
+        assert_eq!((same.score, same.same_content), (1.0, true));
+        // Two empty sets with different content are not duplicates.
+        assert_eq!(verify_pair(&[], &x, &[], &y, 0.5), None);
+        assert_eq!(verify_pair(&[], &x, &[], &y, 0.0).unwrap().score, 0.0);
+        assert_eq!(verify_pair(&[1, 2], &x, &[], &y, 0.0).unwrap().score, 0.0);
+        let s = verify_pair(&[1, 2, 3, 4], &x, &[1, 2, 3, 4, 5], &y, 0.8).unwrap();
+        assert_eq!((s.score, s.same_content), (0.8, false));
+        assert_eq!(verify_pair(&[1, 2, 3, 4], &x, &[1, 2, 3, 4, 5], &y, 0.81), None);
     }
 
     #[test]

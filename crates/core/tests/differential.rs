@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use neardup_core::{Config, Fingerprinter, Match, MemoryIndex, Normalizer};
+use neardup_core::{CandidateSet, Config, Fingerprinter, Match, MemoryIndex, Normalizer};
 use serde_json::{json, Value};
 
 fn fixtures() -> PathBuf {
@@ -37,6 +37,12 @@ fn matches(m: &[Match]) -> Value {
     Value::Array(m.iter().map(|m| json!([m.id, m.score, m.same_content])).collect())
 }
 
+fn sorted(c: &CandidateSet) -> Vec<u32> {
+    let mut ids: Vec<u32> = c.ids.iter().map(|c| c.id).collect();
+    ids.sort_unstable();
+    ids
+}
+
 fn run(ops: &[Value]) -> Vec<Value> {
     let params = config().resolve().unwrap();
     let mut fp = Fingerprinter::new(params.clone()).unwrap();
@@ -46,7 +52,7 @@ fn run(ops: &[Value]) -> Vec<Value> {
     let insert = |index: &mut MemoryIndex, fp: &mut Fingerprinter, now: &mut HashMap<String, u32>, item: &Value| {
         let id = item["item_id"].as_str().unwrap().to_string();
         if let Some(old) = now.remove(&id) {
-            assert!(index.remove(old).unwrap());
+            assert!(index.remove(old));
         }
         let new = index.insert(fp.fingerprint(item["content"].as_str().unwrap())).unwrap();
         now.insert(id, new);
@@ -63,7 +69,7 @@ fn run(ops: &[Value]) -> Vec<Value> {
             "tombstone" => {
                 let id = op["item_id"].as_str().unwrap();
                 let removed = match now.remove(id) {
-                    Some(slot) => index.remove(slot).unwrap(),
+                    Some(slot) => index.remove(slot),
                     None => false,
                 };
                 out.push(json!(["remove", removed, index.len()]));
@@ -72,14 +78,14 @@ fn run(ops: &[Value]) -> Vec<Value> {
                 let q = fp.fingerprint(op["content"].as_str().unwrap());
                 let c = index.candidates(&q, None).unwrap();
                 let m = index.verify(&q, &c.ids, 0.6);
-                out.push(json!(["decide", c.ids, c.lsh.is_partial(), matches(&m)]));
+                out.push(json!(["decide", sorted(&c), c.is_partial(), matches(&m)]));
             }
             "candidates_item" => {
                 let Some(&slot) = now.get(op["item_id"].as_str().unwrap()) else { continue };
                 let features = index.features(slot).unwrap().to_vec();
-                let c = index.candidates_before(slot).unwrap();
+                let c = index.candidates_before(slot);
                 let m = index.verify_item(slot, &c.ids, 0.6);
-                out.push(json!(["before", slot, features.len(), c.ids, c.lsh.is_partial(), matches(&m)]));
+                out.push(json!(["before", slot, features.len(), sorted(&c), c.is_partial(), matches(&m)]));
             }
             _ => {}
         }
@@ -90,11 +96,28 @@ fn run(ops: &[Value]) -> Vec<Value> {
         if index.features(slot).is_none() {
             continue;
         }
-        let c = index.candidates_before(slot).unwrap();
+        let c = index.candidates_before(slot);
         let m = index.verify_item(slot, &c.ids, 0.6);
-        out.push(json!(["batch", slot, c.ids, c.lsh.is_partial(), matches(&m)]));
+        out.push(json!(["batch", slot, sorted(&c), c.is_partial(), matches(&m)]));
     }
     out
+}
+
+/// Equal JSON, numbers within 1e-12: recorded answers went through a float
+/// parser that may differ by one unit in the last place between builds
+/// (serde_json's `float_roundtrip` feature is on in some workspace builds).
+fn same(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+            (Some(x), Some(y)) if x.fract() != 0.0 || y.fract() != 0.0 => (x - y).abs() <= 1e-12,
+            _ => x == y,
+        },
+        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y)),
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
+        }
+        _ => a == b,
+    }
 }
 
 #[test]
@@ -109,7 +132,7 @@ fn memory_index_answers_equal_the_recorded_ones() {
     let want: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(got.len(), want.len());
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert_eq!(g, w, "answer {i}");
+        assert!(same(g, w), "answer {i}:\n got {g}\nwant {w}");
     }
     let partial = want
         .iter()

@@ -30,9 +30,7 @@
 //! one, or a stray `*.tmp` file that is never read.
 
 use std::fs;
-use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -61,9 +59,6 @@ struct Entry {
     text_sha256: String,
     text: String,
 }
-
-/// Distinguishes temp files of concurrent writers in one process.
-static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl ParseCache {
     /// Opens (creating if needed) a cache rooted at `root`, e.g.
@@ -140,28 +135,9 @@ impl ParseCache {
     }
 }
 
-/// Writes `data` to `path` via a synced temporary file in the same folder and
-/// a rename, then syncs the folder so the rename itself is durable.
+/// Writes `data` to `path` atomically and durably ([`neardup_fs::write_atomic`]).
 pub(crate) fn write_atomic(path: &Path, data: &[u8]) -> Result<(), Error> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("entry");
-    let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = fs::File::create(&tmp)?;
-        file.write_all(data)?;
-        file.sync_all()?;
-        fs::rename(&tmp, path)?;
-        // Durability of the rename; not every platform can open a folder.
-        if let Ok(d) = fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    result.map_err(|e| {
-        let _ = fs::remove_file(&tmp);
-        Error::io("writing cache entry", e).with_path(path)
-    })
+    neardup_fs::write_atomic(path, data).map_err(|e| Error::io("writing", e).with_path(path))
 }
 
 #[cfg(test)]

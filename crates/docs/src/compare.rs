@@ -22,11 +22,11 @@
 //! `identical` entry is never back-updated, so its `closest_match` always
 //! leads to its kept original.
 
-use neardup_core::{jaccard, Fingerprint, MemoryIndex, Params, Policy, Verdict};
+use neardup_core::{Candidate, Fingerprint, MemoryIndex, Params, Policy, Verdict};
 
 use crate::embed::cosine;
 use crate::error::Error;
-use crate::scan::{Phase, Progress};
+use crate::progress::{Phase, Progress};
 use crate::store::{Method, StoredDoc};
 
 /// Scores of one pair.
@@ -91,7 +91,7 @@ pub(crate) fn compare(
     let index_err = |e: neardup_core::Error| Error::store(format!("index: {e}"));
     let hashes: Vec<_> = fps.iter().map(|f| f.content_hash).collect();
     let mut index = MemoryIndex::new(matchers.params.clone());
-    let mut candidates: Vec<Vec<u32>> = vec![Vec::new(); docs.len()];
+    let mut candidates: Vec<Vec<Candidate>> = vec![Vec::new(); docs.len()];
     for (i, fp) in fps.into_iter().enumerate() {
         if matchers.minhash && i >= m {
             candidates[i] = index.candidates(&fp, None).map_err(index_err)?.ids;
@@ -184,9 +184,7 @@ pub(crate) fn compare(
 /// entry has both scores in combined mode (one exact Jaccard per entry).
 fn complete(pair: &mut Pair, a: usize, b: usize, index: &MemoryIndex, matchers: &Matchers<'_>) {
     if matchers.minhash && pair.minhash.is_none() {
-        if let (Some(fa), Some(fb)) = (index.features(a as u32), index.features(b as u32)) {
-            pair.minhash = Some(if pair.same_content { 1.0 } else { jaccard(fa, fb) });
-        }
+        pair.minhash = index.score(a as u32, b as u32).map(|s| s.score);
     }
 }
 

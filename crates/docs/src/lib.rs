@@ -47,6 +47,7 @@ mod format;
 mod ingest;
 mod limits;
 mod parse;
+mod progress;
 mod report;
 mod scan;
 mod slug;
@@ -70,7 +71,8 @@ pub use config::{ConfigLayer, ScanSettings, CONFIG_KEYS};
 pub use export::{duplicate_callout, export, ExportSummary, SkippedExport};
 /// The verdicts stored for each document (from `neardup-core`).
 pub use neardup_core::Verdict;
+pub use progress::{NoProgress, Phase, Progress};
 pub use report::{render_table, report_rows, ReportRow};
-pub use scan::{scan, stamp, NoProgress, Phase, Progress, ScanOptions, ScanSummary, Skipped, Timings, VerdictCounts};
+pub use scan::{scan, stamp, ScanOptions, ScanSummary, Skipped, Timings, VerdictCounts};
 pub use slug::{slugify, MAX_SLUG_LEN};
 pub use store::{Method, Store, StoredDoc, STORE_FILE, STORE_FORMAT_VERSION};

@@ -22,9 +22,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use neardup_core::hash::ContentHash;
-use neardup_core::lsh::band_keys_into;
-use neardup_core::minhash::MinHasher;
-use neardup_core::{Fingerprint, Fingerprinter, Verdict};
+use neardup_core::{Fingerprint, Fingerprinter, StoredFingerprint, Verdict};
 use rayon::prelude::*;
 use serde::Serialize;
 
@@ -35,55 +33,10 @@ use crate::embed::{embed_document, embedder_from_model, Embedder, ProviderConfig
 use crate::error::Error;
 use crate::ingest::parse_file;
 use crate::parse::{ParsedDoc, PARSER_VERSION};
+use crate::progress::{Phase, Progress};
 use crate::slug::Slugs;
 use crate::store::{Store, StoredDoc, STORE_FORMAT_VERSION};
 use crate::walk::{discover, DiscoverOptions};
-
-/// A phase of a scan, for progress reporting.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// Reading and parsing files.
-    Parse,
-    /// MinHash fingerprints and embeddings.
-    Fingerprint,
-    /// The comparison pass.
-    Compare,
-}
-
-impl Phase {
-    /// The bar label: `parse`, `fingerprint` or `dedup` (the seed's name for
-    /// the comparison bar).
-    pub fn label(self) -> &'static str {
-        match self {
-            Phase::Parse => "parse",
-            Phase::Fingerprint => "fingerprint",
-            Phase::Compare => "dedup",
-        }
-    }
-}
-
-/// Receives progress; the library draws nothing itself. Calls for the parse
-/// and fingerprint phases may come from several threads.
-pub trait Progress: Sync {
-    /// A phase begins with `total` units of work.
-    fn start(&self, phase: Phase, total: u64) {
-        let _ = (phase, total);
-    }
-    /// `n` more units are done.
-    fn advance(&self, phase: Phase, n: u64) {
-        let _ = (phase, n);
-    }
-    /// The phase is over.
-    fn finish(&self, phase: Phase) {
-        let _ = phase;
-    }
-}
-
-/// A [`Progress`] that ignores everything.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct NoProgress;
-
-impl Progress for NoProgress {}
 
 /// Everything a scan needs besides the paths.
 #[derive(Clone, Debug)]
@@ -255,20 +208,49 @@ pub fn scan<P: AsRef<Path>>(paths: &[P], options: &ScanOptions, progress: &dyn P
         ..ScanSummary::default()
     };
 
-    // Phase 1: discover and parse.
     let started = Instant::now();
-    let files = discover_files(paths, options, &mut summary);
+    let parsed = parse_phase(paths, options, &cache, progress, &mut summary)?;
+    let (base, members) = select_members(&old, parsed, &stamp_hash, &stamp_inputs, options, &cache, &mut summary)?;
+    summary.timings.parse_s = started.elapsed().as_secs_f64();
+
+    let started = Instant::now();
+    let embedding = embedder.as_deref().zip(model_id.as_deref());
+    let (docs, fps) = fingerprint_phase(base, members, &old, settings, embedding, progress, &mut summary)?;
+    summary.timings.fingerprint_s = started.elapsed().as_secs_f64();
+
+    let started = Instant::now();
+    let docs =
+        compare_phase(docs, fps, summary.stored_documents, settings, embedder.is_some(), progress, &mut summary)?;
+    summary.timings.compare_s = started.elapsed().as_secs_f64();
+
+    let started = Instant::now();
+    let store = Store { stamp: stamp_hash, stamp_inputs, documents: docs };
+    store.save(&store_path)?;
+    summary.timings.save_s = started.elapsed().as_secs_f64();
+    Ok(summary)
+}
+
+/// Phase 1: discovers and parses every file (through the cache). Document
+/// problems are listed as skipped; environment problems end the scan.
+fn parse_phase<P: AsRef<Path>>(
+    paths: &[P],
+    options: &ScanOptions,
+    cache: &ParseCache,
+    progress: &dyn Progress,
+    summary: &mut ScanSummary,
+) -> Result<Vec<(String, ParsedDoc)>, Error> {
+    let files = discover_files(paths, options, summary);
     progress.start(Phase::Parse, files.len() as u64);
     let outcomes: Vec<_> = files
         .par_iter()
         .map(|(path, canonical)| {
-            let outcome = parse_file(path, &settings.limits, &cache);
+            let outcome = parse_file(path, &options.settings.limits, cache);
             progress.advance(Phase::Parse, 1);
             (path, canonical, outcome)
         })
         .collect();
     progress.finish(Phase::Parse);
-    let mut parsed: Vec<(String, ParsedDoc)> = Vec::new();
+    let mut parsed = Vec::new();
     for (path, canonical, outcome) in outcomes {
         match outcome {
             Ok(o) => {
@@ -286,8 +268,23 @@ pub fn scan<P: AsRef<Path>>(paths: &[P], options: &ScanOptions, progress: &dyn P
             Err(e) => return Err(e),
         }
     }
+    Ok(parsed)
+}
 
-    // Which documents are new, and is the store still valid?
+/// Which documents are compared in this scan, and against which stored
+/// ones: the stored documents that stay as they are (`base`) and the
+/// members of the comparison pass. When the store's stamp differs from the
+/// configuration, or a stored file changed, every stored document is
+/// rebuilt (its text from the parse cache) and `base` is empty.
+fn select_members(
+    old: &Store,
+    parsed: Vec<(String, ParsedDoc)>,
+    stamp_hash: &str,
+    stamp_inputs: &str,
+    options: &ScanOptions,
+    cache: &ParseCache,
+    summary: &mut ScanSummary,
+) -> Result<(Vec<StoredDoc>, Vec<Member>), Error> {
     let by_path: HashMap<&str, &StoredDoc> = old.documents.iter().map(|d| (d.path.as_str(), d)).collect();
     let changed: Vec<&str> = parsed
         .iter()
@@ -316,7 +313,7 @@ pub fn scan<P: AsRef<Path>>(paths: &[P], options: &ScanOptions, progress: &dyn P
                         summary.rebuilt_from_cache += 1;
                         doc
                     }
-                    None => match parse_file(Path::new(&d.path), &settings.limits, &cache) {
+                    None => match parse_file(Path::new(&d.path), &options.settings.limits, cache) {
                         Ok(o) => {
                             summary.reparsed_for_rebuild += 1;
                             o.doc
@@ -347,10 +344,21 @@ pub fn scan<P: AsRef<Path>>(paths: &[P], options: &ScanOptions, progress: &dyn P
     summary.rebuilt = rebuild;
     summary.stored_documents = base.len();
     summary.new_documents = members.len();
-    summary.timings.parse_s = started.elapsed().as_secs_f64();
+    Ok((base, members))
+}
 
-    // Phase 2: fingerprint the batch.
-    let started = Instant::now();
+/// Phase 2: slugs, MinHash fingerprints and (when a model runs) embeddings
+/// of the members; stored documents re-enter from their stored features.
+/// Returns every document, `base` first, with its fingerprint.
+fn fingerprint_phase(
+    base: Vec<StoredDoc>,
+    mut members: Vec<Member>,
+    old: &Store,
+    settings: &ScanSettings,
+    embedding: Option<(&dyn Embedder, &str)>,
+    progress: &dyn Progress,
+    summary: &mut ScanSummary,
+) -> Result<(Vec<StoredDoc>, Vec<Fingerprint>), Error> {
     let mut slugs = Slugs::new(base.iter().map(|d| d.slug.as_str()));
     for m in &members {
         if let Some(s) = &m.slug {
@@ -371,7 +379,7 @@ pub fn scan<P: AsRef<Path>>(paths: &[P], options: &ScanOptions, progress: &dyn P
             || fingerprinter.clone(),
             |f, m| {
                 let fp = f.fingerprint(&m.doc.text);
-                if embedder.is_none() {
+                if embedding.is_none() {
                     progress.advance(Phase::Fingerprint, 1);
                 }
                 fp
@@ -379,7 +387,7 @@ pub fn scan<P: AsRef<Path>>(paths: &[P], options: &ScanOptions, progress: &dyn P
         )
         .collect();
     let mut reusable: HashMap<String, Vec<f32>> = HashMap::new();
-    if let Some(id) = &model_id {
+    if let Some((_, id)) = embedding {
         for d in &old.documents {
             if let (Some(e), Some(m)) = (&d.embedding, &d.embedding_model) {
                 if m == id {
@@ -388,17 +396,21 @@ pub fn scan<P: AsRef<Path>>(paths: &[P], options: &ScanOptions, progress: &dyn P
             }
         }
     }
-    let mut new_docs: Vec<StoredDoc> = Vec::with_capacity(members.len());
+    // Stored documents re-enter the index from their features.
+    let mut all_fps: Vec<Fingerprint> =
+        base.iter().map(|d| stored_fingerprint(d, &fingerprinter)).collect::<Result<_, _>>()?;
+    let mut docs = base;
+    docs.reserve(members.len());
     for (m, fp) in members.iter().zip(&fps) {
-        let embedding = match &embedder {
-            Some(e) => {
-                let v = embedding_for(e.as_ref(), &m.doc, settings.chunk_words, &mut reusable, &mut summary)?;
+        let vector = match embedding {
+            Some((e, _)) => {
+                let v = embedding_for(e, &m.doc, settings.chunk_words, &mut reusable, summary)?;
                 progress.advance(Phase::Fingerprint, 1);
                 Some(v)
             }
             None => None,
         };
-        new_docs.push(StoredDoc {
+        docs.push(StoredDoc {
             verdict: Verdict::Different,
             closest_match: None,
             closest_score: None,
@@ -414,43 +426,37 @@ pub fn scan<P: AsRef<Path>>(paths: &[P], options: &ScanOptions, progress: &dyn P
             content_hash: fp.content_hash.to_hex(),
             tokens: fp.tokens,
             features: if settings.minhash { fp.features.clone() } else { Vec::new() },
-            embedding_model: embedding.as_ref().and(model_id.clone()),
-            embedding,
+            embedding_model: vector.as_ref().and(embedding.map(|(_, id)| id.to_string())),
+            embedding: vector,
         });
     }
     progress.finish(Phase::Fingerprint);
-    // Stored documents re-enter the index from their features.
-    let mut all_fps: Vec<Fingerprint> =
-        base.iter().map(|d| stored_fingerprint(d, settings)).collect::<Result<_, _>>()?;
     all_fps.extend(fps);
-    summary.timings.fingerprint_s = started.elapsed().as_secs_f64();
+    Ok((docs, all_fps))
+}
 
-    // Phase 3: compare.
-    let started = Instant::now();
-    let m = base.len();
-    let mut docs = base;
-    docs.extend(new_docs);
+/// Phase 3: the comparison pass over `docs[m..]` (see [`crate::compare`]),
+/// and the verdict counts of the new documents.
+fn compare_phase(
+    mut docs: Vec<StoredDoc>,
+    fps: Vec<Fingerprint>,
+    m: usize,
+    settings: &ScanSettings,
+    embedding: bool,
+    progress: &dyn Progress,
+    summary: &mut ScanSummary,
+) -> Result<Vec<StoredDoc>, Error> {
     if settings.enabled {
-        let matchers = Matchers {
-            params: &settings.params,
-            policy: &settings.policy,
-            minhash: settings.minhash,
-            embedding: embedder.is_some(),
-        };
-        let stats = compare(&mut docs, all_fps, m, &matchers, progress)?;
+        let matchers =
+            Matchers { params: &settings.params, policy: &settings.policy, minhash: settings.minhash, embedding };
+        let stats = compare(&mut docs, fps, m, &matchers, progress)?;
         summary.comparisons = stats.comparisons;
         summary.back_updated = stats.back_updated.iter().filter(|&&j| j < m).map(|&j| docs[j].slug.clone()).collect();
     }
     for d in &docs[m..] {
         summary.verdicts.add(d.verdict);
     }
-    summary.timings.compare_s = started.elapsed().as_secs_f64();
-
-    let started = Instant::now();
-    let store = Store { stamp: stamp_hash, stamp_inputs, documents: docs };
-    store.save(&store_path)?;
-    summary.timings.save_s = started.elapsed().as_secs_f64();
-    Ok(summary)
+    Ok(docs)
 }
 
 /// Discovers files, canonicalises their paths (the store's identity of a
@@ -499,31 +505,22 @@ fn embedding_for(
     Ok(v)
 }
 
-/// Rebuilds a stored document's fingerprint: signature and band keys come
+/// A stored document's fingerprint: signature and band keys are rebuilt
 /// from the stored features under the current parameters (the stamp
 /// guarantees they are the ones the features were made with).
-fn stored_fingerprint(d: &StoredDoc, settings: &ScanSettings) -> Result<Fingerprint, Error> {
+fn stored_fingerprint(d: &StoredDoc, fingerprinter: &Fingerprinter) -> Result<Fingerprint, Error> {
     let bad = |what: &str| Error::store(format!("{}: {what}", d.slug));
-    let mut hash = [0u8; 16];
-    for (i, b) in hash.iter_mut().enumerate() {
-        *b = u8::from_str_radix(d.content_hash.get(2 * i..2 * i + 2).ok_or_else(|| bad("content_hash"))?, 16)
-            .map_err(|_| bad("content_hash"))?;
-    }
-    let c = settings.params.config();
-    let (mut signature, mut band_keys) = (Vec::new(), Vec::new());
-    if !d.features.is_empty() {
-        let hasher = MinHasher::new(c.signature, c.num_perm as usize, c.seed).map_err(|e| bad(&e.to_string()))?;
-        signature = hasher.signature(&d.features);
-        band_keys_into(settings.params.lsh(), c.seed, &signature, &mut band_keys).map_err(|e| bad(&e.to_string()))?;
-    }
-    Ok(Fingerprint {
-        content_hash: ContentHash(hash),
-        tokens: d.tokens,
-        features: d.features.clone(),
-        signature,
-        band_keys,
-        degraded: None,
-    })
+    let content_hash =
+        ContentHash::from_hex(&d.content_hash).ok_or_else(|| bad("content_hash is not 32 hex digits"))?;
+    fingerprinter
+        .rebuild(StoredFingerprint {
+            content_hash,
+            tokens: d.tokens,
+            features: d.features.clone(),
+            signature: None,
+            degraded_shingles: None,
+        })
+        .map_err(|e| bad(&e.to_string()))
 }
 
 /// The reason of a document error without the path prefix (reports print

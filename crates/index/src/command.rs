@@ -66,8 +66,21 @@ impl Command {
         }
     }
 
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        postcard::to_stdvec(self).unwrap_or_default()
+    /// The command's log payload. Fails (and nothing is logged) rather than
+    /// ever writing an empty record.
+    pub(crate) fn encode(&self) -> Result<Vec<u8>> {
+        postcard::to_stdvec(self).map_err(|e| Error::state(format!("encoding a {} command: {e}", self.kind())))
+    }
+
+    fn kind(&self) -> &'static str {
+        match self {
+            Command::CreateTenant { .. } => "create-tenant",
+            Command::Upsert { .. } => "upsert",
+            Command::Tombstone { .. } => "tombstone",
+            Command::Label { .. } => "label",
+            Command::Rebuild { .. } => "rebuild",
+            Command::Compact { .. } => "compact",
+        }
     }
 
     pub(crate) fn decode(bytes: &[u8]) -> Result<Command> {
@@ -92,7 +105,7 @@ mod tests {
         let mut kinds = std::collections::BTreeSet::new();
         let (last, repair) = crate::wal::replay(copy.path(), |_, payload| {
             let cmd = Command::decode(payload)?;
-            assert_eq!(cmd.encode(), payload, "{cmd:?}");
+            assert_eq!(cmd.encode()?, payload, "{cmd:?}");
             kinds.insert(format!("{cmd:?}").split([' ', '{']).next().unwrap_or_default().to_string());
             Ok(())
         })

@@ -9,7 +9,7 @@
 //! hash (over the shingle cap) and had no exact match is
 //! [`DecisionState::Quarantined`].
 
-use neardup_core::{Policy, Verdict};
+use neardup_core::{CandidateSet, Fingerprint, Policy, Verdict};
 use serde::{Deserialize, Serialize};
 
 /// The state a decision leaves an item in.
@@ -79,6 +79,35 @@ pub struct ScoredCandidate {
     pub same_content: bool,
     /// LSH bands shared with the query (0: found by exact hash only).
     pub bands_shared: u16,
+}
+
+impl ScoredCandidate {
+    /// Scores a candidate by the one exact rule ([`neardup_core::verify_pair`])
+    /// and judges it by `policy`.
+    pub(crate) fn verify(
+        policy: &Policy,
+        features: &[u64],
+        hash: &neardup_core::ContentHash,
+        other: &[u64],
+        other_hash: &neardup_core::ContentHash,
+        item_id: &str,
+        bands: u16,
+    ) -> ScoredCandidate {
+        let s = neardup_core::verify_pair(features, hash, other, other_hash, 0.0)
+            .unwrap_or(neardup_core::PairScore { score: 0.0, same_content: false });
+        ScoredCandidate {
+            item_id: item_id.to_string(),
+            score: s.score,
+            verdict: MatchVerdict::from(policy.classify(s.score, s.same_content)),
+            same_content: s.same_content,
+            bands_shared: bands,
+        }
+    }
+}
+
+/// Sorts verified candidates best first: score, then item id.
+pub(crate) fn sort_best_first(v: &mut [ScoredCandidate]) {
+    v.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.item_id.cmp(&b.item_id)));
 }
 
 /// The policy a decision was made under.
@@ -193,6 +222,21 @@ pub(crate) struct Evidence {
     pub hot_buckets: u32,
     pub degraded_shingles: Option<(u64, u64)>,
     pub method_version: String,
+}
+
+impl Evidence {
+    /// What a candidate query for `fp` found, under `method_version`.
+    pub(crate) fn of(set: &CandidateSet, fp: &Fingerprint, method_version: &str) -> Evidence {
+        Evidence {
+            candidates_seen: set.distinct as u64,
+            over_cap: set.over_cap,
+            hot_buckets: set.hot_buckets,
+            degraded_shingles: fp.degraded.map(|d| match d {
+                neardup_core::Degraded::TooManyShingles { count, max } => (count, max),
+            }),
+            method_version: method_version.to_string(),
+        }
+    }
 }
 
 /// Method name for the normal and the degraded path.

@@ -101,9 +101,21 @@ impl ItemRecord {
         self.tombstone.is_none()
     }
 
+    /// The fingerprint parts this record keeps. `signature`: use the stored
+    /// signature (same parameters) instead of recomputing it.
+    pub(crate) fn stored_fingerprint(&self, signature: bool) -> neardup_core::StoredFingerprint {
+        neardup_core::StoredFingerprint {
+            content_hash: neardup_core::ContentHash(self.content_hash),
+            tokens: self.tokens,
+            features: self.features.clone(),
+            signature: signature.then(|| self.signature.clone()),
+            degraded_shingles: self.degraded_shingles,
+        }
+    }
+
     /// Encodes with postcard.
-    pub(crate) fn encode(&self) -> Vec<u8> {
-        postcard::to_stdvec(self).unwrap_or_default()
+    pub(crate) fn encode(&self) -> Result<Vec<u8>> {
+        postcard::to_stdvec(self).map_err(|e| Error::state(format!("encoding the record of {:?}: {e}", self.item_id)))
     }
 
     /// Decodes and validates like input: loaded state is never trusted.

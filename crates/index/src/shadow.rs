@@ -9,14 +9,12 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use neardup_core::lsh::QueryLimits;
-use neardup_core::{Fingerprint, Fingerprinter, LshIndex, Params, Policy};
+use neardup_core::{Fingerprint, Fingerprinter, MemoryIndex, Policy};
 use serde::{Deserialize, Serialize};
 
-use crate::decision::{decide, Decision, DecisionState, Evidence, MatchVerdict};
+use crate::decision::{decide, sort_best_first, Decision, DecisionState, Evidence, MatchVerdict, ScoredCandidate};
 use crate::error::{Error, ErrorKind, Result};
 use crate::item::ItemRecord;
-use crate::tenant::{score_features, sort_best_first};
 use crate::tenant_config::TenantConfig;
 
 /// Disagreement between the live and the shadow index, as figures.
@@ -54,27 +52,19 @@ impl ShadowReport {
     }
 }
 
-#[derive(Debug)]
-struct Entry {
-    item_id: String,
-    hash: [u8; 16],
-    features: Vec<u64>,
-    band_keys: Vec<u64>,
-}
-
-/// A tenant's index under candidate parameters.
+/// A tenant's index under candidate parameters: the core's
+/// [`MemoryIndex`] (the same candidate index as the live tenant's, with
+/// features in memory) and the item ids of its slots.
 #[derive(Debug)]
 pub(crate) struct Shadow {
     pub config: TenantConfig,
-    params: Params,
     policy: Policy,
     fingerprinter: Fingerprinter,
-    lsh: LshIndex,
-    entries: Vec<Option<Entry>>,
+    index: MemoryIndex,
+    /// Item id of each slot of `index` (`None` once removed).
+    slots: Vec<Option<String>>,
     ids: HashMap<String, u32>,
-    by_hash: HashMap<[u8; 16], Vec<u32>>,
     version: String,
-    items: u64,
     pub report: std::sync::Mutex<ShadowReport>,
 }
 
@@ -91,35 +81,21 @@ impl Shadow {
         let same = live.same_features(&config);
         let mut s = Shadow {
             version: params.fingerprint_version(),
-            items: 0,
             report: std::sync::Mutex::new(ShadowReport {
                 shadow_version: params.fingerprint_version(),
                 live_version: live_version.to_string(),
                 ..ShadowReport::default()
             }),
-            lsh: LshIndex::new(params.lsh(), params.config().seed),
+            index: MemoryIndex::new(params),
             config,
-            params,
             policy,
             fingerprinter,
-            entries: Vec::new(),
+            slots: Vec::new(),
             ids: HashMap::new(),
-            by_hash: HashMap::new(),
         };
         for r in records.into_iter().filter(ItemRecord::is_live) {
             let fp = if same {
-                let c = s.params.config();
-                let hasher = neardup_core::minhash::MinHasher::new(c.signature, c.num_perm as usize, c.seed)?;
-                let signature = hasher.signature(&r.features);
-                let band_keys = s.lsh.band_keys(&signature)?;
-                Fingerprint {
-                    content_hash: neardup_core::ContentHash(r.content_hash),
-                    tokens: r.tokens,
-                    features: r.features,
-                    band_keys: if signature.is_empty() { Vec::new() } else { band_keys },
-                    signature,
-                    degraded: None,
-                }
+                s.fingerprinter.rebuild(r.stored_fingerprint(false))?
             } else {
                 let content = r.content.as_deref().ok_or_else(|| {
                     Error::new(ErrorKind::RebuildNeedsContent {
@@ -134,20 +110,11 @@ impl Shadow {
     }
 
     fn insert_fp(&mut self, item_id: &str, fp: Fingerprint) -> Result<()> {
-        self.remove(item_id)?;
-        let slot = u32::try_from(self.entries.len()).map_err(|_| Error::state("shadow slot space exhausted"))?;
-        if !fp.band_keys.is_empty() {
-            self.lsh.insert(slot, &fp.band_keys)?;
-        }
-        self.by_hash.entry(fp.content_hash.0).or_default().push(slot);
+        self.remove(item_id);
+        let slot = self.index.insert(fp)?;
+        debug_assert_eq!(slot as usize, self.slots.len());
         self.ids.insert(item_id.to_string(), slot);
-        self.entries.push(Some(Entry {
-            item_id: item_id.to_string(),
-            hash: fp.content_hash.0,
-            features: fp.features,
-            band_keys: fp.band_keys,
-        }));
-        self.items += 1;
+        self.slots.push(Some(item_id.to_string()));
         Ok(())
     }
 
@@ -158,71 +125,34 @@ impl Shadow {
     }
 
     /// Removes `item_id`.
-    pub(crate) fn remove(&mut self, item_id: &str) -> Result<()> {
-        let Some(slot) = self.ids.remove(item_id) else {
-            return Ok(());
-        };
-        if let Some(e) = self.entries.get_mut(slot as usize).and_then(Option::take) {
-            if !e.band_keys.is_empty() {
-                self.lsh.remove(slot, &e.band_keys)?;
-            }
-            if let Some(v) = self.by_hash.get_mut(&e.hash) {
-                v.retain(|&s| s != slot);
-            }
-            self.items = self.items.saturating_sub(1);
+    pub(crate) fn remove(&mut self, item_id: &str) {
+        if let Some(slot) = self.ids.remove(item_id) {
+            self.index.remove(slot);
+            self.slots[slot as usize] = None;
         }
-        Ok(())
     }
 
     /// The shadow's decision for `content`, excluding `exclude` (the item itself).
     pub(crate) fn evaluate(&self, content: &str, exclude: Option<&str>) -> Result<Decision> {
         let fp = self.fingerprinter.clone().fingerprint(content);
         let exclude = exclude.and_then(|id| self.ids.get(id).copied());
-        let c = self.params.config();
-        let limits =
-            QueryLimits { max_candidates: c.max_candidates as usize, max_bucket_read: c.max_bucket_read as usize };
-        let lsh = if fp.band_keys.is_empty() {
-            neardup_core::Candidates::default()
-        } else {
-            self.lsh.query(&fp.band_keys, exclude, limits)?
-        };
-        let mut ids = lsh.ids.clone();
-        if let Some(same) = self.by_hash.get(&fp.content_hash.0) {
-            for &s in same.iter().filter(|&&s| Some(s) != exclude).take(limits.max_candidates) {
-                if !ids.iter().any(|&(id, _)| id == s) {
-                    ids.push((s, 0));
-                }
-            }
-        }
-        let mut scored: Vec<_> = ids
-            .iter()
-            .filter_map(|&(slot, bands)| {
-                let e = self.entries.get(slot as usize)?.as_ref()?;
-                Some(score_features(
-                    &self.policy,
-                    &fp.features,
-                    fp.content_hash.0,
-                    &e.features,
-                    e.hash,
-                    &e.item_id,
-                    bands,
-                ))
+        let set = self.index.candidates(&fp, exclude)?;
+        let mut scored: Vec<ScoredCandidate> = self
+            .index
+            .verify(&fp, &set.ids, 0.0)
+            .into_iter()
+            .filter_map(|m| {
+                Some(ScoredCandidate {
+                    item_id: self.slots.get(m.id as usize)?.clone()?,
+                    score: m.score,
+                    verdict: MatchVerdict::from(self.policy.classify(m.score, m.same_content)),
+                    same_content: m.same_content,
+                    bands_shared: m.bands,
+                })
             })
             .collect();
         sort_best_first(&mut scored);
-        Ok(decide(
-            &self.policy,
-            scored,
-            Evidence {
-                candidates_seen: lsh.distinct as u64,
-                over_cap: lsh.over_cap,
-                hot_buckets: lsh.hot_buckets,
-                degraded_shingles: fp.degraded.map(|d| match d {
-                    neardup_core::Degraded::TooManyShingles { count, max } => (count, max),
-                }),
-                method_version: self.version.clone(),
-            },
-        ))
+        Ok(decide(&self.policy, scored, Evidence::of(&set, &fp, &self.version)))
     }
 
     /// Records how the two answers to one query differ.
@@ -259,7 +189,7 @@ impl Shadow {
     /// The current figures.
     pub(crate) fn report(&self) -> ShadowReport {
         let mut r = self.report.lock().map(|r| r.clone()).unwrap_or_default();
-        r.items = self.items;
+        r.items = self.index.len() as u64;
         r
     }
 }

@@ -107,11 +107,8 @@ impl TenantConfig {
                 return Err(Error::config(key, "must be at least 1"));
             }
         }
-        if l.max_items > u64::from(neardup_core::lsh::MAX_ITEM_ID) {
-            return Err(Error::config(
-                "limits.max_items",
-                format!("must be at most {}", neardup_core::lsh::MAX_ITEM_ID),
-            ));
+        if l.max_items > u64::from(neardup_core::MAX_ITEM_ID) {
+            return Err(Error::config("limits.max_items", format!("must be at most {}", neardup_core::MAX_ITEM_ID)));
         }
         if l.max_item_bytes > 1 << 30 {
             return Err(Error::config("limits.max_item_bytes", "must be at most 1 GiB"));
@@ -120,8 +117,8 @@ impl TenantConfig {
     }
 
     /// Stable JSON form (field names, not enum positions, reach the disk).
-    pub(crate) fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+    pub(crate) fn to_json(&self) -> Result<String> {
+        serde_json::to_string(self).map_err(|e| Error::state(format!("encoding a tenant configuration: {e}")))
     }
 
     pub(crate) fn from_json(s: &str) -> Result<TenantConfig> {
@@ -172,9 +169,9 @@ mod tests {
     #[test]
     fn json_round_trip_and_unknown_fields_rejected() {
         let c = TenantConfig::new(Config::seed_example());
-        let back = TenantConfig::from_json(&c.to_json()).unwrap();
+        let back = TenantConfig::from_json(&c.to_json().unwrap()).unwrap();
         assert_eq!(back, c);
-        let mut v: serde_json::Value = serde_json::from_str(&c.to_json()).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&c.to_json().unwrap()).unwrap();
         v["surprise"] = serde_json::json!(1);
         assert!(TenantConfig::from_json(&v.to_string()).is_err());
     }

@@ -111,8 +111,8 @@ fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
     Ok(out)
 }
 
-pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| Error::io(format!("syncing {}", dir.display()), e))
+fn sync_dir(dir: &Path) -> Result<()> {
+    neardup_fs::sync_dir(dir).map_err(|e| Error::io("command log", e))
 }
 
 /// Reads every valid record in order, calling `f(lsn, payload)`, and repairs

@@ -18,8 +18,7 @@
 //! | `keys[].created_ms` | creation time, Unix ms                      |
 
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::RwLock;
 
 use serde::{Deserialize, Serialize};
@@ -290,25 +289,8 @@ impl KeyStore {
         let Some(path) = &self.path else { return Ok(()) };
         let file = KeyFile { format: KEY_FILE_FORMAT, keys: keys.values().cloned().collect() };
         let bytes = serde_json::to_vec_pretty(&file).map_err(std::io::Error::other)?;
-        write_atomic(path, &bytes)
+        neardup_fs::write_atomic(path, &bytes)
     }
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = path.with_extension("json.tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        // Make the rename itself durable.
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -10,6 +10,7 @@
 //! one fjall write batch, so records and the applied LSN move together.
 //! Writes are not fsynced here: the command log is the durable truth.
 
+use std::ops::{Bound, ControlFlow};
 use std::path::Path;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
@@ -77,16 +78,31 @@ impl Store for FjallStore {
             b.remove(&self.items, item_key(tenant, id));
         }
         for r in &batch.puts {
-            b.insert(&self.items, item_key(tenant, &r.item_id), r.encode());
+            b.insert(&self.items, item_key(tenant, &r.item_id), r.encode()?);
         }
         b.insert(&self.applied, tenant.as_bytes().to_vec(), lsn.to_le_bytes().to_vec());
         b.commit().map_err(err)
     }
 
-    fn scan(&self, tenant: &str, f: &mut dyn FnMut(ItemRecord) -> Result<()>) -> Result<()> {
-        for guard in self.items.prefix(prefix(tenant)) {
-            let (_, v) = guard.into_inner().map_err(err)?;
-            f(ItemRecord::decode(&v)?)?;
+    fn scan(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        f: &mut dyn FnMut(ItemRecord) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        let p = prefix(tenant);
+        let from = match after {
+            Some(a) => Bound::Excluded(item_key(tenant, a)),
+            None => Bound::Included(p.clone()),
+        };
+        for guard in self.items.range((from, Bound::<Vec<u8>>::Unbounded)) {
+            let (k, v) = guard.into_inner().map_err(err)?;
+            if !k.starts_with(&p) {
+                break;
+            }
+            if f(ItemRecord::decode(&v)?)?.is_break() {
+                break;
+            }
         }
         Ok(())
     }

@@ -2,6 +2,7 @@
 //! every tenant is reloaded from its snapshot and the log.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::{Bound, ControlFlow};
 use std::sync::RwLock;
 
 use super::{Store, StoreBatch};
@@ -54,16 +55,37 @@ impl Store for MemStore {
         Ok(())
     }
 
-    fn scan(&self, tenant: &str, f: &mut dyn FnMut(ItemRecord) -> Result<()>) -> Result<()> {
-        // Copy out first so `f` may call back into the store.
-        let records: Vec<ItemRecord> = {
-            let t = self.tenants.read().map_err(|_| poisoned())?;
-            match t.get(tenant) {
-                Some(t) => t.items.values().cloned().collect(),
-                None => Vec::new(),
+    fn scan(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        f: &mut dyn FnMut(ItemRecord) -> Result<ControlFlow<()>>,
+    ) -> Result<()> {
+        // Pages are copied out under the lock and handed to `f` without it,
+        // so `f` may call back into the store.
+        const PAGE: usize = 1024;
+        let mut cursor: Option<String> = after.map(str::to_string);
+        loop {
+            let page: Vec<ItemRecord> = {
+                let t = self.tenants.read().map_err(|_| poisoned())?;
+                let Some(t) = t.get(tenant) else { return Ok(()) };
+                let from = match &cursor {
+                    Some(c) => Bound::Excluded(c.as_str()),
+                    None => Bound::Unbounded,
+                };
+                t.items.range::<str, _>((from, Bound::Unbounded)).take(PAGE).map(|(_, r)| r.clone()).collect()
+            };
+            let full = page.len() == PAGE;
+            cursor = page.last().map(|r| r.item_id.clone());
+            for r in page {
+                if f(r)?.is_break() {
+                    return Ok(());
+                }
             }
-        };
-        records.into_iter().try_for_each(f)
+            if !full {
+                return Ok(());
+            }
+        }
     }
 
     fn applied_lsn(&self, tenant: &str) -> Result<Option<u64>> {

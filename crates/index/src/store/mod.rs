@@ -15,6 +15,7 @@
 //! one test suite every implementation runs.
 
 use std::fmt;
+use std::ops::ControlFlow;
 
 use crate::error::Result;
 use crate::item::ItemRecord;
@@ -46,8 +47,16 @@ pub trait Store: Send + Sync + fmt::Debug {
     /// crash either all of it is visible or none.
     fn apply(&self, tenant: &str, batch: StoreBatch, lsn: u64) -> Result<()>;
 
-    /// Calls `f` with every record of `tenant`, in item id (byte) order.
-    fn scan(&self, tenant: &str, f: &mut dyn FnMut(ItemRecord) -> Result<()>) -> Result<()>;
+    /// Calls `f` with the records of `tenant` in item id (byte) order,
+    /// starting just after `after` (from the first when `None`), until `f`
+    /// breaks or the records end. An error from `f` or from reading stops
+    /// the scan and is returned.
+    fn scan(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        f: &mut dyn FnMut(ItemRecord) -> Result<ControlFlow<()>>,
+    ) -> Result<()>;
 
     /// The LSN of the last batch applied to `tenant`, if any.
     fn applied_lsn(&self, tenant: &str) -> Result<Option<u64>>;
@@ -84,10 +93,14 @@ pub(crate) mod tests {
     }
 
     fn ids(s: &dyn Store, tenant: &str) -> Vec<String> {
+        ids_after(s, tenant, None, usize::MAX)
+    }
+
+    fn ids_after(s: &dyn Store, tenant: &str, after: Option<&str>, limit: usize) -> Vec<String> {
         let mut out = Vec::new();
-        s.scan(tenant, &mut |r| {
+        s.scan(tenant, after, &mut |r| {
             out.push(r.item_id);
-            Ok(())
+            Ok(if out.len() >= limit { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })
         })
         .unwrap();
         out
@@ -105,6 +118,20 @@ pub(crate) mod tests {
         assert_eq!(s.applied_lsn("t").unwrap(), Some(4));
         assert_eq!(ids(s, "t1"), ["a", "b", "é"]);
         assert_eq!(ids(s, "t"), ["1a"]);
+        // Pages: start after an id (present or not), stop when told.
+        assert_eq!(ids_after(s, "t1", Some("a"), 10), ["b", "é"]);
+        assert_eq!(ids_after(s, "t1", Some("aa"), 1), ["b"]);
+        assert_eq!(ids_after(s, "t1", None, 2), ["a", "b"]);
+        assert!(ids_after(s, "t1", Some("é"), 10).is_empty());
+        assert!(ids_after(s, "t", Some("1a"), 10).is_empty());
+        // An error from the callback stops the scan and is returned.
+        let mut calls = 0;
+        let e = s.scan("t1", None, &mut |_| {
+            calls += 1;
+            Err(crate::error::Error::state("stop"))
+        });
+        assert!(e.is_err());
+        assert_eq!(calls, 1);
         assert_eq!(s.get("t1", "a").unwrap(), Some(record("a", 2)));
         assert_eq!(s.get("t", "a").unwrap(), None);
         // Replace and delete in one batch.

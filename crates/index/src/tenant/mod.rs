@@ -1,21 +1,23 @@
-//! One tenant's live index: its parameters, policy, band postings, exact-hash
-//! table and item directory, and how each command changes them.
+//! One tenant's live index: its parameters, policy, candidate index and
+//! item directory; how each command changes them (`apply`), and which
+//! command an upsert becomes (`plan`).
 //!
 //! Everything here is per tenant by construction: a [`Tenant`] owns its
-//! [`LshIndex`] and slot numbers, and reads item records from the store only
-//! under its own tenant id. There is no shared posting or id space, so no
-//! code path can turn one tenant's item into another's candidate.
+//! [`CandidateIndex`] and slot numbers, and reads item records from the store
+//! only under its own tenant id. There is no shared posting or id space, so
+//! no code path can turn one tenant's item into another's candidate.
+
+mod plan;
+mod rebuild;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
-use neardup_core::lsh::QueryLimits;
-use neardup_core::minhash::MinHasher;
-use neardup_core::{Candidates, Fingerprint, Fingerprinter, LshIndex, Params, Policy};
+use neardup_core::{CandidateIndex, Fingerprint, Fingerprinter, Params, Policy};
 
 use crate::command::{Command, IdemEntry};
-use crate::decision::{decide, Decision, Evidence, MatchVerdict, ScoredCandidate};
-use crate::error::{Error, ErrorKind, Result};
+use crate::decision::{decide, sort_best_first, Decision, Evidence, ScoredCandidate};
+use crate::error::{Error, Result};
 use crate::feedback::LabelEvent;
 use crate::item::ItemRecord;
 use crate::shadow::Shadow;
@@ -23,11 +25,8 @@ use crate::snapshot::{SnapshotHeader, TenantState};
 use crate::store::{Store, StoreBatch};
 use crate::tenant_config::TenantConfig;
 
-#[derive(Debug)]
-struct Slot {
-    item_id: Arc<str>,
-    content_hash: [u8; 16],
-}
+pub(crate) use plan::Plan;
+pub(crate) use rebuild::check_rebuild;
 
 /// Counters reported by `stats`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -54,10 +53,10 @@ pub(crate) struct Tenant {
     pub policy: Policy,
     fingerprinter: Fingerprinter,
     pub version: String,
-    lsh: LshIndex,
-    slots: Vec<Option<Slot>>,
+    index: CandidateIndex,
+    /// Item id of each slot of `index` (`None` once removed).
+    slots: Vec<Option<Arc<str>>>,
     ids: HashMap<Arc<str>, u32>,
-    by_hash: HashMap<[u8; 16], Vec<u32>>,
     pub live_items: u64,
     pub live_bytes: u64,
     pub stored_records: u64,
@@ -82,7 +81,7 @@ impl Tenant {
     pub(crate) fn new(name: &str, config: TenantConfig) -> Result<Tenant> {
         let (params, policy) = config.resolve()?;
         let fingerprinter = Fingerprinter::new(params.clone())?;
-        let lsh = LshIndex::new(params.lsh(), params.config().seed);
+        let index = CandidateIndex::for_params(&params);
         Ok(Tenant {
             name: name.to_string(),
             version: params.fingerprint_version(),
@@ -91,10 +90,9 @@ impl Tenant {
             params,
             policy,
             fingerprinter,
-            lsh,
+            index,
             slots: Vec::new(),
             ids: HashMap::new(),
-            by_hash: HashMap::new(),
             live_items: 0,
             live_bytes: 0,
             stored_records: 0,
@@ -137,6 +135,11 @@ impl Tenant {
         self.fingerprinter.clone().fingerprint(content)
     }
 
+    /// A stored item's fingerprint under this tenant's parameters.
+    pub(crate) fn stored_fingerprint(&self, r: &ItemRecord) -> Result<Fingerprint> {
+        Ok(self.fingerprinter.rebuild(r.stored_fingerprint(true))?)
+    }
+
     /// The slot of a live item.
     pub(crate) fn slot_of(&self, item_id: &str) -> Option<u32> {
         self.ids.get(item_id).copied()
@@ -158,136 +161,95 @@ impl Tenant {
         }
     }
 
-    /// Rebuilds postings, hash table and directory from the store.
+    /// Rebuilds the candidate index and directory from the store.
     pub(crate) fn load_index(&mut self, store: &dyn Store) -> Result<()> {
         let mut records = Vec::new();
-        store.scan(&self.name, &mut |r| {
+        store.scan(&self.name, None, &mut |r| {
             records.push((r.lsn, r.item_id, r.content_hash, r.signature, r.content_bytes, r.tombstone));
-            Ok(())
+            Ok(std::ops::ControlFlow::Continue(()))
         })?;
         // Slots follow write order (LSN) so candidate tie-breaks by slot are
         // the same after a restart as before it.
         records.sort_by_key(|r| r.0);
-        self.lsh = LshIndex::new(self.params.lsh(), self.params.config().seed);
+        self.index = CandidateIndex::for_params(&self.params);
         self.slots.clear();
         self.ids.clear();
-        self.by_hash.clear();
         self.live_items = 0;
         self.live_bytes = 0;
         self.stored_records = records.len() as u64;
-        let num_perm = self.params.config().num_perm as usize;
         for (_, item_id, hash, signature, bytes, tombstone) in records {
             if tombstone.is_some() {
                 continue;
             }
-            if !signature.is_empty() && signature.len() != num_perm {
-                return Err(Error::corrupt(
-                    "store record",
-                    format!("signature of {item_id:?} has {} values, want {num_perm}", signature.len()),
-                ));
-            }
-            self.insert_slot(item_id.into(), hash, &signature, bytes)?;
+            let keys = self
+                .fingerprinter
+                .band_keys(&signature)
+                .map_err(|e| Error::corrupt("store record", format!("item {item_id:?}: {e}")))?;
+            self.insert_slot(item_id.into(), hash, &keys, bytes)?;
         }
         Ok(())
     }
 
-    fn insert_slot(&mut self, item_id: Arc<str>, hash: [u8; 16], signature: &[u32], bytes: u64) -> Result<()> {
-        let slot = u32::try_from(self.slots.len())
-            .ok()
-            .filter(|&s| s <= neardup_core::lsh::MAX_ITEM_ID)
-            .ok_or_else(|| Error::state("slot space exhausted; run compaction to renumber"))?;
-        if !signature.is_empty() {
-            let keys = self.lsh.band_keys(signature)?;
-            self.lsh.insert(slot, &keys)?;
-        }
-        self.by_hash.entry(hash).or_default().push(slot);
+    fn insert_slot(&mut self, item_id: Arc<str>, hash: [u8; 16], band_keys: &[u64], bytes: u64) -> Result<()> {
+        let slot = self.index.insert(band_keys, neardup_core::ContentHash(hash)).map_err(|e| match e.kind() {
+            neardup_core::ErrorKind::LimitExceeded { .. } => {
+                Error::state("slot space exhausted; run compaction to renumber")
+            }
+            _ => Error::from(e),
+        })?;
+        debug_assert_eq!(slot as usize, self.slots.len());
         self.ids.insert(Arc::clone(&item_id), slot);
-        self.slots.push(Some(Slot { item_id, content_hash: hash }));
+        self.slots.push(Some(item_id));
         self.live_items += 1;
         self.live_bytes += bytes;
         Ok(())
     }
 
-    fn remove_slot(&mut self, old: &ItemRecord) -> Result<()> {
+    fn remove_slot(&mut self, old: &ItemRecord) {
         let Some(slot) = self.ids.remove(old.item_id.as_str()) else {
-            return Ok(());
+            return;
         };
-        if !old.signature.is_empty() {
-            let keys = self.lsh.band_keys(&old.signature)?;
-            self.lsh.remove(slot, &keys)?;
-        }
-        if let Some(v) = self.by_hash.get_mut(&old.content_hash) {
-            v.retain(|&s| s != slot);
-            if v.is_empty() {
-                self.by_hash.remove(&old.content_hash);
-            }
-        }
+        self.index.remove(slot);
         if let Some(s) = self.slots.get_mut(slot as usize) {
             *s = None;
         }
         self.live_items = self.live_items.saturating_sub(1);
         self.live_bytes = self.live_bytes.saturating_sub(old.content_bytes);
-        Ok(())
-    }
-
-    fn limits(&self) -> QueryLimits {
-        let c = self.params.config();
-        QueryLimits { max_candidates: c.max_candidates as usize, max_bucket_read: c.max_bucket_read as usize }
     }
 
     /// Candidates for `fp`, verified exactly, turned into a decision.
     pub(crate) fn evaluate(&self, store: &dyn Store, fp: &Fingerprint, exclude: Option<u32>) -> Result<Decision> {
-        let lsh = if fp.band_keys.is_empty() {
-            Candidates::default()
-        } else {
-            self.lsh.query(&fp.band_keys, exclude, self.limits())?
-        };
-        let mut ids = lsh.ids.clone();
-        let mut seen = lsh.distinct as u64;
-        let cap = self.params.config().max_candidates as usize;
-        if let Some(same) = self.by_hash.get(&fp.content_hash.0) {
-            // Equal content is a duplicate whatever LSH found; a handful is
-            // enough evidence, so a flood of copies cannot grow the work.
-            for &s in same.iter().filter(|&&s| Some(s) != exclude).take(cap) {
-                if !ids.iter().any(|&(id, _)| id == s) {
-                    ids.push((s, 0));
-                    seen += 1;
-                }
-            }
-        }
-        let mut scored = Vec::with_capacity(ids.len());
-        for (slot, bands) in ids {
-            let Some(Some(s)) = self.slots.get(slot as usize) else {
+        let set = self.index.candidates(&fp.band_keys, fp.content_hash, exclude, self.params.query_limits())?;
+        let mut scored = Vec::with_capacity(set.ids.len());
+        for c in &set.ids {
+            let Some(Some(item_id)) = self.slots.get(c.id as usize) else {
                 continue;
             };
-            let Some(rec) = store.get(&self.name, &s.item_id)? else {
+            let Some(rec) = store.get(&self.name, item_id)? else {
                 continue;
             };
             if !rec.is_live() {
                 continue;
             }
-            scored.push(score(&self.policy, fp, &rec, bands));
+            let hash = neardup_core::ContentHash(rec.content_hash);
+            scored.push(ScoredCandidate::verify(
+                &self.policy,
+                &fp.features,
+                &fp.content_hash,
+                &rec.features,
+                &hash,
+                &rec.item_id,
+                c.bands,
+            ));
         }
         sort_best_first(&mut scored);
         if let Ok(mut c) = self.counters.lock() {
             c.queries += 1;
             c.candidates_verified += scored.len() as u64;
-            c.cap_hits += u64::from(lsh.over_cap);
-            c.hot_bucket_hits += u64::from(lsh.hot_buckets > 0);
+            c.cap_hits += u64::from(set.over_cap);
+            c.hot_bucket_hits += u64::from(set.hot_buckets > 0);
         }
-        Ok(decide(
-            &self.policy,
-            scored,
-            Evidence {
-                candidates_seen: seen,
-                over_cap: lsh.over_cap,
-                hot_buckets: lsh.hot_buckets,
-                degraded_shingles: fp.degraded.map(|d| match d {
-                    neardup_core::Degraded::TooManyShingles { count, max } => (count, max),
-                }),
-                method_version: self.version.clone(),
-            },
-        ))
+        Ok(decide(&self.policy, scored, Evidence::of(&set, fp, &self.version)))
     }
 
     /// Applies a logged command. `CreateTenant` is the engine's.
@@ -304,14 +266,10 @@ impl Tenant {
                 let old = if mode.store || mode.index { store.get(&self.name, &record.item_id)? } else { None };
                 if mode.index {
                     if let Some(old) = old.as_ref().filter(|o| o.is_live()) {
-                        self.remove_slot(old)?;
+                        self.remove_slot(old);
                     }
-                    self.insert_slot(
-                        record.item_id.as_str().into(),
-                        record.content_hash,
-                        &record.signature,
-                        record.content_bytes,
-                    )?;
+                    let keys = self.fingerprinter.band_keys(&record.signature)?;
+                    self.insert_slot(record.item_id.as_str().into(), record.content_hash, &keys, record.content_bytes)?;
                     if old.is_none() {
                         self.stored_records += 1;
                     }
@@ -329,7 +287,7 @@ impl Tenant {
                 if mode.store || mode.index {
                     if let Some(mut rec) = store.get(&self.name, &item_id)? {
                         if mode.index && rec.is_live() {
-                            self.remove_slot(&rec)?;
+                            self.remove_slot(&rec);
                         }
                         if mode.store {
                             rec.tombstone = Some(epoch);
@@ -347,11 +305,11 @@ impl Tenant {
             Command::Compact { .. } => {
                 if mode.store {
                     let mut deletes = Vec::new();
-                    store.scan(&self.name, &mut |r| {
+                    store.scan(&self.name, None, &mut |r| {
                         if !r.is_live() {
                             deletes.push(r.item_id);
                         }
-                        Ok(())
+                        Ok(std::ops::ControlFlow::Continue(()))
                     })?;
                     self.stored_records = self.stored_records.saturating_sub(deletes.len() as u64);
                     store.apply(&self.name, StoreBatch { puts: vec![], deletes }, lsn)?;
@@ -367,7 +325,7 @@ impl Tenant {
                     None => None,
                 };
                 if mode.store {
-                    let batch = recompute_all(store, &self.name, &old, &new, &mut self.fingerprinter)?;
+                    let batch = rebuild::recompute_all(store, &self.name, &old, &new, &mut self.fingerprinter)?;
                     store.apply(&self.name, batch, lsn)?;
                 }
                 if mode.index {
@@ -381,13 +339,13 @@ impl Tenant {
     /// The tenant's whole state, for a snapshot.
     pub(crate) fn state(&self, store: &dyn Store) -> Result<TenantState> {
         let mut items = Vec::new();
-        store.scan(&self.name, &mut |r| {
+        store.scan(&self.name, None, &mut |r| {
             items.push(r);
-            Ok(())
+            Ok(std::ops::ControlFlow::Continue(()))
         })?;
         Ok(TenantState {
-            config_json: self.config.to_json(),
-            previous_json: self.previous.as_ref().map(TenantConfig::to_json),
+            config_json: self.config.to_json()?,
+            previous_json: self.previous.as_ref().map(TenantConfig::to_json).transpose()?,
             tombstones: self.tombstones.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             idempotency: self.idem_order.iter().filter_map(|k| self.idem.get(k).cloned()).collect(),
             labels: self.labels.clone(),
@@ -413,130 +371,25 @@ impl Tenant {
 
     /// Live item ids in slot (write) order.
     pub(crate) fn live_ids(&self) -> impl Iterator<Item = &str> {
-        self.slots.iter().flatten().map(|s| &*s.item_id)
+        self.slots.iter().flatten().map(|s| &**s)
     }
 
     /// Bucket statistics for `stats`.
     pub(crate) fn largest_bucket(&self) -> usize {
-        self.lsh.largest_buckets(1).first().map(|b| b.2).unwrap_or(0)
+        self.index.largest_buckets(1).first().map(|b| b.2).unwrap_or(0)
     }
 
-    /// Approximate resident bytes of the in-memory index (postings are
-    /// estimated from the entry count; directory and hash table counted).
+    /// Approximate resident bytes of the in-memory index: the candidate
+    /// index from its capacities, plus the item directory (slot table, id
+    /// map entries and the shared id strings).
     pub(crate) fn resident_estimate(&self) -> u64 {
-        let bands = u64::from(self.params.lsh().bands);
-        let per_item = bands * 24 + 16 + 8 + 48 + 40;
-        let ids: u64 = self.slots.iter().flatten().map(|s| s.item_id.len() as u64).sum();
-        self.live_items * per_item + ids + self.slots.len() as u64 * 8
+        let cap = self.ids.capacity();
+        let map = if cap == 0 { 0 } else { (cap * 8 / 7 + 1).next_power_of_two() * 25 };
+        let strings: u64 = self.slots.iter().flatten().map(|s| (16 + s.len()).next_multiple_of(8) as u64).sum();
+        self.index.heap_bytes() + (self.slots.capacity() * 16 + map) as u64 + strings
     }
 
     pub(crate) fn content_hash_of_slot(&self, slot: u32) -> Option<[u8; 16]> {
-        self.slots.get(slot as usize)?.as_ref().map(|s| s.content_hash)
+        self.index.content_hash(slot).map(|h| h.0)
     }
-}
-
-/// Exact score of `fp` against a stored record.
-pub(crate) fn score(policy: &Policy, fp: &Fingerprint, rec: &ItemRecord, bands: u16) -> ScoredCandidate {
-    score_features(policy, &fp.features, fp.content_hash.0, &rec.features, rec.content_hash, &rec.item_id, bands)
-}
-
-pub(crate) fn score_features(
-    policy: &Policy,
-    features: &[u64],
-    hash: [u8; 16],
-    other: &[u64],
-    other_hash: [u8; 16],
-    item_id: &str,
-    bands: u16,
-) -> ScoredCandidate {
-    let same = hash == other_hash;
-    let score = if same {
-        1.0
-    } else if features.is_empty() || other.is_empty() {
-        // An empty set (degraded or empty text) is only ever equal by hash.
-        0.0
-    } else {
-        neardup_core::jaccard(features, other)
-    };
-    ScoredCandidate {
-        item_id: item_id.to_string(),
-        score,
-        verdict: MatchVerdict::from(policy.classify(score, same)),
-        same_content: same,
-        bands_shared: bands,
-    }
-}
-
-pub(crate) fn sort_best_first(v: &mut [ScoredCandidate]) {
-    v.sort_by(|a, b| b.score.total_cmp(&a.score).then_with(|| a.item_id.cmp(&b.item_id)));
-}
-
-/// Whether moving from `old` to `new` needs content, and if so whether every
-/// live record has it. Checked before a rebuild is logged.
-pub(crate) fn check_rebuild(store: &dyn Store, tenant: &str, old: &TenantConfig, new: &TenantConfig) -> Result<()> {
-    if old.same_features(new) {
-        return Ok(());
-    }
-    let mut missing = 0u64;
-    store.scan(tenant, &mut |r| {
-        if r.is_live() && r.content.is_none() {
-            missing += 1;
-        }
-        Ok(())
-    })?;
-    if missing > 0 {
-        return Err(Error::new(ErrorKind::RebuildNeedsContent {
-            reason: format!(
-                "the normalizer, shingling, seed or shingle cap changes, so features must be \
-                 recomputed, and {missing} live items were stored without content"
-            ),
-        }));
-    }
-    Ok(())
-}
-
-/// Every live record recomputed under `new`; tombstoned records deleted.
-fn recompute_all(
-    store: &dyn Store,
-    tenant: &str,
-    old: &TenantConfig,
-    new: &TenantConfig,
-    fingerprinter: &mut Fingerprinter,
-) -> Result<StoreBatch> {
-    let same = old.same_features(new);
-    let c = &new.index;
-    let hasher = MinHasher::new(c.signature, c.num_perm as usize, c.seed)?;
-    let mut batch = StoreBatch::default();
-    let mut failure = None;
-    store.scan(tenant, &mut |mut r| {
-        if !r.is_live() {
-            batch.deletes.push(r.item_id);
-            return Ok(());
-        }
-        if same {
-            r.signature = hasher.signature(&r.features);
-        } else if let Some(content) = &r.content {
-            let fp = fingerprinter.fingerprint(content);
-            r.content_hash = fp.content_hash.0;
-            r.tokens = fp.tokens;
-            r.features = fp.features;
-            r.signature = fp.signature;
-            r.degraded_shingles = fp.degraded.map(|d| match d {
-                neardup_core::Degraded::TooManyShingles { count, .. } => count,
-            });
-        } else if failure.is_none() {
-            failure = Some(r.item_id.clone());
-        }
-        if !new.retain_content {
-            r.content = None;
-        }
-        batch.puts.push(r);
-        Ok(())
-    })?;
-    if let Some(id) = failure {
-        return Err(Error::new(ErrorKind::RebuildNeedsContent {
-            reason: format!("item {id:?} has no stored content"),
-        }));
-    }
-    Ok(batch)
 }

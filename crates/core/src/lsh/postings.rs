@@ -1,0 +1,163 @@
+//! Posting tables: for each of several tables, key → the ids filed under it.
+//!
+//! One `HashMap<u64, u32>` per table. The value is either the single id in
+//! the bucket or, with the tag bit set, an index into a shared arena of id
+//! lists: most buckets hold one item, so most cost one map entry. Lists keep
+//! ids in insertion order (ascending when ids are handed out in increasing
+//! order, as [`crate::CandidateIndex`] does), so "ids below `b`" is a prefix.
+//!
+//! Keys are mixed with a per-process secret before they reach the map, so
+//! crafted keys cannot degrade it; the mixing never reaches disk.
+
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+
+use crate::hash::fmix64;
+
+/// Tag bit of a map value that points into the list arena.
+pub(crate) const LIST_BIT: u32 = 1 << 31;
+
+#[derive(Clone)]
+pub(crate) struct MixState(u64);
+
+impl BuildHasher for MixState {
+    type Hasher = MixHasher;
+    fn build_hasher(&self) -> MixHasher {
+        MixHasher(self.0, 0)
+    }
+}
+
+pub(crate) struct MixHasher(u64, u64);
+
+impl Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        self.1
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.1 = fmix64(self.1 ^ u64::from(*b) ^ self.0);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.1 = fmix64(v ^ self.0);
+    }
+}
+
+/// Several posting tables sharing one list arena.
+#[derive(Clone)]
+pub(crate) struct Postings {
+    tables: Vec<HashMap<u64, u32, MixState>>,
+    lists: Vec<Vec<u32>>,
+    free_lists: Vec<u32>,
+}
+
+impl Postings {
+    /// `tables` empty tables.
+    pub(crate) fn new(tables: usize) -> Postings {
+        let secret = std::collections::hash_map::RandomState::new().hash_one(0x006c_7368_u64);
+        Postings {
+            tables: (0..tables).map(|_| HashMap::with_hasher(MixState(secret))).collect(),
+            lists: Vec::new(),
+            free_lists: Vec::new(),
+        }
+    }
+
+    /// Files `id` (below [`LIST_BIT`]) under `key` in `table`, after the ids already there.
+    pub(crate) fn insert(&mut self, table: usize, key: u64, id: u32) {
+        debug_assert!(id < LIST_BIT);
+        let map = &mut self.tables[table];
+        match map.get_mut(&key) {
+            None => {
+                map.insert(key, id);
+            }
+            Some(slot) if *slot & LIST_BIT != 0 => self.lists[(*slot & !LIST_BIT) as usize].push(id),
+            Some(slot) => {
+                let first = *slot;
+                let list_index = match self.free_lists.pop() {
+                    Some(i) => {
+                        self.lists[i as usize].extend([first, id]);
+                        i
+                    }
+                    None => {
+                        self.lists.push(vec![first, id]);
+                        (self.lists.len() - 1) as u32
+                    }
+                };
+                *slot = list_index | LIST_BIT;
+            }
+        }
+    }
+
+    /// Removes `id` from `key`'s bucket in `table`; false when it was not there.
+    pub(crate) fn remove(&mut self, table: usize, key: u64, id: u32) -> bool {
+        let map = &mut self.tables[table];
+        let Some(slot) = map.get(&key).copied() else {
+            return false;
+        };
+        if slot & LIST_BIT == 0 {
+            if slot == id {
+                map.remove(&key);
+                return true;
+            }
+            return false;
+        }
+        let li = (slot & !LIST_BIT) as usize;
+        let list = &mut self.lists[li];
+        let found = match list.iter().position(|&x| x == id) {
+            Some(pos) => {
+                list.remove(pos);
+                true
+            }
+            None => false,
+        };
+        if list.len() == 1 {
+            let last = list[0];
+            list.clear();
+            list.shrink_to(4);
+            self.free_lists.push(li as u32);
+            map.insert(key, last);
+        }
+        found
+    }
+
+    /// The ids filed under `key` in `table`, in insertion order.
+    pub(crate) fn bucket(&self, table: usize, key: u64) -> &[u32] {
+        match self.tables[table].get(&key) {
+            None => &[],
+            Some(slot) if *slot & LIST_BIT != 0 => &self.lists[(*slot & !LIST_BIT) as usize],
+            Some(slot) => std::slice::from_ref(slot),
+        }
+    }
+
+    /// The largest buckets of tables `0..tables` as `(table, key, size)`,
+    /// largest first (ties by table, then key).
+    pub(crate) fn largest(&self, tables: usize, top: usize) -> Vec<(u32, u64, usize)> {
+        let mut all: Vec<(u32, u64, usize)> = Vec::new();
+        for (t, map) in self.tables.iter().enumerate().take(tables) {
+            for (&key, &slot) in map {
+                if slot & LIST_BIT != 0 {
+                    all.push((t as u32, key, self.lists[(slot & !LIST_BIT) as usize].len()));
+                }
+            }
+        }
+        all.sort_unstable_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+        all.truncate(top);
+        all
+    }
+
+    /// Heap bytes held, from capacities: hashbrown keeps `buckets` slots of
+    /// 16 bytes (key and value, aligned) plus one control byte each.
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        let maps: usize = self
+            .tables
+            .iter()
+            .map(|m| {
+                let cap = m.capacity();
+                let buckets = if cap == 0 { 0 } else { (cap * 8 / 7 + 1).next_power_of_two() };
+                buckets * 17
+            })
+            .sum();
+        let lists: usize = self.lists.iter().map(|l| 24 + l.capacity() * 4).sum();
+        (maps + lists + self.free_lists.capacity() * 4) as u64
+    }
+}

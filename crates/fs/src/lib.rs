@@ -1,0 +1,96 @@
+//! # neardup-fs
+//!
+//! The one place neardup replaces a file durably. Every crate that writes
+//! state to disk (the index's snapshots, the server's key file, the scan's
+//! parse cache and fingerprint store) calls [`write_atomic`]; none keeps a
+//! copy of its own.
+//!
+//! A crash at any instant leaves either the old file or the new one, whole:
+//! the bytes go to a temporary file in the same folder, which is fsynced and
+//! renamed over the target, and then the folder itself is fsynced so the
+//! rename survives a power loss. Every step's failure is reported, the
+//! folder's fsync included: a write that could not be made durable is an
+//! error, never a silent success.
+
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+static TMP_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+fn with_context(step: &str, path: &Path, e: io::Error) -> io::Error {
+    io::Error::new(e.kind(), format!("{step} {}: {e}", path.display()))
+}
+
+/// Fsyncs a folder, making renames and new entries in it durable.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir).and_then(|d| d.sync_all()).map_err(|e| with_context("fsyncing folder", dir, e))
+}
+
+/// Replaces `path` with `bytes` atomically and durably (see the crate
+/// docs). The temporary file is named `.{name}.{pid}.{n}.tmp` in the same
+/// folder, so concurrent writers never share one, and is removed when a
+/// step fails. Errors name the step and the path.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+    let written = (|| {
+        let mut f = File::create(&tmp).map_err(|e| with_context("creating", &tmp, e))?;
+        f.write_all(bytes).map_err(|e| with_context("writing", &tmp, e))?;
+        f.sync_all().map_err(|e| with_context("fsyncing", &tmp, e))?;
+        fs::rename(&tmp, path).map_err(|e| with_context("renaming onto", path, e))
+    })();
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replaces_whole_and_leaves_no_temporary_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.json");
+        write_atomic(&path, b"first").unwrap();
+        write_atomic(&path, b"second, longer").unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"second, longer");
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(names, ["state.json"]);
+    }
+
+    #[test]
+    fn a_failed_step_is_an_error_naming_the_path_and_cleans_up() {
+        let dir = tempfile::tempdir().unwrap();
+        // The target is a non-empty folder: the rename must fail.
+        let target = dir.path().join("busy");
+        fs::create_dir(&target).unwrap();
+        fs::write(target.join("x"), b"x").unwrap();
+        let e = write_atomic(&target, b"data").unwrap_err();
+        assert!(e.to_string().contains("renaming onto"), "{e}");
+        assert!(e.to_string().contains("busy"), "{e}");
+        let left: Vec<_> = fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(left, ["busy"]);
+        // A folder that does not exist: the first step fails.
+        let e = write_atomic(&dir.path().join("missing/state"), b"data").unwrap_err();
+        assert!(e.to_string().contains("creating"), "{e}");
+    }
+
+    #[test]
+    fn a_relative_path_in_the_current_folder_works() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("rel");
+        write_atomic(&path, b"ok").unwrap();
+        assert!(sync_dir(dir.path()).is_ok());
+        assert!(sync_dir(&dir.path().join("nope")).is_err());
+    }
+}

@@ -1,0 +1,102 @@
+//! Lifecycle: compaction, rebuild under new parameters, the shadow index
+//! (start, report, promote, drop) and rollback.
+
+use std::ops::ControlFlow;
+
+use super::{poisoned, Engine};
+use crate::command::Command;
+use crate::error::{Error, Result};
+use crate::shadow::{Shadow, ShadowReport};
+use crate::tenant::{check_rebuild, Tenant};
+use crate::tenant_config::TenantConfig;
+
+impl Engine {
+    /// Drops tombstoned records from the store, then checkpoints keeping one
+    /// snapshot per tenant, so tombstoned data leaves the log and old
+    /// snapshots too. Returns the records dropped.
+    pub fn compact(&self, tenant: &str) -> Result<u64> {
+        let dropped = {
+            let t = self.tenant(tenant)?;
+            let mut t = t.write().map_err(|_| poisoned())?;
+            let before = t.stored_records;
+            let cmd = Command::Compact { tenant: t.name.clone() };
+            self.log_and_apply(&mut t, cmd, false)?;
+            before - t.stored_records
+        };
+        self.checkpoint_keeping(1)?;
+        Ok(dropped)
+    }
+
+    /// Recomputes every signature and posting under `config` (features too,
+    /// from retained content, when normalization or shingling changes).
+    /// Tombstoned records are dropped. The previous configuration is kept
+    /// for [`Engine::rollback`].
+    pub fn rebuild(&self, tenant: &str, config: TenantConfig) -> Result<()> {
+        let t = self.tenant(tenant)?;
+        let mut t = t.write().map_err(|_| poisoned())?;
+        self.rebuild_locked(&mut t, config, true)
+    }
+
+    fn rebuild_locked(&self, t: &mut Tenant, config: TenantConfig, keep_previous: bool) -> Result<()> {
+        config.resolve()?;
+        check_rebuild(&*self.store, &t.name, &t.config, &config)?;
+        let cmd = Command::Rebuild {
+            tenant: t.name.clone(),
+            config_json: config.to_json()?,
+            previous_json: if keep_previous { Some(t.config.to_json()?) } else { None },
+        };
+        self.log_and_apply(t, cmd, false)?;
+        t.shadow = None;
+        Ok(())
+    }
+
+    /// Builds a shadow index under `config` that answers alongside the live
+    /// one from now on; returns its (empty) report.
+    pub fn start_shadow(&self, tenant: &str, config: TenantConfig) -> Result<ShadowReport> {
+        let t = self.tenant(tenant)?;
+        let mut t = t.write().map_err(|_| poisoned())?;
+        let mut records = Vec::new();
+        self.store.scan(&t.name, None, &mut |r| {
+            records.push(r);
+            Ok(ControlFlow::Continue(()))
+        })?;
+        records.sort_by_key(|r| r.lsn);
+        let shadow = Shadow::build(config, &t.config, &t.version, records)?;
+        let report = shadow.report();
+        t.shadow = Some(shadow);
+        Ok(report)
+    }
+
+    /// The shadow's disagreement figures so far.
+    pub fn shadow_report(&self, tenant: &str) -> Result<ShadowReport> {
+        let t = self.tenant(tenant)?;
+        let t = t.read().map_err(|_| poisoned())?;
+        t.shadow.as_ref().map(Shadow::report).ok_or_else(|| Error::state("no shadow index"))
+    }
+
+    /// Makes the shadow's configuration live (a logged rebuild); the old one
+    /// is kept for rollback.
+    pub fn promote_shadow(&self, tenant: &str) -> Result<()> {
+        let t = self.tenant(tenant)?;
+        let mut t = t.write().map_err(|_| poisoned())?;
+        let config =
+            t.shadow.as_ref().map(|s| s.config.clone()).ok_or_else(|| Error::state("no shadow index to promote"))?;
+        self.rebuild_locked(&mut t, config, true)
+    }
+
+    /// Discards the shadow index.
+    pub fn drop_shadow(&self, tenant: &str) -> Result<()> {
+        let t = self.tenant(tenant)?;
+        let mut t = t.write().map_err(|_| poisoned())?;
+        t.shadow = None;
+        Ok(())
+    }
+
+    /// Returns to the configuration before the last rebuild or promotion.
+    pub fn rollback(&self, tenant: &str) -> Result<()> {
+        let t = self.tenant(tenant)?;
+        let mut t = t.write().map_err(|_| poisoned())?;
+        let prev = t.previous.clone().ok_or_else(|| Error::state("nothing to roll back to"))?;
+        self.rebuild_locked(&mut t, prev, false)
+    }
+}

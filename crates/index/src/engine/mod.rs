@@ -1,0 +1,202 @@
+//! [`Engine`]: tenants, the command log, the store and snapshots, and the
+//! stable operations on top of them.
+//!
+//! Directory layout:
+//!
+//! ```text
+//! DIR/wal/{first_lsn:020}.log               command log segments (see `wal`)
+//! DIR/snapshots/{tenant}/{lsn:020}.snap     tenant snapshots (see `snapshot`)
+//! DIR/store/                                fjall item store (StoreKind::Fjall)
+//! ```
+//!
+//! Write path: the tenant plans (validate → fingerprint → decide, read-only)
+//! → the engine appends the command to the log (fsync per policy) → applies
+//! it to the store and the candidate index → acknowledges. Restart: newest
+//! valid snapshot per tenant (or the store, when it is at least as new) +
+//! the log tail.
+//!
+//! The engine locks, logs and applies; what a command means for a tenant is
+//! the tenant's (`crate::tenant`). By concern:
+//!
+//! - `recovery.rs`: open — snapshots, log replay, index rebuild;
+//! - `writes.rs`: tenants, upserts, tombstones, labels;
+//! - `queries.rs`: decisions, candidates, verification, reads, stats;
+//! - `snapshots.rs`: snapshots, restore, checkpoints;
+//! - `lifecycle.rs`: compaction, rebuild, shadow index, rollback.
+
+mod lifecycle;
+mod queries;
+mod recovery;
+mod snapshots;
+mod writes;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, RwLock};
+
+use crate::command::Command;
+use crate::error::{Error, Result};
+use crate::store::Store;
+use crate::tenant::{ApplyMode, Tenant, TenantCounters};
+use crate::tenant_config::TenantConfig;
+use crate::wal::{FsyncPolicy, LogRepair, Wal};
+
+/// Which item store backs the engine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// RAM; rebuilt from snapshots and the log on open.
+    Memory,
+    /// fjall in `DIR/store`.
+    Fjall,
+}
+
+/// How an engine is opened.
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Command log fsync policy.
+    pub fsync: FsyncPolicy,
+    /// Item store.
+    pub store: StoreKind,
+    /// ChaCha20-Poly1305 key for snapshots at rest and from `snapshot()`.
+    /// With a key, unencrypted snapshots are refused.
+    pub snapshot_key: Option<[u8; 32]>,
+    /// Snapshots kept per tenant (at least 1).
+    pub keep_snapshots: usize,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            fsync: FsyncPolicy::EveryMs(1000),
+            store: StoreKind::Memory,
+            snapshot_key: None,
+            keep_snapshots: 2,
+        }
+    }
+}
+
+/// What `open` found.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RecoveryReport {
+    /// Torn or corrupt log tails cut.
+    pub log: LogRepair,
+    /// `(tenant, covered LSN)` of each snapshot loaded.
+    pub snapshots_loaded: Vec<(String, u64)>,
+    /// Snapshots that failed to load, with the reason (an older one was used).
+    pub snapshots_rejected: Vec<String>,
+    /// Log records applied.
+    pub records_replayed: u64,
+    /// Log records for tenants that no longer exist.
+    pub records_orphaned: u64,
+}
+
+/// A candidate query: new content, or an item already stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Query<'a> {
+    /// Content not (necessarily) stored.
+    Content(&'a str),
+    /// A stored item, compared with everything else.
+    Item(&'a str),
+}
+
+/// Figures for one tenant.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct TenantStats {
+    /// Tenant id.
+    pub tenant: String,
+    /// Fingerprint version.
+    pub version: String,
+    /// Live items.
+    pub live_items: u64,
+    /// Live content bytes.
+    pub live_bytes: u64,
+    /// Records in the store, tombstoned ones included until compaction.
+    pub stored_records: u64,
+    /// Tombstone markers.
+    pub tombstones: u64,
+    /// Label events.
+    pub labels: u64,
+    /// Largest LSH bucket.
+    pub largest_bucket: usize,
+    /// Estimated resident bytes of the in-memory index.
+    pub resident_bytes_estimate: u64,
+    /// Query counters since open.
+    pub counters: TenantCounters,
+    /// A shadow index is active.
+    pub shadow: bool,
+}
+
+/// What a checkpoint did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckpointReport {
+    /// Snapshots written, `(tenant, covered LSN)`.
+    pub snapshots: Vec<(String, u64)>,
+    /// Log segments removed.
+    pub segments_removed: usize,
+}
+
+/// The durable multi-tenant index.
+pub struct Engine {
+    dir: PathBuf,
+    opts: EngineOptions,
+    store: Box<dyn Store>,
+    wal: Wal,
+    tenants: RwLock<BTreeMap<String, Arc<RwLock<Tenant>>>>,
+    recovery: RecoveryReport,
+    admin: Mutex<()>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine").field("dir", &self.dir).field("opts", &self.opts.fsync).finish_non_exhaustive()
+    }
+}
+
+fn poisoned() -> Error {
+    Error::state("engine lock poisoned by a panic")
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+impl Engine {
+    /// What `open` found and repaired.
+    pub fn recovery_report(&self) -> &RecoveryReport {
+        &self.recovery
+    }
+
+    fn tenant(&self, id: &str) -> Result<Arc<RwLock<Tenant>>> {
+        self.tenants.read().map_err(|_| poisoned())?.get(id).cloned().ok_or_else(|| Error::tenant_not_found(id))
+    }
+
+    /// Tenant ids, sorted.
+    pub fn tenants(&self) -> Result<Vec<String>> {
+        Ok(self.tenants.read().map_err(|_| poisoned())?.keys().cloned().collect())
+    }
+
+    /// A tenant's configuration.
+    pub fn tenant_config(&self, tenant: &str) -> Result<TenantConfig> {
+        let t = self.tenant(tenant)?;
+        let t = t.read().map_err(|_| poisoned())?;
+        Ok(t.config.clone())
+    }
+
+    fn log_and_apply(&self, t: &mut Tenant, cmd: Command, defer: bool) -> Result<u64> {
+        let payload = cmd.encode()?;
+        let lsns = if defer { self.wal.append_deferred(&[payload])? } else { self.wal.append(&[payload])? };
+        let lsn = lsns[0];
+        t.apply(&*self.store, cmd, lsn, ApplyMode { store: true, index: true })?;
+        Ok(lsn)
+    }
+
+    /// Fsyncs the command log now, whatever the policy.
+    pub fn sync(&self) -> Result<()> {
+        self.wal.sync()
+    }
+
+    /// Bytes in the command log.
+    pub fn log_bytes(&self) -> u64 {
+        self.wal.disk_bytes()
+    }
+}

@@ -1,0 +1,164 @@
+//! What an upsert becomes: the tenant's rules on item ids, epochs,
+//! idempotency keys and budgets, applied to its current state. The engine
+//! only locks, logs and applies the plan.
+
+use crate::command::{Command, IdemEntry};
+use crate::decision::{UpsertOutcome, UpsertStatus};
+use crate::error::{Error, ErrorKind, Result};
+use crate::item::{Item, ItemRecord};
+use crate::store::Store;
+use crate::tenant_config::check_item_id;
+
+use super::Tenant;
+
+/// The outcome of planning an upsert. Made and consumed once per upsert, so
+/// the size of its variants does not matter.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Plan {
+    /// The answer, with nothing to write (a replayed idempotency key, or
+    /// the same content at the same epoch).
+    Answer(UpsertOutcome),
+    /// Log and apply `command`, then answer `outcome` with the command's LSN.
+    Write {
+        /// The command to log.
+        command: Command,
+        /// The answer, its `lsn` still 0.
+        outcome: UpsertOutcome,
+        /// The item as sent, for the shadow index (set only when one is active).
+        shadow: Option<(String, String)>,
+    },
+}
+
+impl Tenant {
+    /// Checks `item` against the tenant's limits and state and decides
+    /// what to do with it. Reads the store; changes nothing but counters.
+    ///
+    /// Re-upserting an item id: the same content at the same (or no) epoch
+    /// is `Unchanged`; different content needs an epoch above the current
+    /// one (`item_exists` without an epoch, `stale_epoch` with a lower one),
+    /// and then replaces the item. After a tombstone at epoch `e`, the id
+    /// comes back only with an epoch above `e`.
+    pub(crate) fn plan_upsert(&self, store: &dyn Store, item: Item) -> Result<Plan> {
+        check_item_id(&item.item_id)?;
+        item.check_media_type()?;
+        let limits = &self.config.limits;
+        let len = item.content.len() as u64;
+        if len > limits.max_item_bytes {
+            return Err(Error::new(ErrorKind::TooLarge {
+                limit: "max_item_bytes",
+                max: limits.max_item_bytes,
+                actual: len,
+            }));
+        }
+        if let Some(v) = &item.normalization_version {
+            let want = self.params.config().normalizer.version();
+            if v != want {
+                return Err(Error::input(
+                    "normalization_version",
+                    format!("{v:?} does not match the tenant's {want:?}"),
+                ));
+            }
+        }
+        let digest = item.request_digest();
+        if let Some(key) = &item.idempotency_key {
+            if key.is_empty() || key.len() > 256 {
+                return Err(Error::input("idempotency_key", "must be 1..=256 bytes"));
+            }
+            if let Some(e) = self.idempotent(key) {
+                if e.digest != digest {
+                    return Err(Error::new(ErrorKind::IdempotencyConflict { key: key.clone() }));
+                }
+                let mut o = e.outcome.clone();
+                o.status = UpsertStatus::Replayed;
+                return Ok(Plan::Answer(o));
+            }
+        }
+        let fp = self.fingerprint(&item.content);
+        let existing = match self.slot_of(&item.item_id) {
+            Some(slot) => Some((slot, store.get(&self.name, &item.item_id)?)),
+            None => None,
+        };
+        let (epoch, status, exclude, old_bytes) = match existing {
+            Some((slot, Some(old))) => {
+                let same =
+                    Some(old.content_hash) == self.content_hash_of_slot(slot) && old.content_hash == fp.content_hash.0;
+                match item.epoch {
+                    None | Some(_) if same && item.epoch.is_none_or(|e| e == old.epoch) => {
+                        let decision = self.evaluate(store, &fp, Some(slot))?;
+                        return Ok(Plan::Answer(UpsertOutcome {
+                            item_id: item.item_id,
+                            epoch: old.epoch,
+                            lsn: 0,
+                            status: UpsertStatus::Unchanged,
+                            decision,
+                        }));
+                    }
+                    None => return Err(Error::new(ErrorKind::ItemExists { item_id: item.item_id, epoch: old.epoch })),
+                    Some(e) if e <= old.epoch => {
+                        return Err(Error::new(ErrorKind::StaleEpoch {
+                            item_id: item.item_id,
+                            current: old.epoch,
+                            given: e,
+                        }))
+                    }
+                    Some(e) => (e, UpsertStatus::Replaced, Some(slot), old.content_bytes),
+                }
+            }
+            _ => {
+                let floor = self.tombstones.get(&item.item_id).copied();
+                match (floor, item.epoch) {
+                    (Some(te), e) if e.unwrap_or(1) <= te => {
+                        return Err(Error::new(ErrorKind::StaleEpoch {
+                            item_id: item.item_id,
+                            current: te,
+                            given: e.unwrap_or(1),
+                        }))
+                    }
+                    (_, e) => (e.unwrap_or(1), UpsertStatus::Inserted, None, 0),
+                }
+            }
+        };
+        if status == UpsertStatus::Inserted && self.live_items + 1 > limits.max_items {
+            return Err(Error::new(ErrorKind::BudgetExceeded {
+                limit: "max_items",
+                max: limits.max_items,
+                actual: self.live_items + 1,
+            }));
+        }
+        let bytes_after = self.live_bytes - old_bytes.min(self.live_bytes) + len;
+        if bytes_after > limits.max_bytes {
+            return Err(Error::new(ErrorKind::BudgetExceeded {
+                limit: "max_bytes",
+                max: limits.max_bytes,
+                actual: bytes_after,
+            }));
+        }
+        let decision = self.evaluate(store, &fp, exclude)?;
+        if let Some(shadow) = &self.shadow {
+            let sd = shadow.evaluate(&item.content, Some(&item.item_id))?;
+            shadow.observe(&decision, &sd);
+        }
+        let outcome = UpsertOutcome { item_id: item.item_id.clone(), epoch, lsn: 0, status, decision };
+        let record = ItemRecord {
+            item_id: item.item_id.clone(),
+            epoch,
+            lsn: 0,
+            content_hash: fp.content_hash.0,
+            tokens: fp.tokens,
+            degraded_shingles: fp.degraded_shingles(),
+            features: fp.features,
+            signature: fp.signature,
+            media_type: item.media_type.clone(),
+            source_time: item.source_time,
+            content_bytes: len,
+            content: self.config.retain_content.then(|| item.content.clone()),
+            tombstone: None,
+            decision: outcome.decision.state,
+        };
+        let idem = item.idempotency_key.clone().map(|key| IdemEntry { key, digest, outcome: outcome.clone() });
+        let command = Command::Upsert { tenant: self.name.clone(), record: Box::new(record), idem: idem.map(Box::new) };
+        let shadow = self.shadow.is_some().then_some((item.item_id, item.content));
+        Ok(Plan::Write { command, outcome, shadow })
+    }
+}
