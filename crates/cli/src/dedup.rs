@@ -1,7 +1,7 @@
 //! `neardup dedup`: deduplicate a JSONL dataset.
 
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufWriter, Write};
 use std::process::ExitCode;
 use std::time::Instant;
 
@@ -9,8 +9,9 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::args::{InputArgs, PipelineArgs};
-use crate::jsonl::Reject;
+use crate::jsonl::{open_input, Reject};
 use crate::pipeline::{for_each_chunk, Batch, Timings};
+use crate::report::{ParamsOut, Percentiles};
 
 /// Deduplicate JSONL records.
 ///
@@ -68,36 +69,6 @@ struct Summary {
     timings: Timings,
 }
 
-#[derive(Debug, serde::Serialize)]
-pub struct Percentiles {
-    pub p50: usize,
-    pub p99: usize,
-    pub max: usize,
-}
-
-#[derive(Debug, serde::Serialize)]
-pub struct ParamsOut {
-    pub threshold: f64,
-    pub bands: u32,
-    pub rows: u32,
-    pub num_perm: u32,
-    pub fingerprint_version: String,
-    pub recall_at_threshold: f64,
-}
-
-impl ParamsOut {
-    pub fn of(p: &neardup_core::Params) -> ParamsOut {
-        ParamsOut {
-            threshold: p.threshold(),
-            bands: p.lsh().bands,
-            rows: p.lsh().rows,
-            num_perm: p.config().num_perm,
-            fingerprint_version: p.fingerprint_version(),
-            recall_at_threshold: p.lsh().probability(p.threshold()),
-        }
-    }
-}
-
 fn create(path: &str) -> anyhow::Result<Box<dyn Write>> {
     Ok(if path == "-" {
         Box::new(BufWriter::new(io::stdout().lock()))
@@ -106,21 +77,13 @@ fn create(path: &str) -> anyhow::Result<Box<dyn Write>> {
     })
 }
 
-/// Opens the input; returns the reader and its size when known.
-pub fn open_input(path: &str) -> anyhow::Result<(Box<dyn BufRead + Send>, Option<u64>)> {
-    if path == "-" {
-        return Ok((Box::new(BufReader::with_capacity(1 << 20, io::stdin())), None));
-    }
-    let f = File::open(path).with_context(|| format!("cannot open {path}"))?;
-    let len = f.metadata().ok().map(|m| m.len());
-    Ok((Box::new(BufReader::with_capacity(1 << 20, f)), len))
-}
-
 pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
-    crate::init_threads(a.input.threads)?;
+    crate::usage::init_threads(a.input.threads)?;
     let params = a.pipeline.config()?.resolve()?;
     if a.json && a.output.as_deref() == Some("-") {
-        return Err(crate::UsageError("--json and --output - both want stdout; write one to a file".into()).into());
+        return Err(
+            crate::usage::UsageError("--json and --output - both want stdout; write one to a file".into()).into()
+        );
     }
     let (reader, size) = open_input(&a.input.input)?;
     let mut kept_out = a.output.as_deref().map(create).transpose()?;
@@ -224,7 +187,7 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         eprintln!("neardup: line {}: {}", r.line, r.reason);
     }
     if a.json {
-        crate::print_stdout(&serde_json::to_string_pretty(&summary)?)?;
+        crate::output::print_stdout(&serde_json::to_string_pretty(&summary)?)?;
     } else if !a.quiet {
         print_summary(&summary);
     }

@@ -10,8 +10,9 @@ use neardup_core::oracle::all_pairs;
 use neardup_core::{Config, Fingerprinter, MemoryIndex};
 
 use crate::args::{InputArgs, PipelineArgs};
-use crate::dedup::{open_input, ParamsOut, Percentiles};
+use crate::jsonl::open_input;
 use crate::pipeline::{for_each_chunk, Batch};
+use crate::report::{ParamsOut, Percentiles};
 
 /// Measure candidate recall by exact-Jaccard cohort, and decision recall and
 /// precision at several thresholds, against the exact all-pairs oracle.
@@ -49,7 +50,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
     if a.demo {
         return demo();
     }
-    crate::init_threads(a.input.threads)?;
+    crate::usage::init_threads(a.input.threads)?;
     let params = a.pipeline.config()?.resolve()?;
     let base_t = params.threshold();
     let (reader, _) = open_input(&a.input.input)?;
@@ -101,7 +102,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
         },
     };
     if a.json {
-        crate::print_stdout(&serde_json::to_string_pretty(&report)?)?;
+        crate::output::print_stdout(&serde_json::to_string_pretty(&report)?)?;
     } else {
         print_report(&report);
     }

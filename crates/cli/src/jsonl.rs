@@ -4,7 +4,10 @@
 
 use std::borrow::Cow;
 use std::fmt;
-use std::io::{self, BufRead};
+use std::fs::File;
+use std::io::{self, BufRead, BufReader};
+
+use anyhow::Context;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
@@ -181,6 +184,16 @@ impl<'de> Visitor<'de> for Extract<'_> {
         }
         Ok((id, text))
     }
+}
+
+/// Opens the input; returns the reader and its size when known.
+pub fn open_input(path: &str) -> anyhow::Result<(Box<dyn BufRead + Send>, Option<u64>)> {
+    if path == "-" {
+        return Ok((Box::new(BufReader::with_capacity(1 << 20, io::stdin())), None));
+    }
+    let f = File::open(path).with_context(|| format!("cannot open {path}"))?;
+    let len = f.metadata().ok().map(|m| m.len());
+    Ok((Box::new(BufReader::with_capacity(1 << 20, f)), len))
 }
 
 #[cfg(test)]

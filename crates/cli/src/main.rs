@@ -4,17 +4,22 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::usage::UsageError;
+
 mod args;
 mod dedup;
 mod eval;
 mod gen;
 mod jsonl;
+mod output;
 mod pipeline;
 mod progress;
+mod report;
 mod scan;
 mod serve;
 mod tune;
 mod unionfind;
+mod usage;
 
 /// Near-duplicate detection: MinHash-LSH candidates, exact Jaccard verification.
 ///
@@ -47,18 +52,6 @@ enum Command {
     Serve(serve::ServeArgs),
 }
 
-/// An error that should exit with status 2 (bad usage or configuration).
-#[derive(Debug)]
-pub struct UsageError(pub String);
-
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
@@ -79,25 +72,4 @@ fn main() -> ExitCode {
             ExitCode::from(if usage { 2 } else { 1 })
         }
     }
-}
-
-/// Writes `text` and a newline to stdout; a closed pipe (`| head`) is not an error.
-pub fn print_stdout(text: &str) -> anyhow::Result<()> {
-    use std::io::Write;
-    let mut out = std::io::stdout().lock();
-    match writeln!(out, "{text}").and_then(|_| out.flush()) {
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => Ok(other?),
-    }
-}
-
-/// Sets the rayon pool size once.
-pub fn init_threads(threads: Option<usize>) -> anyhow::Result<()> {
-    if let Some(n) = threads {
-        if n == 0 {
-            return Err(UsageError("--threads must be at least 1".into()).into());
-        }
-        rayon::ThreadPoolBuilder::new().num_threads(n).build_global()?;
-    }
-    Ok(())
 }

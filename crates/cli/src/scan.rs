@@ -12,7 +12,8 @@ use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use neardup_docs::{ConfigLayer, DiscoverOptions, ErrorKind, ParseCache, Phase, ScanOptions, Store};
 
-use crate::{print_stdout, UsageError};
+use crate::output::print_stdout;
+use crate::usage::UsageError;
 
 /// Where scan state lives.
 #[derive(Debug, Args)]
@@ -213,7 +214,7 @@ fn rate(n: usize, s: f64) -> f64 {
 }
 
 pub fn run_scan(args: ScanArgs) -> anyhow::Result<ExitCode> {
-    crate::init_threads(args.threads)?;
+    crate::usage::init_threads(args.threads)?;
     let settings = args.dedup.resolve()?;
     let mut options = ScanOptions::new(settings, &args.store.store);
     let mut discover = DiscoverOptions::default();

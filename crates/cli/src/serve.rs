@@ -11,7 +11,7 @@ use std::process::ExitCode;
 use clap::Args;
 use neardup_server::{FileConfig, FsyncSetting, RawConfig, ServeError, StoreSetting};
 
-use crate::UsageError;
+use crate::usage::UsageError;
 
 /// Serve the JSON API (tenants, items, candidates, decisions, snapshots,
 /// shadow indexes, feedback) with per-tenant API keys.

@@ -67,7 +67,7 @@ pub fn run(a: TuneArgs) -> anyhow::Result<ExitCode> {
             "datasketch_optimum": {"bands": weighted.bands, "rows": weighted.rows,
                 "recall_at_threshold": weighted.probability(a.threshold)},
         });
-        crate::print_stdout(&serde_json::to_string_pretty(&v)?)?;
+        crate::output::print_stdout(&serde_json::to_string_pretty(&v)?)?;
         return Ok(ExitCode::SUCCESS);
     }
     println!(

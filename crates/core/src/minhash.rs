@@ -194,8 +194,13 @@ fn classic_kernel(mul: &[u64], add: &[u64], features: &[u64], sig: &mut [u32]) {
 fn classic(mul: &[u64], add: &[u64], features: &[u64], sig: &mut [u32]) {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512f") && std::arch::is_x86_feature_detected!("avx512dq") {
-            // SAFETY: the CPU supports the features the function is compiled for.
+        if std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("avx512vl")
+            && std::arch::is_x86_feature_detected!("avx2")
+        {
+            // SAFETY: the CPU supports every feature the function is compiled
+            // for (the list matches its `target_feature` attribute).
             return unsafe { classic_avx512(mul, add, features, sig) };
         }
         if std::arch::is_x86_feature_detected!("avx2") {

@@ -29,9 +29,9 @@
 //! ```
 //!
 //! Layers, lowest first: [`wal`](crate::FsyncPolicy) and `store` →
-//! `tenant` (postings, decisions, command application) → `snapshot` →
-//! [`Engine`]. Formats are documented as byte tables in `wal.rs`,
-//! `snapshot.rs` and `store/fjall.rs`, and in `docs/index-format.md`.
+//! `tenant` (core's candidate index, decisions, upsert plans, command
+//! application) and `shadow` → `snapshot` → [`Engine`]. The byte formats of
+//! the log, snapshots and store are in `docs/index-format.md`.
 
 mod command;
 mod decision;

@@ -1,18 +1,9 @@
 //! Tenant snapshots: one tenant's complete state at one log position.
 //!
-//! Format version 1, integers little-endian:
-//!
-//! | offset    | size | field                                                     |
-//! |-----------|------|-----------------------------------------------------------|
-//! | 0         | 8    | magic `NDUPSNAP`                                          |
-//! | 8         | 4    | format version (`u32`, 1)                                 |
-//! | 12        | 4    | flags (`u32`): bit 0 = payload encrypted                  |
-//! | 16        | 4    | header length h (`u32`, at most 64 KiB)                   |
-//! | 20        | h    | header: postcard [`SnapshotHeader`] (tenant, epoch = covered LSN, normalization / feature hash / content hash / signature / LSH / policy versions, item count) |
-//! | 20+h      | 8    | payload length p (`u64`)                                  |
-//! | 28+h      | 12   | nonce (zeros when not encrypted)                          |
-//! | 40+h      | p    | payload: postcard tenant state; encrypted, ChaCha20-Poly1305 ciphertext with its 16-byte tag, bytes 0..40+h as associated data |
-//! | 40+h+p    | 4    | CRC-32 (IEEE) of bytes 0..40+h+p                          |
+//! A file is a magic and version, a clear-text postcard [`SnapshotHeader`],
+//! the postcard tenant state (optionally ChaCha20-Poly1305 encrypted), and a
+//! CRC-32 over everything; the byte layout is in `docs/index-format.md`
+//! (format version 1).
 //!
 //! The header is readable without the key (so recovery can pick the newest
 //! snapshot of each tenant) but is authenticated with the payload when

@@ -1,26 +1,9 @@
 //! The command log: every accepted command is appended here, and reaches the
 //! kernel (and, per [`FsyncPolicy`], the disk) before it is acknowledged.
 //!
-//! The log is a directory of segments named `{first_lsn:020}.log`. Format
-//! version 1, all integers little-endian:
-//!
-//! Segment header (24 bytes):
-//!
-//! | offset | size | field                                   |
-//! |--------|------|-----------------------------------------|
-//! | 0      | 8    | magic `NDUPWAL\0`                       |
-//! | 8      | 4    | format version (`u32`, 1)               |
-//! | 12     | 8    | first LSN of the segment (`u64`)        |
-//! | 20     | 4    | CRC-32 (IEEE) of bytes 0..20            |
-//!
-//! Record (16 + n bytes), repeated:
-//!
-//! | offset | size | field                                         |
-//! |--------|------|-----------------------------------------------|
-//! | 0      | 4    | payload length n (`u32`, at most 256 MiB)     |
-//! | 4      | 4    | CRC-32 of bytes 8..16+n (LSN and payload)     |
-//! | 8      | 8    | LSN (`u64`, strictly increasing, gaps allowed)|
-//! | 16     | n    | payload: a postcard-encoded command           |
+//! The log is a directory of segments named `{first_lsn:020}.log`, each a
+//! checksummed header and checksummed records `(length, CRC, LSN, payload)`;
+//! the byte layout is in `docs/index-format.md` (format version 1).
 //!
 //! On open, a record that is incomplete, over-long, fails its CRC or does not
 //! increase the LSN ends the log: the segment is truncated to the last valid

@@ -9,8 +9,8 @@ use std::time::Duration;
 use neardup_index::{EngineOptions, FsyncPolicy, StoreKind};
 use serde::Deserialize;
 
+use crate::error::ServeError;
 use crate::quota::QuotaConfig;
-use crate::serve::ServeError;
 use crate::state::GatewayConfig;
 
 /// When the command log is fsynced (like Redis's `appendfsync`).

@@ -7,10 +7,13 @@
 //! kind does not compile until someone decides its status. 5xx bodies say
 //! only "internal error"; the detail goes to the log.
 
+use std::collections::BTreeMap;
+
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use neardup_index::ErrorKind as EngineKind;
 use serde::Serialize;
+use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::ToSchema;
 
 /// An error answered to a client.
@@ -272,3 +275,61 @@ impl IntoResponse for ApiError {
 
 /// Shorthand for handlers.
 pub type ApiResult<T> = std::result::Result<T, ApiError>;
+
+/// The error statuses any route may answer, all with [`ErrorBody`].
+pub(crate) struct StdErrors;
+
+impl utoipa::IntoResponses for StdErrors {
+    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::response::Response>> {
+        [
+            ("400", "Invalid input, JSON or configuration"),
+            ("401", "Missing or invalid credential"),
+            ("403", "The key lacks a scope"),
+            ("404", "No such tenant (or not yours), item or route"),
+            ("405", "Method not allowed"),
+            ("408", "Request timed out"),
+            ("409", "Conflict: exists, stale epoch, idempotency key reuse, invalid state"),
+            ("413", "Body or content over a limit"),
+            ("415", "Wrong Content-Type"),
+            ("422", "Budget, snapshot or rebuild refused"),
+            ("429", "Tenant quota exhausted (see Retry-After)"),
+            ("500", "Internal error"),
+            ("503", "Not ready"),
+        ]
+        .into_iter()
+        .map(|(code, desc)| {
+            let resp = ResponseBuilder::new()
+                .description(desc)
+                .content(
+                    "application/json",
+                    ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorBody"))).build(),
+                )
+                .build();
+            (code.to_string(), RefOr::T(resp))
+        })
+        .collect()
+    }
+}
+
+/// Why the service could not start or stopped badly.
+#[derive(Debug)]
+pub enum ServeError {
+    /// A configuration value is invalid (exit status 2).
+    Config(String),
+    /// The engine failed to open or flush.
+    Engine(neardup_index::Error),
+    /// Socket or runtime trouble.
+    Io(String),
+}
+
+impl std::fmt::Display for ServeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ServeError::Config(m) => write!(f, "configuration: {m}"),
+            ServeError::Engine(e) => write!(f, "engine: {e}"),
+            ServeError::Io(m) => f.write_str(m),
+        }
+    }
+}
+
+impl std::error::Error for ServeError {}

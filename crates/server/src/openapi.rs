@@ -1,10 +1,9 @@
 //! The OpenAPI document, generated from the handlers' `#[utoipa::path]`
 //! annotations and the wire types' `ToSchema` derives.
 
-use std::collections::BTreeMap;
-
+use axum::response::IntoResponse;
+use axum::Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::{ContentBuilder, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, OpenApi};
 
 use crate::error::ErrorBody;
@@ -24,7 +23,7 @@ use crate::routes::{items, lifecycle, ops, query, review, tenants};
         lifecycle::shadow_report, lifecycle::shadow_promote, lifecycle::shadow_drop, lifecycle::rollback,
         lifecycle::compact,
         review::add_label, review::labels, review::decisions, review::audit,
-        ops::healthz, ops::readyz, ops::metrics, ops::openapi,
+        ops::healthz, ops::readyz, ops::metrics, openapi_json,
     ),
     components(schemas(ErrorBody)),
     modifiers(&Bearer),
@@ -43,37 +42,8 @@ impl Modify for Bearer {
     }
 }
 
-/// The error statuses any route may answer, all with [`ErrorBody`].
-pub(crate) struct StdErrors;
-
-impl utoipa::IntoResponses for StdErrors {
-    fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::response::Response>> {
-        [
-            ("400", "Invalid input, JSON or configuration"),
-            ("401", "Missing or invalid credential"),
-            ("403", "The key lacks a scope"),
-            ("404", "No such tenant (or not yours), item or route"),
-            ("405", "Method not allowed"),
-            ("408", "Request timed out"),
-            ("409", "Conflict: exists, stale epoch, idempotency key reuse, invalid state"),
-            ("413", "Body or content over a limit"),
-            ("415", "Wrong Content-Type"),
-            ("422", "Budget, snapshot or rebuild refused"),
-            ("429", "Tenant quota exhausted (see Retry-After)"),
-            ("500", "Internal error"),
-            ("503", "Not ready"),
-        ]
-        .into_iter()
-        .map(|(code, desc)| {
-            let resp = ResponseBuilder::new()
-                .description(desc)
-                .content(
-                    "application/json",
-                    ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorBody"))).build(),
-                )
-                .build();
-            (code.to_string(), RefOr::T(resp))
-        })
-        .collect()
-    }
+/// This document.
+#[utoipa::path(get, path = "/openapi.json", tag = "ops", responses((status = 200, description = "OpenAPI 3.1 document")))]
+pub(crate) async fn openapi_json() -> impl IntoResponse {
+    Json(ApiDoc::openapi())
 }

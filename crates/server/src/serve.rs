@@ -12,31 +12,9 @@ use tokio::net::TcpListener;
 
 use crate::auth::KeyStore;
 use crate::config::ServerConfig;
+use crate::error::ServeError;
 use crate::routes::app;
 use crate::state::AppState;
-
-/// Why the service could not start or stopped badly.
-#[derive(Debug)]
-pub enum ServeError {
-    /// A configuration value is invalid (exit status 2).
-    Config(String),
-    /// The engine failed to open or flush.
-    Engine(neardup_index::Error),
-    /// Socket or runtime trouble.
-    Io(String),
-}
-
-impl std::fmt::Display for ServeError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ServeError::Config(m) => write!(f, "configuration: {m}"),
-            ServeError::Engine(e) => write!(f, "engine: {e}"),
-            ServeError::Io(m) => f.write_str(m),
-        }
-    }
-}
-
-impl std::error::Error for ServeError {}
 
 /// Installs the global `tracing` subscriber on stderr: JSON lines or text,
 /// filtered by `NEARDUP_LOG` (default `info`).

@@ -1,9 +1,8 @@
 //! [`FjallStore`]: item records in fjall, a pure-Rust embedded LSM tree.
 //!
-//! | keyspace  | key                                        | value                      |
-//! |-----------|--------------------------------------------|----------------------------|
-//! | `items`   | `u8` tenant length, tenant bytes, item id  | postcard [`ItemRecord`]    |
-//! | `applied` | tenant bytes                               | `u64` LE applied LSN       |
+//! Keyspace `items` maps (tenant length byte, tenant, item id) to a postcard
+//! [`ItemRecord`]; keyspace `applied` maps a tenant to its applied LSN (see
+//! `docs/index-format.md`).
 //!
 //! The tenant length prefix makes one tenant's key range disjoint from every
 //! other's (`t` + `1a` can never read as `t1` + `a`). Each [`StoreBatch`] is

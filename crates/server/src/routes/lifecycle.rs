@@ -7,10 +7,9 @@ use axum::response::Response;
 use axum::Json;
 
 use crate::auth::{Principal, Scope};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, StdErrors};
 use crate::extract::{ApiJson, OctetBody, P};
-use crate::openapi::StdErrors;
-use crate::routes::items::note_error;
+use crate::observe::note_error;
 use crate::state::AppState;
 use crate::wire::{Done, ReconfigureRequest, RestoreResponse, ShadowView};
 

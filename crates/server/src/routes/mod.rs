@@ -62,7 +62,7 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
-        .route("/openapi.json", get(ops::openapi));
+        .route("/openapi.json", get(crate::openapi::openapi_json));
     Router::new()
         .merge(json_api)
         .merge(snapshots)

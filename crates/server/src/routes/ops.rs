@@ -6,11 +6,9 @@ use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use axum::Json;
-use utoipa::OpenApi;
 
-use crate::error::{ApiError, ApiResult, GatewayKind};
+use crate::error::{ApiError, ApiResult, GatewayKind, StdErrors};
 use crate::metrics::TenantGauges;
-use crate::openapi::{ApiDoc, StdErrors};
 use crate::state::AppState;
 use crate::wire::Health;
 
@@ -58,10 +56,4 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> ApiResult<impl IntoRes
         .await?;
     let text = s.metrics.render(&gauges.0, gauges.1);
     Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text))
-}
-
-/// This document.
-#[utoipa::path(get, path = "/openapi.json", tag = "ops", responses((status = 200, description = "OpenAPI 3.1 document")))]
-pub(crate) async fn openapi() -> impl IntoResponse {
-    Json(ApiDoc::openapi())
 }

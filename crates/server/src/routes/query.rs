@@ -9,10 +9,9 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::auth::{Principal, Scope};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, StdErrors};
 use crate::extract::{ApiJson, P, Q};
-use crate::openapi::StdErrors;
-use crate::routes::items::{note_error, record_decision};
+use crate::observe::{note_error, record_decision};
 use crate::state::AppState;
 use crate::wire::{ContentQuery, DecisionView, VerifyRequest, VerifyResponse};
 

@@ -8,9 +8,8 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::auth::{Principal, Scope};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, StdErrors};
 use crate::extract::{ApiJson, P, Q};
-use crate::openapi::StdErrors;
 use crate::state::AppState;
 use crate::wire::{AuditLog, DecisionLog, LabelList, LabelRequest, LabelView};
 

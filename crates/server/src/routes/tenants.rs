@@ -5,9 +5,8 @@ use axum::http::StatusCode;
 use axum::Json;
 
 use crate::auth::{MintedKey, Principal, Scope};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, StdErrors};
 use crate::extract::{ApiJson, P};
-use crate::openapi::StdErrors;
 use crate::state::AppState;
 use crate::tenant_spec;
 use crate::wire::{
