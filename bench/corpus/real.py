@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build a real-text corpus from documentation that ships with Debian.
 
-Usage: python3 bench/corpus/real.py OUT.jsonl [--max-man N]
+Usage: python3 bench/corpus/real.py OUT.jsonl [--max-man N] [--dense]
 
 Sources, in this order (ids are the file paths):
   * /usr/share/common-licenses/*           licence texts (GPL, Apache, ...)
@@ -12,10 +12,19 @@ Sources, in this order (ids are the file paths):
                                             (several pages exist in near-identical
                                             versions, e.g. for related commands)
 
+With --dense (the templated corpus of bench/results/accuracy.md, ~35,000
+documents): every man page in every language (no --max-man cap), the HTML
+pages under /usr/share/doc, and a spread sample of up to --max-api (20,000)
+pages of generated API documentation (rustdoc HTML of the Rust standard
+library shipped with the toolchain: thousands of near-identical intrinsic
+and trait-impl pages), HTML reduced to its text.
+
 The corpus is what `neardup eval` measures recall on; nothing in it is
 synthetic. Files that are not valid UTF-8 are decoded as Latin-1.
 """
+import glob
 import gzip
+import html.parser
 import json
 import os
 import re
@@ -42,13 +51,63 @@ def strip_troff(text):
         out.append(ESCAPES.sub("", line))
     return "\n".join(out)
 
+class _Text(html.parser.HTMLParser):
+    SKIP = {"script", "style"}
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.out, self.skip = [], 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in self.SKIP:
+            self.skip += 1
+        elif tag in ("p", "div", "br", "li", "h1", "h2", "h3", "h4", "tr", "pre", "section"):
+            self.out.append("\n")
+
+    def handle_endtag(self, tag):
+        if tag in self.SKIP and self.skip:
+            self.skip -= 1
+
+    def handle_data(self, data):
+        if not self.skip:
+            self.out.append(data)
+
+
+def html_text(raw):
+    p = _Text()
+    p.feed(raw)
+    p.close()
+    return re.sub(r"[ \t]+", " ", "".join(p.out)).strip()
+
+
+def api_pages(limit):
+    """A spread sample of rustdoc pages from the first toolchain that has them."""
+    roots = sorted(glob.glob(os.path.expanduser("~/.rustup/toolchains/*/share/doc/rust/html")))
+    roots += sorted(glob.glob("/usr/share/doc/rust*/html"))
+    for root in roots:
+        pages = []
+        for crate in ("std", "core", "alloc"):
+            for dirpath, _, files in os.walk(os.path.join(root, crate)):
+                pages.extend(os.path.join(dirpath, f) for f in files if f.endswith(".html"))
+        if not pages:
+            continue
+        pages.sort()
+        step = max(1, len(pages) // limit)
+        return pages[::step][:limit]
+    return []
+
+
 def main():
     if len(sys.argv) < 2:
         sys.exit(__doc__)
     out_path = sys.argv[1]
-    max_man = 6000
+    dense = "--dense" in sys.argv
+    max_man = 10**9 if dense else 6000
     if "--max-man" in sys.argv:
         max_man = int(sys.argv[sys.argv.index("--max-man") + 1])
+    max_api = 20000
+    if "--max-api" in sys.argv:
+        max_api = int(sys.argv[sys.argv.index("--max-api") + 1])
     docs = []
     lic = "/usr/share/common-licenses"
     if os.path.isdir(lic):
@@ -68,13 +127,25 @@ def main():
                     p = os.path.join(root, f)
                     if os.path.isfile(p) and not os.path.islink(p) and os.path.getsize(p) < 2_000_000:
                         docs.append((p, read_text(p)))
+    if dense and os.path.isdir(doc_root):
+        for root, _, files in sorted(os.walk(doc_root)):
+            for f in sorted(files):
+                p = os.path.join(root, f)
+                if f.endswith(".html") and os.path.isfile(p) and not os.path.islink(p):
+                    text = html_text(read_text(p))
+                    if len(text) >= 200:
+                        docs.append((p, text))
     man_root = "/usr/share/man"
     count = 0
     if os.path.isdir(man_root):
+        sections = []
         for sec in sorted(os.listdir(man_root)):
             d = os.path.join(man_root, sec)
-            if not sec.startswith("man") or not os.path.isdir(d):
-                continue
+            if sec.startswith("man") and os.path.isdir(d):
+                sections.append(d)
+            elif dense and os.path.isdir(d):  # a language: DIR/manN/
+                sections.extend(sorted(glob.glob(os.path.join(d, "man*"))))
+        for d in sections:
             for f in sorted(os.listdir(d)):
                 if count >= max_man:
                     break
@@ -89,8 +160,17 @@ def main():
                     continue
                 docs.append((p, text))
                 count += 1
+    if dense:
+        for p in api_pages(max_api):
+            text = html_text(read_text(p))
+            if len(text) >= 200:
+                docs.append((p, text))
+    seen = set()
     with open(out_path, "w", encoding="utf-8") as out:
         for i, (path, text) in enumerate(docs):
+            if path in seen:  # an HTML README reached by two of the walks above
+                continue
+            seen.add(path)
             out.write(json.dumps({"id": path, "text": text}, ensure_ascii=False) + "\n")
     sys.stderr.write(f"wrote {len(docs)} documents to {out_path}\n")
 

@@ -60,7 +60,11 @@ struct Summary {
     degraded: Vec<String>,
     /// Queries whose candidate list hit --max-candidates or a hot bucket.
     capped_queries: u64,
-    /// Kept items among those: possibly unresolved duplicates, for review.
+    /// Queries the cap cut inside the near duplicates: the item may have
+    /// more than --max-candidates of them, and its pairs are incomplete.
+    saturated_queries: u64,
+    /// Kept items whose search stayed partial even among kept items:
+    /// possibly unresolved duplicates, for review.
     kept_unresolved: Vec<String>,
     candidates_per_query: Percentiles,
     params: ParamsOut,
@@ -94,7 +98,7 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let mut rejects = Vec::new();
     let (mut degraded, mut over_cap) = (Vec::new(), Vec::new());
-    let (mut kept, mut dropped, mut pairs, mut capped_queries) = (0u64, 0u64, 0u64, 0u64);
+    let (mut kept, mut dropped, mut pairs, mut capped_queries, mut saturated) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let read_s = for_each_chunk(reader, a.input.max_line_bytes, |lines, chunk_rejects| {
         rejects.extend(chunk_rejects);
         let outcomes = batch.process(lines, &mut rejects)?;
@@ -118,13 +122,12 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
             if o.degraded {
                 degraded.push(batch.ids[o.id as usize].clone());
             }
-            if o.partial {
-                capped_queries += 1;
-                // A kept item whose candidate list was cut may still have a
-                // duplicate that was not examined: its uniqueness is unproven.
-                if o.kept {
-                    over_cap.push(batch.ids[o.id as usize].clone());
-                }
+            capped_queries += u64::from(o.capped);
+            saturated += u64::from(o.saturated);
+            // A kept item whose search was cut even among kept items may
+            // still have a duplicate that was not examined.
+            if o.kept && o.unresolved {
+                over_cap.push(batch.ids[o.id as usize].clone());
             }
             for m in &o.matches {
                 pairs += 1;
@@ -177,6 +180,7 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         rejected: rejects,
         degraded,
         capped_queries,
+        saturated_queries: saturated,
         kept_unresolved: over_cap,
         candidates_per_query: Percentiles { p50, p99, max },
         params: ParamsOut::of(&params),
@@ -225,10 +229,20 @@ fn print_summary(s: &Summary) {
     }
     if s.capped_queries > 0 {
         eprintln!(
-            "{} items hit the candidate cap (--max-candidates {}); {} of them were kept with a partial search \
-             (review them; --json lists all): {}",
-            s.capped_queries,
-            s.params_max_candidates,
+            "{} items hit the candidate cap (--max-candidates {}) or a hot bucket; candidates were ranked by \
+             estimated similarity before the cap",
+            s.capped_queries, s.params_max_candidates,
+        );
+    }
+    if s.saturated_queries > 0 {
+        eprintln!(
+            "{} items may have more than {} near duplicates: their pair lists are incomplete (decisions are not)",
+            s.saturated_queries, s.params_max_candidates
+        );
+    }
+    if !s.kept_unresolved.is_empty() {
+        eprintln!(
+            "{} items were kept with a partial search even among kept items (review them; --json lists all): {}",
             s.kept_unresolved.len(),
             few(&s.kept_unresolved)
         );

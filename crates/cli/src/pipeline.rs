@@ -12,6 +12,12 @@
 //! the transitive rule of keeping one item per union-find cluster does not
 //! guarantee. Clusters (connected components of verified pairs) are still
 //! reported, with the kept items of each.
+//!
+//! Dense neighbourhoods: when an item's candidates were capped and none of
+//! those verified is a kept item, it asks again among the kept items only
+//! (the cap now applies to them), so a dense cluster of dropped look-alikes
+//! cannot hide the kept item it should be dropped against. Only if that
+//! search is partial too is a kept item "unresolved".
 
 use std::collections::HashMap;
 use std::time::Instant;
@@ -43,7 +49,14 @@ pub struct Outcome {
     /// Every verified match at or above the threshold (earlier items).
     pub matches: Vec<Match>,
     /// The candidate cap or a hot bucket cut the candidate list.
-    pub partial: bool,
+    pub capped: bool,
+    /// The search stayed partial even among the kept items (see
+    /// [`Batch::process`]): a kept item's uniqueness is unproven.
+    pub unresolved: bool,
+    /// The cap cut inside the near duplicates: the lowest-ranked candidate
+    /// still verified, so this item may have more near duplicates than
+    /// `max_candidates`, and its pairs list is incomplete.
+    pub saturated: bool,
     pub degraded: bool,
 }
 
@@ -152,19 +165,36 @@ impl Batch {
 
         let t3 = Instant::now();
         let mut out = Vec::with_capacity(staged.len());
-        for ((item, line, degraded), (cands, matches)) in staged.into_iter().zip(verified) {
-            let partial = cands.is_partial();
+        for ((item, line, degraded), (cands, mut matches)) in staged.into_iter().zip(verified) {
+            let capped = cands.over_cap || cands.hot_buckets > 0;
             self.candidate_counts.push(cands.ids.len());
             if let Some(pairs) = &mut self.candidate_pairs {
                 pairs.extend(cands.ids.iter().map(|c| (c.id, item)));
             }
+            let last_ranked = cands.ids.iter().rfind(|c| c.bands > 0);
+            let saturated = cands.over_cap && last_ranked.is_some_and(|c| matches.iter().any(|m| m.id == c.id));
+            let mut duplicate_of = matches.iter().find(|m| self.kept[m.id as usize]).copied();
+            let mut unresolved = cands.is_partial();
+            if duplicate_of.is_none() && cands.cut_close {
+                // The cap may have cut a kept near duplicate: ask again among
+                // the kept items not verified yet.
+                let (kept, tried) = (&self.kept, &cands.ids);
+                let keep = |id: u32| kept[id as usize] && !tried.iter().any(|c| c.id == id);
+                let again = self.index.candidates_before_where(item, &keep);
+                let found = self.index.verify_item(item, &again.ids, threshold);
+                duplicate_of = found.first().copied();
+                unresolved = cands.hot_buckets > 0 || again.is_partial();
+                if let Some(pairs) = &mut self.candidate_pairs {
+                    pairs.extend(again.ids.iter().map(|c| (c.id, item)));
+                }
+                matches.extend(found);
+            }
             for m in &matches {
                 self.uf.union(item, m.id);
             }
-            let duplicate_of = matches.iter().find(|m| self.kept[m.id as usize]).copied();
             let kept = duplicate_of.is_none();
             self.kept[item as usize] = kept;
-            out.push(Outcome { id: item, line, kept, duplicate_of, matches, partial, degraded });
+            out.push(Outcome { id: item, line, kept, duplicate_of, matches, capped, unresolved, saturated, degraded });
         }
         self.timings.index_s += t3.elapsed().as_secs_f64();
         Ok(out)

@@ -13,9 +13,20 @@
 //!
 //! - **Band candidates**: every live id sharing at least one band key with
 //!   the query, reading at most `max_bucket_read` entries per bucket (a
-//!   larger bucket is read partially and counted in `hot_buckets`). They are
-//!   ranked by bands shared (most first, then lowest id) and cut to
-//!   `max_candidates`; a cut sets `over_cap`.
+//!   larger bucket is read partially and counted in `hot_buckets`).
+//! - **Rank before the cap**: when there are more than `max_candidates` of
+//!   them, each is scored by how many values of its signature sketch agree
+//!   with the query's (an unbiased estimate of Jaccard, far sharper than a
+//!   count of bands shared), and the best `max_candidates` are kept (ties:
+//!   more bands, then lowest id); the cut sets `over_cap`. Below the cap
+//!   nothing is ranked: every candidate is verified anyway, in bands order.
+//! - **Hot buckets** are read from a rotation point derived from the bucket
+//!   key, the band and the bucket's length, not from their oldest entry, so
+//!   a partial read does not systematically hide the same (newest) items; an
+//!   item sharing several hot bands gets an independent chance in each. A
+//!   partial read can miss a near duplicate that shares only hot buckets
+//!   with the query; it cannot miss one that shares a bucket that was read
+//!   whole, and it is always reported.
 //! - **Same content**: live ids whose content hash equals the query's are
 //!   always candidates, whatever the bands found: the earliest
 //!   `max_candidates` of them, so a flood of copies cannot grow the work.
@@ -23,13 +34,24 @@
 //! - `exclude` (the querying item itself) is never returned; a
 //!   [`CandidateIndex::candidates_before`] query sees only ids below its own.
 //!
-//! Memory per item: 16 bytes of content hash, 8 bytes per band key, one
-//! flag byte, and one posting-map entry per band plus one for the content
-//! hash ([`CandidateIndex::heap_bytes`] reports the total from capacities).
+//! Memory per item: 16 bytes of content hash, 8 bytes per band key, the
+//! sketch (`rank_bits / 8` bytes per signature value: 128 bytes for 128
+//! values at the default 8 bits), one flag byte, and one posting-map entry
+//! per band plus one for the content hash ([`CandidateIndex::heap_bytes`]
+//! reports the total from capacities).
+//!
+//! # The sketch
+//!
+//! The low `rank_bits` bits of each MinHash value. Two items agree on a
+//! position with probability `J + (1 - J) / 2^b` (b-bit minwise hashing,
+//! Li and König 2010), so the agreement count ranks candidates by Jaccard
+//! with a bias that is the same for every candidate; at 8 bits and 128
+//! values its standard deviation at J = 0.85 is about 0.03.
 
 use crate::config::Params;
 use crate::error::{Error, Result};
-use crate::hash::ContentHash;
+use crate::fingerprint::Fingerprint;
+use crate::hash::{fmix64, ContentHash};
 use crate::lsh::postings::{Postings, LIST_BIT};
 use crate::lsh::{LshParams, QueryLimits};
 
@@ -38,6 +60,24 @@ pub const MAX_ITEM_ID: u32 = LIST_BIT - 1;
 
 const LIVE: u8 = 1;
 const BANDED: u8 = 2;
+
+/// What the candidate index keeps of one item, borrowed from its fingerprint
+/// (or, for a stored item, from its stored signature).
+#[derive(Debug, Clone, Copy)]
+pub struct ItemKeys<'a> {
+    /// LSH band keys (empty: matched by content hash only).
+    pub band_keys: &'a [u64],
+    /// The content hash.
+    pub content_hash: ContentHash,
+    /// The MinHash signature the band keys were made from (empty when they are).
+    pub signature: &'a [u32],
+}
+
+impl<'a> From<&'a Fingerprint> for ItemKeys<'a> {
+    fn from(fp: &'a Fingerprint) -> ItemKeys<'a> {
+        ItemKeys { band_keys: &fp.band_keys, content_hash: fp.content_hash, signature: &fp.signature }
+    }
+}
 
 /// One candidate, before verification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +91,7 @@ pub struct Candidate {
 }
 
 /// The candidates of one query, with what limited them.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CandidateSet {
     /// Band candidates, most bands shared first (then lowest id), at most
     /// `max_candidates`; then same-content ids the bands did not find,
@@ -60,10 +100,15 @@ pub struct CandidateSet {
     /// Distinct candidates seen before the cap: band candidates plus the
     /// same-content ids added.
     pub distinct: usize,
-    /// More band candidates existed than `max_candidates`: the answer is
-    /// partial, and the caller must treat the item as unresolved (review,
-    /// quarantine), never as unique.
+    /// More band candidates existed than `max_candidates` and the best
+    /// `max_candidates` by estimated similarity were kept.
     pub over_cap: bool,
+    /// The estimated Jaccard of the best candidate the cap cut (when it cut).
+    pub cut_estimate: Option<f64>,
+    /// The cap cut a candidate whose estimate is within four standard
+    /// deviations of the estimator of the query's threshold: a near duplicate
+    /// may have been cut. The answer is then partial.
+    pub cut_close: bool,
     /// Buckets larger than `max_bucket_read`, read partially.
     pub hot_buckets: u32,
     /// Bucket entries read.
@@ -71,9 +116,13 @@ pub struct CandidateSet {
 }
 
 impl CandidateSet {
-    /// True when candidates may be missing (cap or hot bucket).
+    /// True when a near duplicate may be missing: a hot bucket was read
+    /// partially, or the cap cut close to the threshold. The caller must
+    /// then treat the item as unresolved (review, quarantine), never as
+    /// unique. A cap that cut only candidates estimated far below the
+    /// threshold is reported (`over_cap`) but does not make the answer partial.
     pub fn is_partial(&self) -> bool {
-        self.over_cap || self.hot_buckets > 0
+        self.cut_close || self.hot_buckets > 0
     }
 }
 
@@ -82,6 +131,12 @@ impl CandidateSet {
 pub struct CandidateIndex {
     lsh: LshParams,
     seed: u64,
+    /// Signature values per item.
+    num_perm: usize,
+    /// Bytes of each value kept in the sketch (1, 2 or 4).
+    rank_bytes: usize,
+    /// `num_perm * rank_bytes` bytes per id (zeros for an item without keys).
+    sketches: Vec<u8>,
     /// Tables `0..bands` are the bands; table `bands` is the content hash.
     postings: Postings,
     hashes: Vec<ContentHash>,
@@ -104,22 +159,43 @@ fn hash_key(h: &ContentHash) -> u64 {
 }
 
 impl CandidateIndex {
-    /// An empty index for band keys made with `lsh` and `seed`.
-    pub fn new(lsh: LshParams, seed: u64) -> CandidateIndex {
-        CandidateIndex {
+    /// An empty index for band keys made with `lsh` and `seed` from
+    /// signatures of `num_perm` values, ranking with sketches of
+    /// `rank_bits` (8, 16 or 32) bits per value.
+    pub fn new(lsh: LshParams, seed: u64, num_perm: usize, rank_bits: u32) -> Result<CandidateIndex> {
+        if !matches!(rank_bits, 8 | 16 | 32) {
+            return Err(Error::config("rank_bits", format!("must be 8, 16 or 32, got {rank_bits}")));
+        }
+        if num_perm < lsh.width() as usize {
+            return Err(Error::config(
+                "bands/rows",
+                format!(
+                    "{} bands x {} rows need {} signature values, have {num_perm}",
+                    lsh.bands,
+                    lsh.rows,
+                    lsh.width()
+                ),
+            ));
+        }
+        Ok(CandidateIndex {
             lsh,
             seed,
+            num_perm,
+            rank_bytes: rank_bits as usize / 8,
+            sketches: Vec::new(),
             postings: Postings::new(lsh.bands as usize + 1),
             hashes: Vec::new(),
             keys: Vec::new(),
             flags: Vec::new(),
             live: 0,
-        }
+        })
     }
 
     /// An empty index for fingerprints made under `params`.
     pub fn for_params(params: &Params) -> CandidateIndex {
-        CandidateIndex::new(params.lsh(), params.config().seed)
+        let c = params.config();
+        CandidateIndex::new(params.lsh(), c.seed, c.num_perm as usize, c.rank_bits)
+            .expect("Params guarantees a valid layout and rank_bits")
     }
 
     /// The banding.
@@ -170,21 +246,48 @@ impl CandidateIndex {
         Some(&self.keys[i * b..(i + 1) * b])
     }
 
-    fn check_keys(&self, band_keys: &[u64]) -> Result<()> {
-        if !band_keys.is_empty() && band_keys.len() != self.lsh.bands as usize {
+    fn check_keys(&self, keys: &ItemKeys<'_>) -> Result<()> {
+        if keys.band_keys.is_empty() {
+            return Ok(());
+        }
+        if keys.band_keys.len() != self.lsh.bands as usize {
             return Err(Error::incompatible(format!(
                 "{} band keys for an index of {} bands",
-                band_keys.len(),
+                keys.band_keys.len(),
                 self.lsh.bands
+            )));
+        }
+        if keys.signature.len() != self.num_perm {
+            return Err(Error::incompatible(format!(
+                "a signature of {} values for an index of {}",
+                keys.signature.len(),
+                self.num_perm
             )));
         }
         Ok(())
     }
 
-    /// Adds an item under its band keys (empty for an item matched by
-    /// content hash only) and returns its id, the next in insertion order.
-    pub fn insert(&mut self, band_keys: &[u64], content_hash: ContentHash) -> Result<u32> {
-        self.check_keys(band_keys)?;
+    fn push_sketch(&mut self, signature: &[u32]) {
+        let w = self.rank_bytes;
+        if signature.is_empty() {
+            self.sketches.resize(self.sketches.len() + self.num_perm * w, 0);
+        } else {
+            for v in signature {
+                self.sketches.extend_from_slice(&v.to_le_bytes()[..w]);
+            }
+        }
+    }
+
+    fn sketch(&self, id: u32) -> &[u8] {
+        let n = self.num_perm * self.rank_bytes;
+        &self.sketches[id as usize * n..(id as usize + 1) * n]
+    }
+
+    /// Adds an item and returns its id, the next in insertion order. An
+    /// item without band keys is matched by content hash only.
+    pub fn insert(&mut self, keys: ItemKeys<'_>) -> Result<u32> {
+        self.check_keys(&keys)?;
+        let (band_keys, content_hash) = (keys.band_keys, keys.content_hash);
         let id = self.flags.len();
         let id = u32::try_from(id)
             .ok()
@@ -201,6 +304,7 @@ impl CandidateIndex {
             }
             self.keys.extend_from_slice(band_keys);
         }
+        self.push_sketch(if band_keys.is_empty() { &[] } else { keys.signature });
         self.postings.insert(bands, hash_key(&content_hash), id);
         self.hashes.push(content_hash);
         self.flags.push(flags);
@@ -224,17 +328,13 @@ impl CandidateIndex {
         true
     }
 
-    /// Candidates for an item with `band_keys` and `content_hash` among live
-    /// items, never returning `exclude`.
-    pub fn candidates(
-        &self,
-        band_keys: &[u64],
-        content_hash: ContentHash,
-        exclude: Option<u32>,
-        limits: QueryLimits,
-    ) -> Result<CandidateSet> {
-        self.check_keys(band_keys)?;
-        Ok(self.query(band_keys, content_hash, exclude, None, limits))
+    /// Candidates for an item with `keys` among live items, never
+    /// returning `exclude`.
+    pub fn candidates(&self, keys: ItemKeys<'_>, exclude: Option<u32>, limits: QueryLimits) -> Result<CandidateSet> {
+        self.check_keys(&keys)?;
+        let sketch: Vec<u8> = keys.signature.iter().flat_map(|v| v.to_le_bytes()[..self.rank_bytes].to_vec()).collect();
+        let q = Query { band_keys: keys.band_keys, hash: keys.content_hash, sketch: &sketch, exclude, before: None };
+        Ok(self.query(&q, limits, &|_| true))
     }
 
     /// The candidates item `id` had just before it was inserted (only ids
@@ -242,42 +342,79 @@ impl CandidateIndex {
     /// provided nothing was removed since. Lets a batch insert a chunk, then
     /// query all of it in parallel. An unknown or removed `id` has none.
     pub fn candidates_before(&self, id: u32, limits: QueryLimits) -> CandidateSet {
+        self.candidates_before_where(id, limits, &|_| true)
+    }
+
+    /// [`CandidateIndex::candidates_before`] among the ids `keep` accepts,
+    /// applied before ranking and the cap: a batch asks again among the
+    /// items it kept when a capped answer verified none of them.
+    pub fn candidates_before_where(&self, id: u32, limits: QueryLimits, keep: &dyn Fn(u32) -> bool) -> CandidateSet {
         match (self.band_keys(id), self.content_hash(id)) {
-            (Some(keys), Some(hash)) => self.query(keys, hash, None, Some(id), limits),
+            (Some(band_keys), Some(hash)) => {
+                let q = Query { band_keys, hash, sketch: self.sketch(id), exclude: None, before: Some(id) };
+                self.query(&q, limits, keep)
+            }
             _ => CandidateSet::default(),
         }
     }
 
-    fn query(
-        &self,
-        band_keys: &[u64],
-        hash: ContentHash,
-        exclude: Option<u32>,
-        before: Option<u32>,
-        limits: QueryLimits,
-    ) -> CandidateSet {
+    /// Positions of `sketch` that agree with item `id`'s sketch.
+    fn agreement(&self, sketch: &[u8], id: u32) -> u32 {
+        let other = self.sketch(id);
+        match self.rank_bytes {
+            1 => equal_bytes(sketch, other),
+            w => sketch.chunks_exact(w).zip(other.chunks_exact(w)).map(|(a, b)| u32::from(a == b)).sum(),
+        }
+    }
+
+    /// Estimated Jaccard from an agreement count (b-bit minwise hashing:
+    /// agreement probability `J + (1 - J) / 2^b`).
+    fn estimate(&self, agreement: u32) -> f64 {
+        let c = 0.5f64.powi(8 * self.rank_bytes as i32);
+        ((f64::from(agreement) / self.num_perm as f64 - c) / (1.0 - c)).clamp(0.0, 1.0)
+    }
+
+    /// How far below `threshold` an estimate must be for a cut candidate to
+    /// be ruled out: four standard deviations of the estimator at the
+    /// threshold, plus one position.
+    fn margin(&self, threshold: f64) -> f64 {
+        let k = self.num_perm as f64;
+        let t = threshold.clamp(0.0, 1.0);
+        4.0 * (t * (1.0 - t) / k).sqrt() + 1.0 / k
+    }
+
+    fn query(&self, q: &Query<'_>, limits: QueryLimits, keep: &dyn Fn(u32) -> bool) -> CandidateSet {
         let mut out = CandidateSet::default();
         let visible = |bucket: &'_ [u32]| -> usize {
-            match before {
+            match q.before {
                 None => bucket.len(),
                 Some(b) => bucket.partition_point(|&x| x < b),
             }
         };
         let mut seen: Vec<u32> = Vec::new();
-        for (band, &key) in band_keys.iter().enumerate() {
+        for (band, &key) in q.band_keys.iter().enumerate() {
             let bucket = self.postings.bucket(band, key);
             let bucket = &bucket[..visible(bucket)];
-            let take = bucket.len().min(limits.max_bucket_read);
-            if bucket.len() > limits.max_bucket_read {
+            let n = bucket.len();
+            if n > limits.max_bucket_read {
                 out.hot_buckets += 1;
+                // Read `max_bucket_read` entries from a rotation point that
+                // depends on the bucket, not always the oldest ones.
+                let start = (fmix64(key ^ ((band as u64) << 40) ^ n as u64) % n as u64) as usize;
+                let first = &bucket[start..(start + limits.max_bucket_read).min(n)];
+                let wrapped = &bucket[..limits.max_bucket_read - first.len()];
+                seen.extend_from_slice(first);
+                seen.extend_from_slice(wrapped);
+                out.entries_read += limits.max_bucket_read;
+            } else {
+                seen.extend_from_slice(bucket);
+                out.entries_read += n;
             }
-            seen.extend_from_slice(&bucket[..take]);
-            out.entries_read += take;
         }
         seen.sort_unstable();
         let mut ranked: Vec<(u32, u16)> = Vec::new();
         for id in seen {
-            if Some(id) == exclude {
+            if Some(id) == q.exclude {
                 continue;
             }
             match ranked.last_mut() {
@@ -285,21 +422,35 @@ impl CandidateIndex {
                 _ => ranked.push((id, 1)),
             }
         }
+        ranked.retain(|&(id, _)| keep(id));
         out.distinct = ranked.len();
-        ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         if ranked.len() > limits.max_candidates {
             out.over_cap = true;
-            ranked.truncate(limits.max_candidates);
+            let mut scored: Vec<(u32, u32, u16)> =
+                ranked.iter().map(|&(id, bands)| (self.agreement(q.sketch, id), id, bands)).collect();
+            let by_estimate =
+                |a: &(u32, u32, u16), b: &(u32, u32, u16)| b.0.cmp(&a.0).then(b.2.cmp(&a.2)).then(a.1.cmp(&b.1));
+            let cap = limits.max_candidates;
+            scored.select_nth_unstable_by(cap, by_estimate);
+            // Everything after position `cap` ranks at most as high as it.
+            let cut = self.estimate(scored[cap].0);
+            out.cut_estimate = Some(cut);
+            out.cut_close = cut >= limits.threshold - self.margin(limits.threshold);
+            scored.truncate(cap);
+            scored.sort_unstable_by(by_estimate);
+            ranked = scored.into_iter().map(|(_, id, bands)| (id, bands)).collect();
+        } else {
+            ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         }
         out.ids = ranked
             .into_iter()
-            .map(|(id, bands)| Candidate { id, bands, same_content: self.hashes[id as usize] == hash })
+            .map(|(id, bands)| Candidate { id, bands, same_content: self.hashes[id as usize] == q.hash })
             .collect();
-        let copies = self.postings.bucket(self.lsh.bands as usize, hash_key(&hash));
+        let copies = self.postings.bucket(self.lsh.bands as usize, hash_key(&q.hash));
         let same = copies[..visible(copies)]
             .iter()
             .copied()
-            .filter(|&id| Some(id) != exclude && self.hashes[id as usize] == hash)
+            .filter(|&id| Some(id) != q.exclude && self.hashes[id as usize] == q.hash && keep(id))
             .take(limits.max_candidates);
         let banded = out.ids.len();
         for id in same {
@@ -319,8 +470,57 @@ impl CandidateIndex {
     /// Heap bytes held by the index, from capacities.
     pub fn heap_bytes(&self) -> u64 {
         self.postings.heap_bytes()
-            + (self.hashes.capacity() * 16 + self.keys.capacity() * 8 + self.flags.capacity()) as u64
+            + (self.hashes.capacity() * 16
+                + self.keys.capacity() * 8
+                + self.sketches.capacity()
+                + self.flags.capacity()) as u64
     }
+}
+
+/// Equal bytes at equal positions of two slices of one length (up to
+/// 255 · 32 bytes). Counted in 32-byte blocks with byte counters, which the
+/// compiler turns into vector compares; compiled for AVX2 where the CPU has
+/// it (chosen at run time) and for the baseline otherwise.
+fn equal_bytes(a: &[u8], b: &[u8]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU supports AVX2, the only feature the function enables.
+            return unsafe { equal_bytes_avx2(a, b) };
+        }
+    }
+    equal_bytes_blocks(a, b)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn equal_bytes_avx2(a: &[u8], b: &[u8]) -> u32 {
+    equal_bytes_blocks(a, b)
+}
+
+#[inline(always)]
+fn equal_bytes_blocks(a: &[u8], b: &[u8]) -> u32 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0u8; 32];
+    let (ca, cb) = (a.chunks_exact(32), b.chunks_exact(32));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..32 {
+            acc[i] = acc[i].wrapping_add(u8::from(x[i] == y[i]));
+        }
+    }
+    let tail: u32 = ra.iter().zip(rb).map(|(x, y)| u32::from(x == y)).sum();
+    acc.iter().map(|&c| u32::from(c)).sum::<u32>() + tail
+}
+
+/// One query's inputs.
+struct Query<'a> {
+    band_keys: &'a [u64],
+    hash: ContentHash,
+    sketch: &'a [u8],
+    exclude: Option<u32>,
+    before: Option<u32>,
 }
 
 #[cfg(test)]
@@ -328,16 +528,38 @@ mod tests {
     use super::*;
     use crate::lsh::band_keys_into;
 
-    const LIM: QueryLimits = QueryLimits { max_candidates: 100, max_bucket_read: 1000 };
+    const LIM: QueryLimits = QueryLimits { max_candidates: 100, max_bucket_read: 1000, threshold: 0.8 };
 
-    fn keys(p: LshParams, sig: &[u32]) -> Vec<u64> {
+    /// An index whose signatures are their own band keys' inputs.
+    fn index(bands: u32, rows: u32) -> CandidateIndex {
+        let p = LshParams::new(bands, rows).unwrap();
+        CandidateIndex::new(p, 9, (bands * rows) as usize, 8).unwrap()
+    }
+
+    fn keys(idx: &CandidateIndex, sig: &[u32]) -> Vec<u64> {
         let mut k = Vec::new();
-        band_keys_into(p, 9, sig, &mut k).unwrap();
+        band_keys_into(idx.lsh(), idx.seed(), sig, &mut k).unwrap();
         k
     }
 
     fn h(n: u8) -> ContentHash {
         ContentHash([n; 16])
+    }
+
+    fn add(idx: &mut CandidateIndex, sig: &[u32], hash: ContentHash) -> u32 {
+        let k = keys(idx, sig);
+        idx.insert(ItemKeys { band_keys: &k, content_hash: hash, signature: sig }).unwrap()
+    }
+
+    fn ask(
+        idx: &CandidateIndex,
+        sig: &[u32],
+        hash: ContentHash,
+        exclude: Option<u32>,
+        lim: QueryLimits,
+    ) -> CandidateSet {
+        let k = keys(idx, sig);
+        idx.candidates(ItemKeys { band_keys: &k, content_hash: hash, signature: sig }, exclude, lim).unwrap()
     }
 
     fn ids(c: &CandidateSet) -> Vec<(u32, u16)> {
@@ -346,54 +568,97 @@ mod tests {
 
     #[test]
     fn insert_query_remove() {
-        let p = LshParams::new(4, 2).unwrap();
-        let mut idx = CandidateIndex::new(p, 9);
-        let a = keys(p, &[1, 2, 3, 4, 5, 6, 7, 8]);
-        let b = keys(p, &[1, 2, 0, 0, 0, 0, 7, 8]);
-        let c = keys(p, &[9, 9, 9, 9, 9, 9, 9, 9]);
-        assert_eq!(idx.insert(&a, h(0)).unwrap(), 0);
-        assert_eq!(idx.insert(&b, h(1)).unwrap(), 1);
-        assert_eq!(idx.insert(&c, h(2)).unwrap(), 2);
-        let got = idx.candidates(&a, h(0), Some(0), LIM).unwrap();
+        let mut idx = index(4, 2);
+        let (a, b, c) = ([1, 2, 3, 4, 5, 6, 7, 8], [1, 2, 0, 0, 0, 0, 7, 8], [9; 8]);
+        assert_eq!(add(&mut idx, &a, h(0)), 0);
+        assert_eq!(add(&mut idx, &b, h(1)), 1);
+        assert_eq!(add(&mut idx, &c, h(2)), 2);
+        let got = ask(&idx, &a, h(0), Some(0), LIM);
         assert_eq!(ids(&got), vec![(1, 2)]);
         assert!(!got.is_partial());
         assert!(idx.remove(1));
         assert!(!idx.remove(1));
-        assert!(idx.candidates(&a, h(0), Some(0), LIM).unwrap().ids.is_empty());
+        assert!(ask(&idx, &a, h(0), Some(0), LIM).ids.is_empty());
         assert_eq!(idx.len(), 2);
         assert_eq!(idx.slots(), 3);
         assert_eq!(idx.band_keys(1), None);
-        assert_eq!(idx.band_keys(2), Some(&c[..]));
+        assert_eq!(idx.band_keys(2), Some(&keys(&idx, &c)[..]));
     }
 
     #[test]
     fn caps_are_reported_not_silent() {
-        let p = LshParams::new(2, 1).unwrap();
-        let mut idx = CandidateIndex::new(p, 1);
-        let k = keys(p, &[5, 5]);
+        let mut idx = index(2, 1);
         for i in 0..50 {
-            idx.insert(&k, h(i)).unwrap();
+            add(&mut idx, &[5, 5], h(i));
         }
-        let got = idx.candidates(&k, h(200), None, QueryLimits { max_candidates: 10, max_bucket_read: 20 }).unwrap();
+        let lim = QueryLimits { max_candidates: 10, max_bucket_read: 20, threshold: 0.8 };
+        let got = ask(&idx, &[5, 5], h(200), None, lim);
         assert!(got.over_cap);
         assert_eq!(got.hot_buckets, 2);
         assert_eq!(got.ids.len(), 10);
-        assert_eq!(got.distinct, 20);
+        assert!(got.distinct >= 20 && got.distinct <= 40, "{}", got.distinct);
         assert_eq!(got.entries_read, 40);
     }
 
     #[test]
+    fn ranking_keeps_the_closest_signatures_not_the_first_ones() {
+        // 4 bands of 2 rows. Twenty look-alikes share 3 bands and 6 of 8
+        // values with the query; the needle, inserted last, shares the same
+        // 3 bands but 7 values. By bands shared (then id) a cap of 3 keeps
+        // the first look-alikes; by the sketch the needle comes first.
+        let mut idx = index(4, 2);
+        let q = [1, 2, 3, 4, 5, 6, 7, 8];
+        for i in 0..20 {
+            add(&mut idx, &[1, 2, 3, 4, 5, 6, 90 + i, 91 + i], h(i as u8));
+        }
+        let needle = add(&mut idx, &[1, 2, 3, 4, 5, 6, 7, 99], h(50));
+        let lim = QueryLimits { max_candidates: 3, max_bucket_read: 100, threshold: 0.8 };
+        let got = ask(&idx, &q, h(60), None, lim);
+        assert!(got.over_cap);
+        assert_eq!(got.distinct, 21);
+        assert_eq!(ids(&got), [(needle, 3), (0, 3), (1, 3)]);
+    }
+
+    #[test]
+    fn a_keep_filter_applies_before_the_cap() {
+        let mut idx = index(2, 1);
+        for i in 0..30 {
+            add(&mut idx, &[5, 5], h(i));
+        }
+        let lim = QueryLimits { max_candidates: 4, max_bucket_read: 100, threshold: 0.8 };
+        let got = idx.candidates_before_where(29, lim, &|id| id % 7 == 3);
+        assert_eq!(got.ids.iter().map(|c| c.id).collect::<Vec<_>>(), [3, 10, 17, 24]);
+        assert!(!got.over_cap);
+        assert_eq!(got.distinct, 4);
+    }
+
+    #[test]
+    fn hot_buckets_are_not_read_from_the_oldest_entry() {
+        let mut idx = index(1, 1);
+        for i in 0..1000 {
+            add(&mut idx, &[5], h((i % 200) as u8));
+        }
+        let lim = QueryLimits { max_candidates: 1000, max_bucket_read: 100, threshold: 0.8 };
+        let got = ask(&idx, &[5], h(255), None, lim);
+        assert_eq!(got.hot_buckets, 1);
+        assert_eq!(got.ids.len(), 100);
+        let mut read: Vec<u32> = got.ids.iter().map(|c| c.id).collect();
+        read.sort_unstable();
+        assert_ne!(read, (0..100).collect::<Vec<_>>(), "read from the oldest entry");
+        read.dedup();
+        assert_eq!(read.len(), 100);
+    }
+
+    #[test]
     fn same_content_is_always_a_candidate_up_to_the_cap() {
-        let p = LshParams::new(2, 1).unwrap();
-        let mut idx = CandidateIndex::new(p, 1);
+        let mut idx = index(2, 1);
         // Ten copies matched by hash only (no band keys), then one banded copy.
         for _ in 0..10 {
-            idx.insert(&[], h(7)).unwrap();
+            idx.insert(ItemKeys { band_keys: &[], content_hash: h(7), signature: &[] }).unwrap();
         }
-        let k = keys(p, &[1, 2]);
-        idx.insert(&k, h(7)).unwrap();
-        let lim = QueryLimits { max_candidates: 4, max_bucket_read: 10 };
-        let got = idx.candidates(&k, h(7), Some(0), lim).unwrap();
+        add(&mut idx, &[1, 2], h(7));
+        let lim = QueryLimits { max_candidates: 4, max_bucket_read: 10, threshold: 0.8 };
+        let got = ask(&idx, &[1, 2], h(7), Some(0), lim);
         // The banded copy first; then the earliest copies, the cap counting
         // every same-content id taken (the banded one included only if early).
         assert_eq!(ids(&got), vec![(10, 2), (1, 0), (2, 0), (3, 0), (4, 0)]);
@@ -403,21 +668,20 @@ mod tests {
         // A different hash sharing the first 8 bytes is not the same content.
         let mut other = [7u8; 16];
         other[15] = 0;
-        assert!(idx.candidates(&[], ContentHash(other), None, lim).unwrap().ids.is_empty());
+        let none = ItemKeys { band_keys: &[], content_hash: ContentHash(other), signature: &[] };
+        assert!(idx.candidates(none, None, lim).unwrap().ids.is_empty());
     }
 
     #[test]
     fn before_equals_querying_before_insertion() {
-        let p = LshParams::new(3, 1).unwrap();
-        let mut idx = CandidateIndex::new(p, 4);
-        let lim = QueryLimits { max_candidates: 5, max_bucket_read: 7 };
+        let mut idx = index(3, 1);
+        let lim = QueryLimits { max_candidates: 5, max_bucket_read: 7, threshold: 0.8 };
         let sigs: Vec<Vec<u32>> = (0..60u32).map(|i| vec![i % 3, i % 5, i % 11]).collect();
         let mut then = Vec::new();
         for (i, s) in sigs.iter().enumerate() {
-            let k = keys(p, s);
             let hash = h((i % 4) as u8);
-            then.push(idx.candidates(&k, hash, None, lim).unwrap());
-            assert_eq!(idx.insert(&k, hash).unwrap(), i as u32);
+            then.push(ask(&idx, s, hash, None, lim));
+            assert_eq!(add(&mut idx, s, hash), i as u32);
         }
         for (i, want) in then.iter().enumerate() {
             assert_eq!(&idx.candidates_before(i as u32, lim), want, "item {i}");
@@ -425,9 +689,41 @@ mod tests {
     }
 
     #[test]
-    fn wrong_key_count_is_an_error() {
-        let mut idx = CandidateIndex::new(LshParams::new(2, 2).unwrap(), 1);
-        assert!(idx.insert(&[1], h(0)).is_err());
-        assert!(idx.candidates(&[1, 2, 3], h(0), None, LIM).is_err());
+    fn equal_bytes_counts_every_length() {
+        for n in [0, 1, 31, 32, 33, 64, 128, 200, 1024] {
+            let a: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
+            let b: Vec<u8> = (0..n).map(|i| if i % 3 == 0 { (i * 7 % 251) as u8 } else { 255 }).collect();
+            let want = a.iter().zip(&b).filter(|(x, y)| x == y).count() as u32;
+            assert_eq!(equal_bytes(&a, &b), want, "n {n}");
+            assert_eq!(equal_bytes(&a, &a), n as u32);
+        }
+    }
+
+    #[test]
+    fn a_cut_far_below_the_threshold_is_not_partial() {
+        // Twenty items agree with the query on one value in eight; one on all.
+        let mut idx = index(8, 1);
+        let q = [1, 2, 3, 4, 5, 6, 7, 8];
+        for i in 0..20 {
+            add(&mut idx, &[1, 100 + i, 101 + i, 102 + i, 103 + i, 104 + i, 105 + i, 106 + i], h(i as u8));
+        }
+        let lim = QueryLimits { max_candidates: 3, max_bucket_read: 100, threshold: 0.9 };
+        let got = ask(&idx, &q, h(60), None, lim);
+        assert!(got.over_cap && !got.cut_close && !got.is_partial(), "{got:?}");
+        assert!(got.cut_estimate.unwrap() < 0.2);
+        // A threshold the cut candidates could reach makes it partial.
+        let got = ask(&idx, &q, h(60), None, QueryLimits { threshold: 0.1, ..lim });
+        assert!(got.over_cap && got.cut_close && got.is_partial());
+    }
+
+    #[test]
+    fn wrong_keys_are_an_error() {
+        let mut idx = index(2, 2);
+        let bad_bands = ItemKeys { band_keys: &[1], content_hash: h(0), signature: &[1, 2, 3, 4] };
+        assert!(idx.insert(bad_bands).is_err());
+        let bad_sig = ItemKeys { band_keys: &[1, 2], content_hash: h(0), signature: &[1, 2, 3] };
+        assert!(idx.insert(bad_sig).is_err());
+        assert!(CandidateIndex::new(LshParams::new(2, 2).unwrap(), 1, 4, 12).is_err());
+        assert!(CandidateIndex::new(LshParams::new(2, 2).unwrap(), 1, 3, 8).is_err());
     }
 }

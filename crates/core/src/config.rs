@@ -47,6 +47,9 @@ pub struct Config {
     pub max_candidates: u32,
     /// Most entries read from one LSH bucket per query.
     pub max_bucket_read: u32,
+    /// Bits of each signature value kept in memory to rank candidates
+    /// before the cap (8, 16 or 32): `num_perm · rank_bits / 8` bytes per item.
+    pub rank_bits: u32,
     /// Format version; only [`FORMAT_VERSION`] is accepted.
     pub format_version: u32,
 }
@@ -67,6 +70,7 @@ impl Default for Config {
             max_shingles: 1_000_000,
             max_candidates: 100,
             max_bucket_read: 1_000,
+            rank_bits: 8,
             format_version: FORMAT_VERSION,
         }
     }
@@ -125,6 +129,9 @@ impl Config {
                 "max_bucket_read",
                 format!("must be in 1..=10000000, got {}", self.max_bucket_read),
             ));
+        }
+        if !matches!(self.rank_bits, 8 | 16 | 32) {
+            return Err(Error::config("rank_bits", format!("must be 8, 16 or 32, got {}", self.rank_bits)));
         }
         if self.format_version != FORMAT_VERSION {
             return Err(Error::config(
@@ -196,6 +203,7 @@ impl Params {
         crate::lsh::QueryLimits {
             max_candidates: self.config.max_candidates as usize,
             max_bucket_read: self.config.max_bucket_read as usize,
+            threshold: self.config.threshold,
         }
     }
 
@@ -261,6 +269,7 @@ mod tests {
             Config { num_perm: 4096, ..Config::default() },
             Config { format_version: 2, ..Config::default() },
             Config { recall_target: 1.0, ..Config::default() },
+            Config { rank_bits: 12, ..Config::default() },
         ];
         for c in bad {
             assert!(c.resolve().is_err(), "{c:?}");

@@ -56,7 +56,7 @@ impl MemoryIndex {
     /// Candidates for `fp` among live items (excluding `exclude`), under the
     /// parameters' limits.
     pub fn candidates(&self, fp: &Fingerprint, exclude: Option<u32>) -> Result<CandidateSet> {
-        self.index.candidates(&fp.band_keys, fp.content_hash, exclude, self.params.query_limits())
+        self.index.candidates(fp.into(), exclude, self.params.query_limits())
     }
 
     /// The candidates item `id` had just before it was inserted (only items
@@ -64,6 +64,12 @@ impl MemoryIndex {
     /// have returned then. Lets a batch insert a chunk, then query it in parallel.
     pub fn candidates_before(&self, id: u32) -> CandidateSet {
         self.index.candidates_before(id, self.params.query_limits())
+    }
+
+    /// [`MemoryIndex::candidates_before`] among the ids `keep` accepts
+    /// (applied before ranking and the cap).
+    pub fn candidates_before_where(&self, id: u32, keep: &dyn Fn(u32) -> bool) -> CandidateSet {
+        self.index.candidates_before_where(id, self.params.query_limits(), keep)
     }
 
     /// Exact scores of `fp` against `candidates`, keeping those `>= threshold`,
@@ -111,7 +117,7 @@ impl MemoryIndex {
 
     /// Adds `fp` (consumed) and returns its id.
     pub fn insert(&mut self, fp: Fingerprint) -> Result<u32> {
-        let id = self.index.insert(&fp.band_keys, fp.content_hash)?;
+        let id = self.index.insert((&fp).into())?;
         debug_assert_eq!(id as usize, self.features.len());
         self.features.push(fp.features);
         Ok(id)

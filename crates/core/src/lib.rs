@@ -39,7 +39,7 @@ pub mod shingle;
 pub mod simhash;
 pub mod verify;
 
-pub use candidates::{Candidate, CandidateIndex, CandidateSet, MAX_ITEM_ID};
+pub use candidates::{Candidate, CandidateIndex, CandidateSet, ItemKeys, MAX_ITEM_ID};
 pub use config::{Config, Params, DEFAULT_SEED, FORMAT_VERSION};
 pub use error::{Error, ErrorKind, Result};
 pub use fingerprint::{Degraded, Fingerprint, Fingerprinter, StoredFingerprint};

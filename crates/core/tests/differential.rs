@@ -103,23 +103,6 @@ fn run(ops: &[Value]) -> Vec<Value> {
     out
 }
 
-/// Equal JSON, numbers within 1e-12: recorded answers went through a float
-/// parser that may differ by one unit in the last place between builds
-/// (serde_json's `float_roundtrip` feature is on in some workspace builds).
-fn same(a: &Value, b: &Value) -> bool {
-    match (a, b) {
-        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
-            (Some(x), Some(y)) if x.fract() != 0.0 || y.fract() != 0.0 => (x - y).abs() <= 1e-12,
-            _ => x == y,
-        },
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(x, y)| same(x, y)),
-        (Value::Object(x), Value::Object(y)) => {
-            x.len() == y.len() && x.iter().all(|(k, v)| y.get(k).is_some_and(|w| same(v, w)))
-        }
-        _ => a == b,
-    }
-}
-
 #[test]
 fn memory_index_answers_equal_the_recorded_ones() {
     let ops: Value = serde_json::from_str(&std::fs::read_to_string(fixtures().join("ops.json")).unwrap()).unwrap();
@@ -132,7 +115,7 @@ fn memory_index_answers_equal_the_recorded_ones() {
     let want: Vec<Value> = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
     assert_eq!(got.len(), want.len());
     for (i, (g, w)) in got.iter().zip(&want).enumerate() {
-        assert!(same(g, w), "answer {i}:\n got {g}\nwant {w}");
+        assert_eq!(g, w, "answer {i}");
     }
     let partial = want
         .iter()

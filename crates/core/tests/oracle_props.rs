@@ -9,7 +9,8 @@ use neardup_core::lsh::params::candidate_probability;
 use neardup_core::oracle::{all_pairs, all_pairs_brute_force};
 use neardup_core::verify::{intersection_size, is_canonical, jaccard};
 use neardup_core::{
-    CandidateIndex, Config, ContentHash, LshParams, MemoryIndex, MinHasher, Normalizer, QueryLimits, SignatureScheme,
+    CandidateIndex, Config, ContentHash, ItemKeys, LshParams, MemoryIndex, MinHasher, Normalizer, QueryLimits,
+    SignatureScheme,
 };
 use proptest::prelude::*;
 
@@ -74,22 +75,25 @@ proptest! {
             max_candidates: 10_000, ..Config::default() }.resolve().unwrap();
         let hasher = MinHasher::new(SignatureScheme::MinHash, 256, params.config().seed).unwrap();
         let mut index = CandidateIndex::for_params(&params);
-        let limits = QueryLimits { max_candidates: 10_000, max_bucket_read: 100_000 };
+        let limits = QueryLimits { max_candidates: 10_000, max_bucket_read: 100_000, threshold: 0.8 };
         let mut found = Vec::new();
         for (i, set) in corpus.iter().enumerate() {
             let mut keys = Vec::new();
-            band_keys_into(params.lsh(), params.config().seed, &hasher.signature(set), &mut keys).unwrap();
+            let sig = hasher.signature(set);
+            band_keys_into(params.lsh(), params.config().seed, &sig, &mut keys).unwrap();
             // Equal sets share a content hash; empty ones never match.
             let hash = if set.is_empty() { ContentHash([i as u8; 16]) } else {
                 content_hash(&set.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>())
             };
             if !keys.is_empty() {
-                for c in index.candidates(&keys, hash, None, limits).unwrap().ids {
+                let item = ItemKeys { band_keys: &keys, content_hash: hash, signature: &sig };
+                for c in index.candidates(item, None, limits).unwrap().ids {
                     let s = jaccard(set, &corpus[c.id as usize]);
                     if s >= t { found.push((c.id, i as u32, s)); }
                 }
             }
-            prop_assert_eq!(index.insert(&keys, hash).unwrap(), i as u32);
+            let item = ItemKeys { band_keys: &keys, content_hash: hash, signature: &sig };
+            prop_assert_eq!(index.insert(item).unwrap(), i as u32);
         }
         found.sort_by_key(|p| (p.0, p.1));
         let truth: Vec<_> = all_pairs(&corpus, t).into_iter().filter(|p| !corpus[p.0 as usize].is_empty()).collect();
@@ -142,13 +146,15 @@ fn candidate_rate_per_jaccard_bin_follows_the_s_curve() {
         for t in 0..trials {
             let (a, b) = pair_with_jaccard(300, j, 77 + t);
             let h = MinHasher::new(SignatureScheme::MinHash, 128, 5_000 + t).unwrap();
-            let mut idx = CandidateIndex::new(params, t);
+            let mut idx = CandidateIndex::new(params, t, 128, 8).unwrap();
             let (mut ka, mut kb) = (Vec::new(), Vec::new());
-            band_keys_into(params, t, &h.signature(&a), &mut ka).unwrap();
-            band_keys_into(params, t, &h.signature(&b), &mut kb).unwrap();
-            idx.insert(&ka, ContentHash([0; 16])).unwrap();
-            let lim = QueryLimits { max_candidates: 10, max_bucket_read: 10 };
-            hits += usize::from(!idx.candidates(&kb, ContentHash([1; 16]), None, lim).unwrap().ids.is_empty());
+            let (sa, sb) = (h.signature(&a), h.signature(&b));
+            band_keys_into(params, t, &sa, &mut ka).unwrap();
+            band_keys_into(params, t, &sb, &mut kb).unwrap();
+            idx.insert(ItemKeys { band_keys: &ka, content_hash: ContentHash([0; 16]), signature: &sa }).unwrap();
+            let lim = QueryLimits { max_candidates: 10, max_bucket_read: 10, threshold: 0.8 };
+            let query = ItemKeys { band_keys: &kb, content_hash: ContentHash([1; 16]), signature: &sb };
+            hits += usize::from(!idx.candidates(query, None, lim).unwrap().ids.is_empty());
         }
         let rate = hits as f64 / trials as f64;
         let p = candidate_probability(j, 16, 8);

@@ -219,6 +219,9 @@ pub struct Verification {
 pub(crate) struct Evidence {
     pub candidates_seen: u64,
     pub over_cap: bool,
+    /// A near duplicate may be missing: a hot bucket read partially, or a
+    /// cap that cut candidates estimated close to the threshold.
+    pub partial: bool,
     pub hot_buckets: u32,
     pub degraded_shingles: Option<(u64, u64)>,
     pub method_version: String,
@@ -230,6 +233,7 @@ impl Evidence {
         Evidence {
             candidates_seen: set.distinct as u64,
             over_cap: set.over_cap,
+            partial: set.is_partial(),
             hot_buckets: set.hot_buckets,
             degraded_shingles: fp.degraded.map(|d| match d {
                 neardup_core::Degraded::TooManyShingles { count, max } => (count, max),
@@ -247,7 +251,7 @@ pub(crate) const METHOD_EXACT: &str = "exact-hash-only";
 pub(crate) fn decide(policy: &Policy, candidates: Vec<ScoredCandidate>, ev: Evidence) -> Decision {
     let best = candidates.first();
     let best_verdict = best.map(|c| c.verdict).unwrap_or(MatchVerdict::Different);
-    let partial = ev.over_cap || ev.hot_buckets > 0;
+    let partial = ev.partial;
     let pv = format!("policy {}@v{}", policy.id, policy.version);
     let method = if ev.degraded_shingles.is_some() { METHOD_EXACT } else { METHOD_LSH };
     let (state, explanation) = match (best_verdict, best) {
@@ -294,12 +298,17 @@ pub(crate) fn decide(policy: &Policy, candidates: Vec<ScoredCandidate>, ev: Evid
             DecisionState::Distinct,
             format!(
                 "distinct among {} verified candidates: closest {:?} at exact Jaccard {:.4} < \
-                 similar threshold {:.2}; items never retrieved as candidates were not \
+                 similar threshold {:.2}; {}items never retrieved as candidates were not \
                  compared ({pv})",
                 candidates.len(),
                 c.item_id,
                 c.score,
-                policy.threshold_similar
+                policy.threshold_similar,
+                if ev.over_cap {
+                    "the cap cut only candidates whose estimated similarity was far below the threshold; "
+                } else {
+                    ""
+                }
             ),
         ),
         (_, None) => (
@@ -332,6 +341,7 @@ mod tests {
         Evidence {
             candidates_seen: 0,
             over_cap: false,
+            partial: false,
             hot_buckets: 0,
             degraded_shingles: None,
             method_version: "v".into(),
@@ -354,13 +364,17 @@ mod tests {
     #[test]
     fn over_cap_is_review_never_distinct() {
         let p = Policy::new("p", 1, 1.0, 0.75).unwrap();
-        let e = Evidence { over_cap: true, candidates_seen: 500, ..ev() };
+        let e = Evidence { over_cap: true, partial: true, candidates_seen: 500, ..ev() };
         let d = decide(&p, vec![cand(0.8, MatchVerdict::Similar)], e);
         assert_eq!(d.state, DecisionState::Review);
-        let e = Evidence { over_cap: true, ..ev() };
+        let e = Evidence { over_cap: true, partial: true, ..ev() };
         assert_eq!(decide(&p, vec![], e).state, DecisionState::Review);
+        // A cap that cut only candidates estimated far below the threshold
+        // leaves the answer complete.
+        let e = Evidence { over_cap: true, partial: false, ..ev() };
+        assert_eq!(decide(&p, vec![], e).state, DecisionState::Distinct);
         // A verified duplicate stands even when the set was partial.
-        let e = Evidence { over_cap: true, ..ev() };
+        let e = Evidence { over_cap: true, partial: true, ..ev() };
         let d = decide(&p, vec![cand(1.0, MatchVerdict::Identical)], e);
         assert_eq!(d.state, DecisionState::Duplicate);
     }

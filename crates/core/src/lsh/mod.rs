@@ -36,12 +36,24 @@ pub fn band_keys_into(params: LshParams, seed: u64, signature: &[u32], keys: &mu
 
 /// Limits on one candidate query, checked while reading, so a hot bucket or a
 /// flood of candidates cannot grow memory or latency without bound.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub struct QueryLimits {
     /// Most candidates returned; more are reported through [`crate::CandidateSet::over_cap`].
     pub max_candidates: usize,
     /// Most entries read from one bucket; larger buckets are counted as hot.
     pub max_bucket_read: usize,
+    /// The lowest exact score the caller acts on. A cap that cuts only
+    /// candidates estimated far below it (see
+    /// [`crate::CandidateSet::cut_close`]) does not make the answer partial.
+    pub threshold: f64,
+}
+
+impl QueryLimits {
+    /// Limits with no cap and no partial bucket reads (for tests and
+    /// small exhaustive queries).
+    pub fn unbounded(threshold: f64) -> QueryLimits {
+        QueryLimits { max_candidates: usize::MAX, max_bucket_read: usize::MAX, threshold }
+    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ mod rebuild;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
-use neardup_core::{CandidateIndex, Fingerprint, Fingerprinter, Params, Policy};
+use neardup_core::{CandidateIndex, Fingerprint, Fingerprinter, ItemKeys, Params, Policy};
 
 use crate::command::{Command, IdemEntry};
 use crate::decision::{decide, sort_best_first, Decision, Evidence, ScoredCandidate};
@@ -185,13 +185,21 @@ impl Tenant {
                 .fingerprinter
                 .band_keys(&signature)
                 .map_err(|e| Error::corrupt("store record", format!("item {item_id:?}: {e}")))?;
-            self.insert_slot(item_id.into(), hash, &keys, bytes)?;
+            self.insert_slot(item_id.into(), hash, &keys, &signature, bytes)?;
         }
         Ok(())
     }
 
-    fn insert_slot(&mut self, item_id: Arc<str>, hash: [u8; 16], band_keys: &[u64], bytes: u64) -> Result<()> {
-        let slot = self.index.insert(band_keys, neardup_core::ContentHash(hash)).map_err(|e| match e.kind() {
+    fn insert_slot(
+        &mut self,
+        item_id: Arc<str>,
+        hash: [u8; 16],
+        band_keys: &[u64],
+        signature: &[u32],
+        bytes: u64,
+    ) -> Result<()> {
+        let keys = ItemKeys { band_keys, content_hash: neardup_core::ContentHash(hash), signature };
+        let slot = self.index.insert(keys).map_err(|e| match e.kind() {
             neardup_core::ErrorKind::LimitExceeded { .. } => {
                 Error::state("slot space exhausted; run compaction to renumber")
             }
@@ -217,9 +225,16 @@ impl Tenant {
         self.live_bytes = self.live_bytes.saturating_sub(old.content_bytes);
     }
 
+    /// The limits of a candidate query: the parameters', judged at the
+    /// lowest score the policy acts on.
+    fn query_limits(&self) -> neardup_core::QueryLimits {
+        let limits = self.params.query_limits();
+        neardup_core::QueryLimits { threshold: limits.threshold.min(self.policy.threshold_similar), ..limits }
+    }
+
     /// Candidates for `fp`, verified exactly, turned into a decision.
     pub(crate) fn evaluate(&self, store: &dyn Store, fp: &Fingerprint, exclude: Option<u32>) -> Result<Decision> {
-        let set = self.index.candidates(&fp.band_keys, fp.content_hash, exclude, self.params.query_limits())?;
+        let set = self.index.candidates(fp.into(), exclude, self.query_limits())?;
         let mut scored = Vec::with_capacity(set.ids.len());
         for c in &set.ids {
             let Some(Some(item_id)) = self.slots.get(c.id as usize) else {
@@ -269,7 +284,8 @@ impl Tenant {
                         self.remove_slot(old);
                     }
                     let keys = self.fingerprinter.band_keys(&record.signature)?;
-                    self.insert_slot(record.item_id.as_str().into(), record.content_hash, &keys, record.content_bytes)?;
+                    let r = &record;
+                    self.insert_slot(r.item_id.as_str().into(), r.content_hash, &keys, &r.signature, r.content_bytes)?;
                     if old.is_none() {
                         self.stored_records += 1;
                     }
