@@ -29,7 +29,7 @@ pub struct PipelineArgs {
     #[arg(long, help_heading = "Pipeline")]
     pub rows: Option<u32>,
     /// Candidate probability the calculator must reach at --threshold.
-    #[arg(long, default_value_t = 0.995, help_heading = "Pipeline")]
+    #[arg(long, default_value_t = neardup_core::DEFAULT_RECALL_TARGET, help_heading = "Pipeline")]
     pub recall_target: f64,
     /// Signature scheme: `minhash` (classic, 128 hash functions) or `oph`
     /// (one-permutation hashing with densification: faster, noisier on short texts).
@@ -44,6 +44,10 @@ pub struct PipelineArgs {
     /// Most entries read from one LSH bucket per query.
     #[arg(long, default_value_t = 1000, help_heading = "Limits")]
     pub max_bucket_read: u32,
+    /// Bits of each signature value kept in memory to rank candidates
+    /// before the cap: 8, 16 or 32 (num_perm x bits / 8 bytes per item).
+    #[arg(long, default_value_t = 8, help_heading = "Limits")]
+    pub rank_bits: u32,
     /// Most shingles per item; larger items are matched by exact hash only (reported).
     #[arg(long, default_value_t = 1_000_000, help_heading = "Limits")]
     pub max_shingles: u32,
@@ -65,6 +69,7 @@ impl PipelineArgs {
             max_shingles: self.max_shingles,
             max_candidates: self.max_candidates,
             max_bucket_read: self.max_bucket_read,
+            rank_bits: self.rank_bits,
             ..Config::default()
         })
     }

@@ -176,16 +176,31 @@ impl Batch {
             let mut duplicate_of = matches.iter().find(|m| self.kept[m.id as usize]).copied();
             let mut unresolved = cands.is_partial();
             if duplicate_of.is_none() && cands.cut_close {
-                // The cap may have cut a kept near duplicate: ask again among
-                // the kept items not verified yet.
-                let (kept, tried) = (&self.kept, &cands.ids);
-                let keep = |id: u32| kept[id as usize] && !tried.iter().any(|c| c.id == id);
-                let again = self.index.candidates_before_where(item, &keep);
-                let found = self.index.verify_item(item, &again.ids, threshold);
-                duplicate_of = found.first().copied();
-                unresolved = cands.hot_buckets > 0 || again.is_partial();
+                // The cap may have cut a kept near duplicate: look further
+                // among the kept items, first in the cut candidates the query
+                // kept in reserve, and ask the index again only if the
+                // reserve itself was cut.
+                let kept = &self.kept;
+                let reserve: Vec<_> = cands.close_cut.iter().copied().filter(|c| kept[c.id as usize]).collect();
+                let mut found = self.index.verify_item(item, &reserve, threshold);
+                unresolved = cands.hot_buckets > 0 || cands.close_cut_truncated;
+                if found.is_empty() && cands.close_cut_truncated {
+                    let mut tried: Vec<u32> = cands.ids.iter().chain(&cands.close_cut).map(|c| c.id).collect();
+                    tried.sort_unstable();
+                    let keep = |id: u32| kept[id as usize] && tried.binary_search(&id).is_err();
+                    let again = self.index.candidates_before_where(item, &keep);
+                    found = self.index.verify_item(item, &again.ids, threshold);
+                    unresolved = cands.hot_buckets > 0 || again.is_partial();
+                    if let Some(pairs) = &mut self.candidate_pairs {
+                        pairs.extend(again.ids.iter().map(|c| (c.id, item)));
+                    }
+                }
                 if let Some(pairs) = &mut self.candidate_pairs {
-                    pairs.extend(again.ids.iter().map(|c| (c.id, item)));
+                    pairs.extend(reserve.iter().map(|c| (c.id, item)));
+                }
+                duplicate_of = found.first().copied();
+                if duplicate_of.is_some() {
+                    unresolved = false;
                 }
                 matches.extend(found);
             }

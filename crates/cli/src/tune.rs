@@ -15,7 +15,7 @@ pub struct TuneArgs {
     #[arg(long, default_value_t = 0.8)]
     threshold: f64,
     /// Candidate probability required at the threshold.
-    #[arg(long, default_value_t = 0.995)]
+    #[arg(long, default_value_t = neardup_core::DEFAULT_RECALL_TARGET)]
     recall_target: f64,
     /// Signature length available.
     #[arg(long, default_value_t = 128)]

@@ -2,7 +2,8 @@
 //!
 //! What's measured: each stage of the pipeline on a fixed, seeded ~2.5 KB
 //! English-like document (normalize, shingle, MinHash both schemes, band
-//! keys, exact Jaccard) and the all-pairs oracle on 2,000 such documents.
+//! keys, exact Jaccard), one capped candidate query (ranking 2,000
+//! candidates by the sketch) and the all-pairs oracle on 2,000 documents.
 //! How to run: `cargo bench -p neardup-core --bench kernels`.
 //! Results: bench/results/kernels.md.
 
@@ -10,7 +11,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Through
 use neardup_core::hash::SplitMix64;
 use neardup_core::lsh::band_keys_into;
 use neardup_core::shingle::features_into;
-use neardup_core::{Config, Fingerprinter, LshParams, MinHasher, Normalizer, ShingleKind, SignatureScheme};
+use neardup_core::{Config, Fingerprinter, ItemKeys, LshParams, MinHasher, Normalizer, ShingleKind, SignatureScheme};
 
 const WORDS: [&str; 24] = [
     "the",
@@ -96,6 +97,32 @@ fn kernels(c: &mut Criterion) {
         let mut f = Fingerprinter::new(Config::default().resolve().unwrap()).unwrap();
         b.iter(|| f.fingerprint(&doc))
     });
+    g.finish();
+
+    // One capped query: 2,000 candidates sharing a band with the query are
+    // ranked by the 8-bit sketch and the best 100 kept (what each capped
+    // query costs before any exact verification), against the same query
+    // with a cap above the candidate count (no ranking).
+    let mut g = c.benchmark_group("candidates");
+    let p = LshParams::new(18, 5).unwrap();
+    let mut rng = SplitMix64::new(9);
+    let mut index = neardup_core::CandidateIndex::new(p, 1, 128, 8).unwrap();
+    let query: Vec<u32> = (0..128).map(|_| rng.next() as u32).collect();
+    for i in 0..2000u32 {
+        let mut s: Vec<u32> = (0..128).map(|_| rng.next() as u32).collect();
+        s[..5].copy_from_slice(&query[..5]); // band 0 shared
+        let mut keys = Vec::new();
+        band_keys_into(p, 1, &s, &mut keys).unwrap();
+        let item = ItemKeys { band_keys: &keys, content_hash: neardup_core::ContentHash([i as u8; 16]), signature: &s };
+        index.insert(item).unwrap();
+    }
+    let mut qkeys = Vec::new();
+    band_keys_into(p, 1, &query, &mut qkeys).unwrap();
+    let q = ItemKeys { band_keys: &qkeys, content_hash: neardup_core::ContentHash([255; 16]), signature: &query };
+    for (name, cap) in [("rank2000_keep100", 100), ("uncapped2000", 10_000)] {
+        let lim = neardup_core::QueryLimits { max_candidates: cap, max_bucket_read: 10_000, threshold: 0.8 };
+        g.bench_function(name, |b| b.iter(|| index.candidates(q, None, lim).unwrap()));
+    }
     g.finish();
 
     let mut g = c.benchmark_group("oracle");

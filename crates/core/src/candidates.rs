@@ -105,10 +105,16 @@ pub struct CandidateSet {
     pub over_cap: bool,
     /// The estimated Jaccard of the best candidate the cap cut (when it cut).
     pub cut_estimate: Option<f64>,
-    /// The cap cut a candidate whose estimate is within four standard
+    /// The cap cut a candidate whose estimate is within three standard
     /// deviations of the estimator of the query's threshold: a near duplicate
     /// may have been cut. The answer is then partial.
     pub cut_close: bool,
+    /// When `cut_close`: the best cut candidates still within that margin,
+    /// best first, at most `max_candidates` of them (not verified; a caller
+    /// may look further among a subset of them).
+    pub close_cut: Vec<Candidate>,
+    /// More cut candidates were within the margin than `close_cut` holds.
+    pub close_cut_truncated: bool,
     /// Buckets larger than `max_bucket_read`, read partially.
     pub hot_buckets: u32,
     /// Bucket entries read.
@@ -375,12 +381,13 @@ impl CandidateIndex {
     }
 
     /// How far below `threshold` an estimate must be for a cut candidate to
-    /// be ruled out: four standard deviations of the estimator at the
-    /// threshold, plus one position.
+    /// be ruled out: three standard deviations of the estimator at the
+    /// threshold, plus one position (a pair at the threshold is estimated
+    /// lower with probability about 0.1 %).
     fn margin(&self, threshold: f64) -> f64 {
         let k = self.num_perm as f64;
         let t = threshold.clamp(0.0, 1.0);
-        4.0 * (t * (1.0 - t) / k).sqrt() + 1.0 / k
+        3.0 * (t * (1.0 - t) / k).sqrt() + 1.0 / k
     }
 
     fn query(&self, q: &Query<'_>, limits: QueryLimits, keep: &dyn Fn(u32) -> bool) -> CandidateSet {
@@ -391,37 +398,48 @@ impl CandidateIndex {
                 Some(b) => bucket.partition_point(|&x| x < b),
             }
         };
-        let mut seen: Vec<u32> = Vec::new();
-        for (band, &key) in q.band_keys.iter().enumerate() {
-            let bucket = self.postings.bucket(band, key);
-            let bucket = &bucket[..visible(bucket)];
-            let n = bucket.len();
-            if n > limits.max_bucket_read {
-                out.hot_buckets += 1;
-                // Read `max_bucket_read` entries from a rotation point that
-                // depends on the bucket, not always the oldest ones.
-                let start = (fmix64(key ^ ((band as u64) << 40) ^ n as u64) % n as u64) as usize;
-                let first = &bucket[start..(start + limits.max_bucket_read).min(n)];
-                let wrapped = &bucket[..limits.max_bucket_read - first.len()];
-                seen.extend_from_slice(first);
-                seen.extend_from_slice(wrapped);
-                out.entries_read += limits.max_bucket_read;
-            } else {
-                seen.extend_from_slice(bucket);
-                out.entries_read += n;
+        // Bands shared per id, counted in a per-thread table indexed by id
+        // (linear in the entries read; only the touched counters are reset).
+        let mut ranked: Vec<(u32, u16)> = SHARED_BANDS.with(|table| {
+            let mut counts = table.borrow_mut();
+            if counts.len() < self.flags.len() {
+                counts.resize(self.flags.len(), 0);
             }
-        }
-        seen.sort_unstable();
-        let mut ranked: Vec<(u32, u16)> = Vec::new();
-        for id in seen {
-            if Some(id) == q.exclude {
-                continue;
+            let mut distinct: Vec<u32> = Vec::new();
+            let mut count = |ids: &[u32]| {
+                for &id in ids {
+                    let c = &mut counts[id as usize];
+                    if *c == 0 {
+                        distinct.push(id);
+                    }
+                    *c += 1;
+                }
+            };
+            for (band, &key) in q.band_keys.iter().enumerate() {
+                let bucket = self.postings.bucket(band, key);
+                let bucket = &bucket[..visible(bucket)];
+                let n = bucket.len();
+                if n > limits.max_bucket_read {
+                    out.hot_buckets += 1;
+                    // Read `max_bucket_read` entries from a rotation point that
+                    // depends on the bucket, not always the oldest ones.
+                    let start = (fmix64(key ^ ((band as u64) << 40) ^ n as u64) % n as u64) as usize;
+                    let first = &bucket[start..(start + limits.max_bucket_read).min(n)];
+                    count(first);
+                    count(&bucket[..limits.max_bucket_read - first.len()]);
+                    out.entries_read += limits.max_bucket_read;
+                } else {
+                    count(bucket);
+                    out.entries_read += n;
+                }
             }
-            match ranked.last_mut() {
-                Some((last, n)) if *last == id => *n += 1,
-                _ => ranked.push((id, 1)),
+            let ranked =
+                distinct.iter().filter(|&&id| Some(id) != q.exclude).map(|&id| (id, counts[id as usize])).collect();
+            for id in distinct {
+                counts[id as usize] = 0;
             }
-        }
+            ranked
+        });
         ranked.retain(|&(id, _)| keep(id));
         out.distinct = ranked.len();
         if ranked.len() > limits.max_candidates {
@@ -434,8 +452,22 @@ impl CandidateIndex {
             scored.select_nth_unstable_by(cap, by_estimate);
             // Everything after position `cap` ranks at most as high as it.
             let cut = self.estimate(scored[cap].0);
+            let floor = limits.threshold - self.margin(limits.threshold);
             out.cut_estimate = Some(cut);
-            out.cut_close = cut >= limits.threshold - self.margin(limits.threshold);
+            out.cut_close = cut >= floor;
+            if out.cut_close {
+                // The next best, for a caller that must look further among a
+                // subset (a batch among its kept items) without asking again.
+                let mut close: Vec<(u32, u32, u16)> =
+                    scored[cap..].iter().copied().filter(|c| self.estimate(c.0) >= floor).collect();
+                close.sort_unstable_by(by_estimate);
+                out.close_cut_truncated = close.len() > cap;
+                close.truncate(cap);
+                out.close_cut = close
+                    .into_iter()
+                    .map(|(_, id, bands)| Candidate { id, bands, same_content: self.hashes[id as usize] == q.hash })
+                    .collect();
+            }
             scored.truncate(cap);
             scored.sort_unstable_by(by_estimate);
             ranked = scored.into_iter().map(|(_, id, bands)| (id, bands)).collect();
@@ -512,6 +544,12 @@ fn equal_bytes_blocks(a: &[u8], b: &[u8]) -> u32 {
     }
     let tail: u32 = ra.iter().zip(rb).map(|(x, y)| u32::from(x == y)).sum();
     acc.iter().map(|&c| u32::from(c)).sum::<u32>() + tail
+}
+
+thread_local! {
+    /// Per-thread counters of bands shared, indexed by item id; all zero
+    /// between queries.
+    static SHARED_BANDS: std::cell::RefCell<Vec<u16>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
 /// One query's inputs.

@@ -40,7 +40,7 @@ pub mod simhash;
 pub mod verify;
 
 pub use candidates::{Candidate, CandidateIndex, CandidateSet, ItemKeys, MAX_ITEM_ID};
-pub use config::{Config, Params, DEFAULT_SEED, FORMAT_VERSION};
+pub use config::{Config, Params, DEFAULT_RECALL_TARGET, DEFAULT_SEED, FORMAT_VERSION};
 pub use error::{Error, ErrorKind, Result};
 pub use fingerprint::{Degraded, Fingerprint, Fingerprinter, StoredFingerprint};
 pub use hash::ContentHash;

@@ -122,19 +122,40 @@ fn guards_and_budgets() {
     assert_eq!(e.upsert("t", media).unwrap_err().code(), "invalid_input");
 }
 
+/// Changed with ranking before the cap (issue 9): a capped answer is
+/// partial, and goes to review, only when the cap cut candidates estimated
+/// close to the threshold; a cut far below it is reported but distinct.
 #[test]
-fn over_cap_goes_to_review() {
+fn over_cap_goes_to_review_when_the_cut_was_close() {
     let dir = tempfile::tempdir().unwrap();
     let e = Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap();
     let mut c = seed_tenant();
     c.index.max_candidates = 2;
     e.create_tenant("t", c).unwrap();
+    // Each shares 8 of its 10 bigrams with the query: J = 8/12 = 0.67 < 0.75.
+    let stem = "one two three four five six seven eight nine";
     for i in 0..6 {
-        e.upsert("t", Item::text(format!("i{i}"), format!("alpha beta gamma delta {i}"))).unwrap();
+        e.upsert("t", Item::text(format!("c{i}"), format!("{stem} x{i} y{i}"))).unwrap();
     }
-    let d = e.decide("t", "alpha beta gamma delta epsilon zeta").unwrap();
+    let d = e.decide("t", &format!("{stem} ten eleven")).unwrap();
     assert!(d.over_cap);
     assert_eq!(d.state, DecisionState::Review, "{}", d.explanation);
+
+    let e2dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(e2dir.path(), opts(StoreKind::Memory)).unwrap();
+    let mut c = seed_tenant();
+    c.index.max_candidates = 2;
+    // One row per band: even far look-alikes become candidates.
+    (c.index.bands, c.index.rows) = (Some(32), Some(1));
+    e.create_tenant("t", c).unwrap();
+    // Each shares 1 of 3 bigrams with a 5-bigram query: J = 1/7, far below.
+    for i in 0..6 {
+        e.upsert("t", Item::text(format!("f{i}"), format!("alpha beta w{i} v{i}"))).unwrap();
+    }
+    let d = e.decide("t", "alpha beta gamma delta epsilon zeta").unwrap();
+    assert!(d.over_cap, "{d:?}");
+    assert_eq!(d.state, DecisionState::Distinct, "{}", d.explanation);
+    assert!(d.explanation.contains("far below"), "{}", d.explanation);
 }
 
 #[test]
