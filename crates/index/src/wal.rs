@@ -22,6 +22,19 @@
 //! Under every policy a record is written with `write(2)` before the command
 //! is acknowledged, so a killed process (SIGKILL, panic, OOM) loses nothing
 //! that was acknowledged; only the machine going down can.
+//!
+//! # Group commit
+//!
+//! Appending never fsyncs. A writer that must wait for durability (`Always`)
+//! calls [`Wal::make_durable`] with its LSN after releasing its own locks:
+//! if no fsync is running it becomes the leader, fsyncs everything written
+//! so far and wakes the others; otherwise it waits for the running fsync
+//! and, if that did not cover its record, for the next. Concurrent writers,
+//! of any tenant, so share fsyncs, and each is acknowledged only once an
+//! fsync that started after its `write(2)` has returned. Readers may see a
+//! write before it is durable (as in most write-ahead logs); an LSN is
+//! durable only when every LSN before it is, since the log is one file
+//! written in order.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufReader, Read, Write};
@@ -199,11 +212,23 @@ struct Writer {
     buf: Vec<u8>,
 }
 
+/// Group-commit state: what is known durable and whether an fsync runs.
+#[derive(Debug, Default)]
+struct Durability {
+    /// Every LSN at or below it is on disk.
+    synced: u64,
+    /// An fsync is running (its leader will wake the others).
+    leader: bool,
+    /// Fsyncs done (for tests and metrics).
+    fsyncs: u64,
+}
+
 /// The open command log, appending to its newest segment.
 pub(crate) struct Wal {
     dir: PathBuf,
     policy: FsyncPolicy,
     writer: Arc<Mutex<Writer>>,
+    durability: Arc<(Mutex<Durability>, std::sync::Condvar)>,
     stop: Arc<AtomicBool>,
     flusher: Option<JoinHandle<()>>,
 }
@@ -246,30 +271,39 @@ impl Wal {
         }
         let file = create_segment(dir, next_lsn)?;
         let writer = Arc::new(Mutex::new(Writer { file, first: next_lsn, next_lsn, dirty: false, buf: Vec::new() }));
+        let durability = Arc::new((
+            Mutex::new(Durability { synced: next_lsn.saturating_sub(1), ..Durability::default() }),
+            std::sync::Condvar::new(),
+        ));
         let stop = Arc::new(AtomicBool::new(false));
         let flusher = match policy {
             FsyncPolicy::EveryMs(ms) => {
-                let (w, s) = (Arc::clone(&writer), Arc::clone(&stop));
+                let (w, d, s) = (Arc::clone(&writer), Arc::clone(&durability), Arc::clone(&stop));
                 Some(std::thread::spawn(move || {
                     while !s.load(Ordering::Relaxed) {
                         std::thread::sleep(Duration::from_millis(ms));
                         let handle = match w.lock() {
                             Ok(mut g) if g.dirty => {
                                 g.dirty = false;
-                                g.file.try_clone().ok()
+                                g.file.try_clone().ok().map(|f| (f, g.next_lsn - 1))
                             }
                             _ => None,
                         };
                         // fsync outside the lock so appends are not blocked.
-                        if let Some(h) = handle {
-                            let _ = h.sync_data();
+                        if let Some((h, upto)) = handle {
+                            if h.sync_data().is_ok() {
+                                if let Ok(mut st) = d.0.lock() {
+                                    st.synced = st.synced.max(upto);
+                                    st.fsyncs += 1;
+                                }
+                            }
                         }
                     }
                 }))
             }
             _ => None,
         };
-        Ok(Wal { dir: dir.to_path_buf(), policy, writer, stop, flusher })
+        Ok(Wal { dir: dir.to_path_buf(), policy, writer, durability, stop, flusher })
     }
 
     /// The LSN the next record will get.
@@ -285,27 +319,70 @@ impl Wal {
         Ok(lsn)
     }
 
-    /// Appends payloads as consecutive records; returns their LSNs. They are
-    /// written with one `write(2)` and, under `Always`, one fsync.
+    /// Appends payloads as consecutive records with one `write(2)` and
+    /// returns their LSNs. Never fsyncs: call [`Wal::make_durable`] with the
+    /// last LSN before acknowledging.
     pub(crate) fn append(&self, payloads: &[Vec<u8>]) -> Result<Vec<u64>> {
-        self.append_inner(payloads, false)
+        self.append_inner(payloads)
     }
 
-    /// Like [`Wal::append`] but never fsyncs; call [`Wal::commit`] before
-    /// acknowledging (group commit for batches).
-    pub(crate) fn append_deferred(&self, payloads: &[Vec<u8>]) -> Result<Vec<u64>> {
-        self.append_inner(payloads, true)
-    }
-
-    /// Fsyncs if the policy is `Always` (ends a group commit).
-    pub(crate) fn commit(&self) -> Result<()> {
-        match self.policy {
-            FsyncPolicy::Always => self.sync(),
-            _ => Ok(()),
+    /// Returns once `lsn` is durable as the policy promises: under `Always`,
+    /// after an fsync that started after it was written (group commit, see
+    /// the module doc); under the other policies at once (the record was
+    /// written with `write(2)`, the background flush or the OS does the rest).
+    pub(crate) fn make_durable(&self, lsn: u64) -> Result<()> {
+        if self.policy != FsyncPolicy::Always {
+            return Ok(());
+        }
+        let (state, cv) = &*self.durability;
+        let mut st = state.lock().map_err(|_| poisoned())?;
+        loop {
+            if st.synced >= lsn {
+                return Ok(());
+            }
+            if st.leader {
+                st = cv.wait(st).map_err(|_| poisoned())?;
+                continue;
+            }
+            st.leader = true;
+            drop(st);
+            // Everything written so far: this writer's record and every
+            // record of the writers that queued behind the last fsync.
+            let target = {
+                let w = self.writer.lock().map_err(|_| poisoned());
+                w.and_then(|mut w| {
+                    w.dirty = false;
+                    let upto = w.next_lsn - 1;
+                    w.file.try_clone().map(|f| (f, upto)).map_err(|e| Error::io("fsyncing the command log", e))
+                })
+            };
+            let result = target.and_then(|(f, upto)| {
+                f.sync_data().map(|_| upto).map_err(|e| Error::io("fsyncing the command log", e))
+            });
+            st = state.lock().map_err(|_| poisoned())?;
+            st.leader = false;
+            cv.notify_all();
+            match result {
+                Ok(upto) => {
+                    st.synced = st.synced.max(upto);
+                    st.fsyncs += 1;
+                }
+                Err(e) => return Err(e),
+            }
         }
     }
 
-    fn append_inner(&self, payloads: &[Vec<u8>], defer: bool) -> Result<Vec<u64>> {
+    /// The highest LSN known to be on disk (every LSN below it is too).
+    pub(crate) fn durable_lsn(&self) -> u64 {
+        self.durability.0.lock().map(|s| s.synced).unwrap_or(0)
+    }
+
+    /// Fsyncs done since open.
+    pub(crate) fn fsyncs(&self) -> u64 {
+        self.durability.0.lock().map(|s| s.fsyncs).unwrap_or(0)
+    }
+
+    fn append_inner(&self, payloads: &[Vec<u8>]) -> Result<Vec<u64>> {
         let mut w = self.writer.lock().map_err(|_| poisoned())?;
         let w = &mut *w;
         w.buf.clear();
@@ -332,12 +409,7 @@ impl Wal {
         if w.buf.capacity() > 16 << 20 {
             w.buf = Vec::new();
         }
-        match self.policy {
-            FsyncPolicy::Always if !defer => {
-                w.file.sync_data().map_err(|e| Error::io("fsyncing the command log", e))?
-            }
-            _ => w.dirty = true,
-        }
+        w.dirty = true;
         Ok(lsns)
     }
 
@@ -345,6 +417,7 @@ impl Wal {
     pub(crate) fn rotate(&self) -> Result<u64> {
         let mut w = self.writer.lock().map_err(|_| poisoned())?;
         w.file.sync_data().map_err(|e| Error::io("fsyncing the command log", e))?;
+        self.mark_synced(w.next_lsn - 1);
         let first = w.next_lsn;
         if first != w.first {
             w.file = create_segment(&self.dir, first)?;
@@ -381,7 +454,17 @@ impl Wal {
     pub(crate) fn sync(&self) -> Result<()> {
         let mut w = self.writer.lock().map_err(|_| poisoned())?;
         w.dirty = false;
-        w.file.sync_data().map_err(|e| Error::io("fsyncing the command log", e))
+        w.file.sync_data().map_err(|e| Error::io("fsyncing the command log", e))?;
+        self.mark_synced(w.next_lsn - 1);
+        Ok(())
+    }
+
+    fn mark_synced(&self, upto: u64) {
+        if let Ok(mut st) = self.durability.0.lock() {
+            st.synced = st.synced.max(upto);
+            st.fsyncs += 1;
+        }
+        self.durability.1.notify_all();
     }
 }
 

@@ -20,7 +20,7 @@ impl Engine {
             let mut t = t.write().map_err(|_| poisoned())?;
             let before = t.stored_records;
             let cmd = Command::Compact { tenant: t.name.clone() };
-            self.log_and_apply(&mut t, cmd, false)?;
+            self.log_apply_durable(&mut t, cmd)?;
             before - t.stored_records
         };
         self.checkpoint_keeping(1)?;
@@ -45,7 +45,7 @@ impl Engine {
             config_json: config.to_json()?,
             previous_json: if keep_previous { Some(t.config.to_json()?) } else { None },
         };
-        self.log_and_apply(t, cmd, false)?;
+        self.log_apply_durable(t, cmd)?;
         t.shadow = None;
         Ok(())
     }

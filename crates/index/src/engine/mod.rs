@@ -182,12 +182,33 @@ impl Engine {
         Ok(t.config.clone())
     }
 
-    fn log_and_apply(&self, t: &mut Tenant, cmd: Command, defer: bool) -> Result<u64> {
+    /// Appends `cmd` to the log and applies it. Not yet durable: the
+    /// caller releases its locks and calls `wal.make_durable(lsn)` before
+    /// acknowledging (group commit).
+    fn log_and_apply(&self, t: &mut Tenant, cmd: Command) -> Result<u64> {
         let payload = cmd.encode()?;
-        let lsns = if defer { self.wal.append_deferred(&[payload])? } else { self.wal.append(&[payload])? };
-        let lsn = lsns[0];
+        let lsn = self.wal.append(&[payload])?[0];
         t.apply(&*self.store, cmd, lsn, ApplyMode { store: true, index: true })?;
         Ok(lsn)
+    }
+
+    /// [`Engine::log_and_apply`] made durable before returning, for rare
+    /// administrative commands that may hold their lock through the fsync.
+    fn log_apply_durable(&self, t: &mut Tenant, cmd: Command) -> Result<u64> {
+        let lsn = self.log_and_apply(t, cmd)?;
+        self.wal.make_durable(lsn)?;
+        Ok(lsn)
+    }
+
+    /// The highest log position known to be on disk: every acknowledged
+    /// write under `--fsync always` is at or below it.
+    pub fn durable_lsn(&self) -> u64 {
+        self.wal.durable_lsn()
+    }
+
+    /// Fsyncs of the command log since open (group commit shares them).
+    pub fn log_fsyncs(&self) -> u64 {
+        self.wal.fsyncs()
     }
 
     /// Fsyncs the command log now, whatever the policy.

@@ -2,6 +2,8 @@
 
 use std::sync::{Arc, RwLock};
 
+use neardup_core::Fingerprint;
+
 use super::{now_ms, poisoned, Engine};
 use crate::command::Command;
 use crate::decision::UpsertOutcome;
@@ -21,9 +23,10 @@ impl Engine {
             return Err(Error::new(ErrorKind::TenantExists { tenant: id.into() }));
         }
         let cmd = Command::CreateTenant { tenant: id.into(), config_json: config.to_json()? };
-        self.wal.append(&[cmd.encode()?])?;
+        let lsn = self.wal.append(&[cmd.encode()?])?[0];
         map.insert(id.to_string(), Arc::new(RwLock::new(tenant)));
-        Ok(())
+        drop(map);
+        self.wal.make_durable(lsn)
     }
 
     /// Inserts or replaces an item and returns the decision for it.
@@ -35,31 +38,62 @@ impl Engine {
     /// tombstone at epoch `e`, the id can only come back with an epoch above `e`.
     pub fn upsert(&self, tenant: &str, item: Item) -> Result<UpsertOutcome> {
         let t = self.tenant(tenant)?;
-        let mut t = t.write().map_err(|_| poisoned())?;
-        self.upsert_locked(&mut t, item, false)
+        let pre = t.read().map_err(|_| poisoned())?.prefingerprint(&item);
+        let (outcome, depends_on) = {
+            let mut t = t.write().map_err(|_| poisoned())?;
+            self.upsert_locked(&mut t, item, pre)?
+        };
+        // Acknowledged only once durable; the tenant lock is free meanwhile,
+        // so concurrent writers share the fsync (group commit).
+        self.wal.make_durable(depends_on)?;
+        Ok(outcome)
     }
 
-    /// Upserts many items under one tenant lock and one fsync (group commit).
-    /// Items see earlier items of the same batch. Each gets its own result;
-    /// the outer error means the batch could not be made durable and none of
-    /// it is acknowledged.
+    /// Upserts many items under one tenant lock and one fsync. Items see
+    /// earlier items of the same batch. Each gets its own result; the outer
+    /// error means the batch could not be made durable and none of it is
+    /// acknowledged.
     pub fn upsert_batch(&self, tenant: &str, items: Vec<Item>) -> Result<Vec<Result<UpsertOutcome>>> {
         let t = self.tenant(tenant)?;
-        let mut t = t.write().map_err(|_| poisoned())?;
-        let out: Vec<_> = items.into_iter().map(|i| self.upsert_locked(&mut t, i, true)).collect();
-        self.wal.commit()?;
+        let pre: Vec<_> = {
+            let t = t.read().map_err(|_| poisoned())?;
+            items.iter().map(|i| t.prefingerprint(i)).collect()
+        };
+        let (out, depends_on) = {
+            let mut t = t.write().map_err(|_| poisoned())?;
+            let mut last = 0;
+            let out: Vec<_> = items
+                .into_iter()
+                .zip(pre)
+                .map(|(i, pre)| {
+                    self.upsert_locked(&mut t, i, pre).map(|(o, lsn)| {
+                        last = last.max(lsn);
+                        o
+                    })
+                })
+                .collect();
+            (out, last)
+        };
+        self.wal.make_durable(depends_on)?;
         Ok(out)
     }
 
-    fn upsert_locked(&self, t: &mut Tenant, item: Item, defer: bool) -> Result<UpsertOutcome> {
-        match t.plan_upsert(&*self.store, item)? {
-            Plan::Answer(outcome) => Ok(outcome),
+    /// Plans, logs and applies one upsert; returns the answer and the LSN
+    /// that must be durable before it is given.
+    fn upsert_locked(
+        &self,
+        t: &mut Tenant,
+        item: Item,
+        pre: Option<(String, Fingerprint)>,
+    ) -> Result<(UpsertOutcome, u64)> {
+        match t.plan_upsert(&*self.store, item, pre)? {
+            Plan::Answer { outcome, depends_on } => Ok((outcome, depends_on)),
             Plan::Write { command, outcome, shadow } => {
-                let lsn = self.log_and_apply(t, command, defer)?;
+                let lsn = self.log_and_apply(t, command)?;
                 if let (Some(s), Some((item_id, content))) = (t.shadow.as_mut(), shadow) {
                     s.insert(&item_id, &content)?;
                 }
-                Ok(UpsertOutcome { lsn, ..outcome })
+                Ok((UpsertOutcome { lsn, ..outcome }, lsn))
             }
         }
     }
@@ -69,7 +103,12 @@ impl Engine {
     /// compaction; the item stops being a candidate at once. Returns the LSN.
     pub fn tombstone(&self, tenant: &str, item_id: &str, epoch: u64) -> Result<u64> {
         let t = self.tenant(tenant)?;
-        let mut t = t.write().map_err(|_| poisoned())?;
+        let lsn = self.tombstone_locked(&mut *t.write().map_err(|_| poisoned())?, item_id, epoch)?;
+        self.wal.make_durable(lsn)?;
+        Ok(lsn)
+    }
+
+    fn tombstone_locked(&self, t: &mut Tenant, item_id: &str, epoch: u64) -> Result<u64> {
         t.slot_of(item_id).ok_or_else(|| Error::item_not_found(item_id))?;
         let rec = self.store.get(&t.name, item_id)?.ok_or_else(|| Error::item_not_found(item_id))?;
         if epoch < rec.epoch {
@@ -80,7 +119,7 @@ impl Engine {
             }));
         }
         let cmd = Command::Tombstone { tenant: t.name.clone(), item_id: item_id.into(), epoch };
-        let lsn = self.log_and_apply(&mut t, cmd, false)?;
+        let lsn = self.log_and_apply(t, cmd)?;
         if let Some(shadow) = t.shadow.as_mut() {
             shadow.remove(item_id);
         }
@@ -91,7 +130,12 @@ impl Engine {
     pub fn label(&self, tenant: &str, label: NewLabel) -> Result<LabelEvent> {
         label.check()?;
         let t = self.tenant(tenant)?;
-        let mut t = t.write().map_err(|_| poisoned())?;
+        let event = self.label_locked(&mut *t.write().map_err(|_| poisoned())?, label)?;
+        self.wal.make_durable(event.lsn)?;
+        Ok(event)
+    }
+
+    fn label_locked(&self, t: &mut Tenant, label: NewLabel) -> Result<LabelEvent> {
         let event = LabelEvent {
             seq: t.labels.len() as u64,
             lsn: 0,
@@ -106,7 +150,7 @@ impl Engine {
             recorded_at_ms: now_ms(),
         };
         let cmd = Command::Label { tenant: t.name.clone(), event: event.clone() };
-        let lsn = self.log_and_apply(&mut t, cmd, false)?;
+        let lsn = self.log_and_apply(t, cmd)?;
         Ok(LabelEvent { lsn, ..event })
     }
 }

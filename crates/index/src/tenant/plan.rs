@@ -2,6 +2,8 @@
 //! idempotency keys and budgets, applied to its current state. The engine
 //! only locks, logs and applies the plan.
 
+use neardup_core::Fingerprint;
+
 use crate::command::{Command, IdemEntry};
 use crate::decision::{UpsertOutcome, UpsertStatus};
 use crate::error::{Error, ErrorKind, Result};
@@ -17,8 +19,14 @@ use super::Tenant;
 #[allow(clippy::large_enum_variant)]
 pub(crate) enum Plan {
     /// The answer, with nothing to write (a replayed idempotency key, or
-    /// the same content at the same epoch).
-    Answer(UpsertOutcome),
+    /// the same content at the same epoch). It speaks of the record written
+    /// at `depends_on`, which must be durable before the answer is given.
+    Answer {
+        /// The answer.
+        outcome: UpsertOutcome,
+        /// The LSN of the write the answer reports.
+        depends_on: u64,
+    },
     /// Log and apply `command`, then answer `outcome` with the command's LSN.
     Write {
         /// The command to log.
@@ -39,7 +47,21 @@ impl Tenant {
     /// one (`item_exists` without an epoch, `stale_epoch` with a lower one),
     /// and then replaces the item. After a tombstone at epoch `e`, the id
     /// comes back only with an epoch above `e`.
-    pub(crate) fn plan_upsert(&self, store: &dyn Store, item: Item) -> Result<Plan> {
+    /// The fingerprint of `item`'s content, made outside the tenant's write
+    /// lock (so concurrent upserts fingerprint in parallel), tagged with the
+    /// fingerprint version it was made under; `None` for content over the
+    /// size limit (the plan refuses it).
+    pub(crate) fn prefingerprint(&self, item: &Item) -> Option<(String, Fingerprint)> {
+        (item.content.len() as u64 <= self.config.limits.max_item_bytes)
+            .then(|| (self.version.clone(), self.fingerprint(&item.content)))
+    }
+
+    pub(crate) fn plan_upsert(
+        &self,
+        store: &dyn Store,
+        item: Item,
+        pre: Option<(String, Fingerprint)>,
+    ) -> Result<Plan> {
         check_item_id(&item.item_id)?;
         item.check_media_type()?;
         let limits = &self.config.limits;
@@ -71,10 +93,15 @@ impl Tenant {
                 }
                 let mut o = e.outcome.clone();
                 o.status = UpsertStatus::Replayed;
-                return Ok(Plan::Answer(o));
+                let depends_on = o.lsn;
+                return Ok(Plan::Answer { outcome: o, depends_on });
             }
         }
-        let fp = self.fingerprint(&item.content);
+        // A rebuild between fingerprinting and planning changes the version.
+        let fp = match pre {
+            Some((version, fp)) if version == self.version => fp,
+            _ => self.fingerprint(&item.content),
+        };
         let existing = match self.slot_of(&item.item_id) {
             Some(slot) => Some((slot, store.get(&self.name, &item.item_id)?)),
             None => None,
@@ -86,13 +113,14 @@ impl Tenant {
                 match item.epoch {
                     None | Some(_) if same && item.epoch.is_none_or(|e| e == old.epoch) => {
                         let decision = self.evaluate(store, &fp, Some(slot))?;
-                        return Ok(Plan::Answer(UpsertOutcome {
+                        let outcome = UpsertOutcome {
                             item_id: item.item_id,
                             epoch: old.epoch,
                             lsn: 0,
                             status: UpsertStatus::Unchanged,
                             decision,
-                        }));
+                        };
+                        return Ok(Plan::Answer { outcome, depends_on: old.lsn });
                     }
                     None => return Err(Error::new(ErrorKind::ItemExists { item_id: item.item_id, epoch: old.epoch })),
                     Some(e) if e <= old.epoch => {
