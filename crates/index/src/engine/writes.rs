@@ -57,7 +57,7 @@ impl Engine {
         let t = self.tenant(tenant)?;
         let pre: Vec<_> = {
             let t = t.read().map_err(|_| poisoned())?;
-            items.iter().map(|i| t.prefingerprint(i)).collect()
+            prefingerprint_all(&t, &items)
         };
         let (out, depends_on) = {
             let mut t = t.write().map_err(|_| poisoned())?;
@@ -153,4 +153,22 @@ impl Engine {
         let lsn = self.log_and_apply(t, cmd)?;
         Ok(LabelEvent { lsn, ..event })
     }
+}
+
+/// Fingerprints a batch's items on the available cores (at most 8 threads,
+/// at least 32 items each), in item order.
+fn prefingerprint_all(t: &Tenant, items: &[Item]) -> Vec<Option<(String, Fingerprint)>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
+    let per = items.len().div_ceil(threads).max(32);
+    if items.len() <= per {
+        return items.iter().map(|i| t.prefingerprint(i)).collect();
+    }
+    std::thread::scope(|s| {
+        let parts: Vec<_> = items
+            .chunks(per)
+            .map(|chunk| (chunk.len(), s.spawn(move || chunk.iter().map(|i| t.prefingerprint(i)).collect::<Vec<_>>())))
+            .collect();
+        // A part that failed leaves its items to be fingerprinted by the plan.
+        parts.into_iter().flat_map(|(n, h)| h.join().unwrap_or_else(|_| vec![None; n])).collect()
+    })
 }
