@@ -133,7 +133,7 @@ async fn phase(addr: &str, key: &str, clients: usize, secs: u64, kind: Kind) -> 
     let prepared: Vec<Vec<(String, String)>> = (0..clients).map(|c| bodies(kind, c, per_client)).collect();
     let deadline = Instant::now() + Duration::from_secs(secs);
     let mut tasks = Vec::new();
-    for (c, mine) in prepared.into_iter().enumerate() {
+    for mine in prepared {
         let (addr, key) = (addr.to_string(), key.to_string());
         tasks.push(tokio::spawn(async move {
             let mut conn = Conn { s: TcpStream::connect(&addr).await.unwrap(), buf: Vec::new() };
