@@ -54,6 +54,7 @@ use crate::fingerprint::Fingerprint;
 use crate::hash::{fmix64, ContentHash};
 use crate::lsh::postings::{Postings, LIST_BIT};
 use crate::lsh::{LshParams, QueryLimits};
+use crate::pages::Pages;
 
 /// Largest item id a [`CandidateIndex`] hands out.
 pub const MAX_ITEM_ID: u32 = LIST_BIT - 1;
@@ -142,13 +143,13 @@ pub struct CandidateIndex {
     /// Bytes of each value kept in the sketch (1, 2 or 4).
     rank_bytes: usize,
     /// `num_perm * rank_bytes` bytes per id (zeros for an item without keys).
-    sketches: Vec<u8>,
+    sketches: Pages<u8>,
     /// Tables `0..bands` are the bands; table `bands` is the content hash.
     postings: Postings,
-    hashes: Vec<ContentHash>,
-    /// `bands` keys per id (zeros for an item without keys).
-    keys: Vec<u64>,
-    flags: Vec<u8>,
+    hashes: Pages<[u8; 16]>,
+    /// `bands` folded keys per id (zeros for an item without keys).
+    keys: Pages<u32>,
+    flags: Pages<u8>,
     live: usize,
 }
 
@@ -158,10 +159,18 @@ impl std::fmt::Debug for CandidateIndex {
     }
 }
 
-fn hash_key(h: &ContentHash) -> u64 {
-    let mut b = [0u8; 8];
-    b.copy_from_slice(&h.0[..8]);
-    u64::from_le_bytes(b)
+/// The posting key of a content hash: its first four bytes (equal hashes are
+/// then confirmed on the full 16).
+fn hash_key(h: &[u8; 16]) -> u32 {
+    u32::from_le_bytes([h[0], h[1], h[2], h[3]])
+}
+
+/// The in-memory posting key of a band key: the 64-bit seeded key folded to
+/// 32 bits. Two different band keys share a folded key with probability
+/// 2⁻³², which can only add a candidate (verified and ranked like any
+/// other), never hide one.
+pub fn fold_key(key: u64) -> u32 {
+    (key ^ (key >> 32)) as u32
 }
 
 impl CandidateIndex {
@@ -188,11 +197,11 @@ impl CandidateIndex {
             seed,
             num_perm,
             rank_bytes: rank_bits as usize / 8,
-            sketches: Vec::new(),
+            sketches: Pages::new(num_perm * (rank_bits as usize / 8)),
             postings: Postings::new(lsh.bands as usize + 1),
-            hashes: Vec::new(),
-            keys: Vec::new(),
-            flags: Vec::new(),
+            hashes: Pages::new(1),
+            keys: Pages::new(lsh.bands as usize),
+            flags: Pages::new(1),
             live: 0,
         })
     }
@@ -229,27 +238,34 @@ impl CandidateIndex {
         self.flags.len() as u32
     }
 
+    fn flag(&self, id: u32) -> u8 {
+        if (id as usize) < self.flags.len() {
+            self.flags.row(id as usize)[0]
+        } else {
+            0
+        }
+    }
+
     /// True when `id` was handed out and not removed.
     pub fn is_live(&self, id: u32) -> bool {
-        self.flags.get(id as usize).is_some_and(|f| f & LIVE != 0)
+        self.flag(id) & LIVE != 0
     }
 
     /// The content hash of a live item.
     pub fn content_hash(&self, id: u32) -> Option<ContentHash> {
-        self.is_live(id).then(|| self.hashes[id as usize])
+        self.is_live(id).then(|| ContentHash(self.hashes.row(id as usize)[0]))
     }
 
-    /// The band keys of a live item (empty when it has none).
-    pub fn band_keys(&self, id: u32) -> Option<&[u64]> {
-        if !self.is_live(id) {
+    /// The folded band keys of a live item (empty when it has none).
+    pub fn band_keys(&self, id: u32) -> Option<&[u32]> {
+        let f = self.flag(id);
+        if f & LIVE == 0 {
             return None;
         }
-        let i = id as usize;
-        if self.flags[i] & BANDED == 0 {
+        if f & BANDED == 0 {
             return Some(&[]);
         }
-        let b = self.lsh.bands as usize;
-        Some(&self.keys[i * b..(i + 1) * b])
+        Some(self.keys.row(id as usize))
     }
 
     fn check_keys(&self, keys: &ItemKeys<'_>) -> Result<()> {
@@ -273,20 +289,13 @@ impl CandidateIndex {
         Ok(())
     }
 
-    fn push_sketch(&mut self, signature: &[u32]) {
-        let w = self.rank_bytes;
-        if signature.is_empty() {
-            self.sketches.resize(self.sketches.len() + self.num_perm * w, 0);
-        } else {
-            for v in signature {
-                self.sketches.extend_from_slice(&v.to_le_bytes()[..w]);
-            }
-        }
+    /// The sketch of a signature: the low `rank_bytes` bytes of each value.
+    fn sketch_of(&self, signature: &[u32]) -> Vec<u8> {
+        signature.iter().flat_map(|v| v.to_le_bytes().into_iter().take(self.rank_bytes)).collect()
     }
 
     fn sketch(&self, id: u32) -> &[u8] {
-        let n = self.num_perm * self.rank_bytes;
-        &self.sketches[id as usize * n..(id as usize + 1) * n]
+        self.sketches.row(id as usize)
     }
 
     /// Adds an item and returns its id, the next in insertion order. An
@@ -302,18 +311,20 @@ impl CandidateIndex {
         let bands = self.lsh.bands as usize;
         let mut flags = LIVE;
         if band_keys.is_empty() {
-            self.keys.resize(self.keys.len() + bands, 0);
+            self.keys.push(&[]);
+            self.sketches.push(&[]);
         } else {
             flags |= BANDED;
-            for (band, &key) in band_keys.iter().enumerate() {
+            let folded: Vec<u32> = band_keys.iter().map(|&k| fold_key(k)).collect();
+            for (band, &key) in folded.iter().enumerate() {
                 self.postings.insert(band, key, id);
             }
-            self.keys.extend_from_slice(band_keys);
+            self.keys.push(&folded);
+            self.sketches.push(&self.sketch_of(keys.signature));
         }
-        self.push_sketch(if band_keys.is_empty() { &[] } else { keys.signature });
-        self.postings.insert(bands, hash_key(&content_hash), id);
-        self.hashes.push(content_hash);
-        self.flags.push(flags);
+        self.postings.insert(bands, hash_key(&content_hash.0), id);
+        self.hashes.push(&[content_hash.0]);
+        self.flags.push(&[flags]);
         self.live += 1;
         Ok(id)
     }
@@ -328,8 +339,9 @@ impl CandidateIndex {
             self.postings.remove(band, key, id);
         }
         let i = id as usize;
-        self.postings.remove(self.lsh.bands as usize, hash_key(&self.hashes[i]), id);
-        self.flags[i] &= !LIVE;
+        self.postings.remove(self.lsh.bands as usize, hash_key(&self.hashes.row(i)[0]), id);
+        let f = self.flags.row(i)[0] & !LIVE;
+        self.flags.set(i, &[f]);
         self.live -= 1;
         true
     }
@@ -338,8 +350,9 @@ impl CandidateIndex {
     /// returning `exclude`.
     pub fn candidates(&self, keys: ItemKeys<'_>, exclude: Option<u32>, limits: QueryLimits) -> Result<CandidateSet> {
         self.check_keys(&keys)?;
-        let sketch: Vec<u8> = keys.signature.iter().flat_map(|v| v.to_le_bytes()[..self.rank_bytes].to_vec()).collect();
-        let q = Query { band_keys: keys.band_keys, hash: keys.content_hash, sketch: &sketch, exclude, before: None };
+        let sketch = self.sketch_of(keys.signature);
+        let folded: Vec<u32> = keys.band_keys.iter().map(|&k| fold_key(k)).collect();
+        let q = Query { band_keys: &folded, hash: keys.content_hash, sketch: &sketch, exclude, before: None };
         Ok(self.query(&q, limits, &|_| true))
     }
 
@@ -423,7 +436,7 @@ impl CandidateIndex {
                     out.hot_buckets += 1;
                     // Read `max_bucket_read` entries from a rotation point that
                     // depends on the bucket, not always the oldest ones.
-                    let start = (fmix64(key ^ ((band as u64) << 40) ^ n as u64) % n as u64) as usize;
+                    let start = (fmix64(u64::from(key) ^ ((band as u64) << 40) ^ n as u64) % n as u64) as usize;
                     let first = &bucket[start..(start + limits.max_bucket_read).min(n)];
                     count(first);
                     count(&bucket[..limits.max_bucket_read - first.len()]);
@@ -465,7 +478,11 @@ impl CandidateIndex {
                 close.truncate(cap);
                 out.close_cut = close
                     .into_iter()
-                    .map(|(_, id, bands)| Candidate { id, bands, same_content: self.hashes[id as usize] == q.hash })
+                    .map(|(_, id, bands)| Candidate {
+                        id,
+                        bands,
+                        same_content: self.hashes.row(id as usize)[0] == q.hash.0,
+                    })
                     .collect();
             }
             scored.truncate(cap);
@@ -476,13 +493,13 @@ impl CandidateIndex {
         }
         out.ids = ranked
             .into_iter()
-            .map(|(id, bands)| Candidate { id, bands, same_content: self.hashes[id as usize] == q.hash })
+            .map(|(id, bands)| Candidate { id, bands, same_content: self.hashes.row(id as usize)[0] == q.hash.0 })
             .collect();
-        let copies = self.postings.bucket(self.lsh.bands as usize, hash_key(&q.hash));
+        let copies = self.postings.bucket(self.lsh.bands as usize, hash_key(&q.hash.0));
         let same = copies[..visible(copies)]
             .iter()
             .copied()
-            .filter(|&id| Some(id) != q.exclude && self.hashes[id as usize] == q.hash && keep(id))
+            .filter(|&id| Some(id) != q.exclude && self.hashes.row(id as usize)[0] == q.hash.0 && keep(id))
             .take(limits.max_candidates);
         let banded = out.ids.len();
         for id in same {
@@ -494,18 +511,18 @@ impl CandidateIndex {
         out
     }
 
-    /// The largest band buckets, for metrics: `(band, key, size)`, largest first.
-    pub fn largest_buckets(&self, top: usize) -> Vec<(u32, u64, usize)> {
+    /// The largest band buckets, for metrics: `(band, folded key, size)`, largest first.
+    pub fn largest_buckets(&self, top: usize) -> Vec<(u32, u32, usize)> {
         self.postings.largest(self.lsh.bands as usize, top)
     }
 
     /// Heap bytes held by the index, from capacities.
     pub fn heap_bytes(&self) -> u64 {
         self.postings.heap_bytes()
-            + (self.hashes.capacity() * 16
-                + self.keys.capacity() * 8
-                + self.sketches.capacity()
-                + self.flags.capacity()) as u64
+            + self.hashes.heap_bytes()
+            + self.keys.heap_bytes()
+            + self.sketches.heap_bytes()
+            + self.flags.heap_bytes()
     }
 }
 
@@ -554,7 +571,7 @@ thread_local! {
 
 /// One query's inputs.
 struct Query<'a> {
-    band_keys: &'a [u64],
+    band_keys: &'a [u32],
     hash: ContentHash,
     sketch: &'a [u8],
     exclude: Option<u32>,
@@ -620,7 +637,8 @@ mod tests {
         assert_eq!(idx.len(), 2);
         assert_eq!(idx.slots(), 3);
         assert_eq!(idx.band_keys(1), None);
-        assert_eq!(idx.band_keys(2), Some(&keys(&idx, &c)[..]));
+        let folded: Vec<u32> = keys(&idx, &c).iter().map(|&k| fold_key(k)).collect();
+        assert_eq!(idx.band_keys(2), Some(&folded[..]));
     }
 
     #[test]

@@ -28,6 +28,38 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| with_context("fsyncing folder", dir, e))
 }
 
+/// Replaces `path` with what `write` writes, atomically and durably, without
+/// holding it in memory: `write` streams into a buffered temporary file in
+/// the same folder, which is then fsynced and renamed over `path`, and the
+/// folder fsynced. If `write` fails, the temporary file is removed and
+/// `path` is untouched.
+pub fn write_atomic_with<E: From<io::Error>>(
+    path: &Path,
+    write: impl FnOnce(&mut dyn Write) -> Result<(), E>,
+) -> Result<(), E> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => Path::new("."),
+    };
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
+    let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
+    let result = (|| {
+        let f = File::create(&tmp).map_err(|e| with_context("creating", &tmp, e))?;
+        let mut w = io::BufWriter::with_capacity(1 << 20, f);
+        write(&mut w)?;
+        let f = w.into_inner().map_err(|e| with_context("writing", &tmp, e.into_error()))?;
+        f.sync_all().map_err(|e| with_context("fsyncing", &tmp, e))?;
+        fs::rename(&tmp, path).map_err(|e| with_context("renaming onto", path, e))?;
+        Ok::<(), E>(())
+    })();
+    if let Err(e) = result {
+        let _ = fs::remove_file(&tmp);
+        return Err(e);
+    }
+    sync_dir(dir).map_err(E::from)
+}
+
 /// Replaces `path` with `bytes` atomically and durably (see the crate
 /// docs). The temporary file is named `.{name}.{pid}.{n}.tmp` in the same
 /// folder, so concurrent writers never share one, and is removed when a
@@ -83,6 +115,29 @@ mod tests {
         // A folder that does not exist: the first step fails.
         let e = write_atomic(&dir.path().join("missing/state"), b"data").unwrap_err();
         assert!(e.to_string().contains("creating"), "{e}");
+    }
+
+    #[test]
+    fn streamed_writes_replace_whole_or_not_at_all() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("big");
+        write_atomic_with(&path, |w| {
+            for i in 0..1000u32 {
+                w.write_all(&i.to_le_bytes())?;
+            }
+            Ok::<(), io::Error>(())
+        })
+        .unwrap();
+        assert_eq!(fs::read(&path).unwrap().len(), 4000);
+        let e = write_atomic_with(&path, |w| {
+            w.write_all(b"partial")?;
+            Err(io::Error::other("the writer failed"))
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("the writer failed"));
+        assert_eq!(fs::read(&path).unwrap().len(), 4000, "the old file stays");
+        let names: Vec<_> = fs::read_dir(dir.path()).unwrap().flatten().map(|e| e.file_name()).collect();
+        assert_eq!(names, ["big"]);
     }
 
     #[test]

@@ -205,6 +205,13 @@ impl Error {
     }
 }
 
+impl From<std::io::Error> for Error {
+    /// An I/O error of a file write (the message names the file and step).
+    fn from(e: std::io::Error) -> Error {
+        Error::io("file", e)
+    }
+}
+
 impl From<neardup_core::Error> for Error {
     fn from(e: neardup_core::Error) -> Error {
         match e.kind() {

@@ -244,8 +244,8 @@ impl RawConfig {
             return Err(bad(format!("--max-body-bytes must be in 1024..=1073741824, got {max_body_bytes}")));
         }
         let max_snapshot_bytes = self.max_snapshot_bytes.unwrap_or(d.max_snapshot_bytes as u64);
-        if !(1024..=16 << 30).contains(&max_snapshot_bytes) {
-            return Err(bad(format!("--max-snapshot-bytes must be in 1024..=17179869184, got {max_snapshot_bytes}")));
+        if !(1024..=1 << 50).contains(&max_snapshot_bytes) {
+            return Err(bad(format!("--max-snapshot-bytes must be in 1024..=2^50, got {max_snapshot_bytes}")));
         }
         let timeout_ms = self.request_timeout_ms.unwrap_or(d.request_timeout.as_millis() as u64);
         if !(1..=3_600_000).contains(&timeout_ms) {

@@ -64,18 +64,25 @@ impl<T: DeserializeOwned> FromRequest<AppState> for ApiJson<T> {
     }
 }
 
-/// Raw bytes (`Content-Type: application/octet-stream` required): snapshot uploads.
+/// A raw body (`Content-Type: application/octet-stream` required), not yet
+/// read, with its declared length: snapshot uploads, streamed by the
+/// handler only after it has checked the caller's scope.
 #[derive(Debug)]
-pub struct OctetBody(pub Bytes);
+pub struct OctetStream(pub axum::body::Body, pub Option<u64>);
 
-impl FromRequest<AppState> for OctetBody {
+impl FromRequest<AppState> for OctetStream {
     type Rejection = ApiError;
 
-    async fn from_request(req: Request, state: &AppState) -> Result<Self, Self::Rejection> {
+    async fn from_request(req: Request, _state: &AppState) -> Result<Self, Self::Rejection> {
         if !has_media_type(&req, "application/octet-stream") {
             return Err(ApiError::gateway(GatewayKind::UnsupportedMediaType { expected: "application/octet-stream" }));
         }
-        Ok(OctetBody(read_body(req, state, state.config.max_snapshot_bytes).await?))
+        let len = req
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok());
+        Ok(OctetStream(req.into_body(), len))
     }
 }
 

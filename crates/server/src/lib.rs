@@ -46,6 +46,7 @@ mod quota;
 mod routes;
 mod serve;
 mod state;
+mod stream;
 mod tenant_spec;
 mod wire;
 

@@ -32,7 +32,7 @@ impl Default for GatewayConfig {
     fn default() -> Self {
         GatewayConfig {
             max_body_bytes: 8 << 20,
-            max_snapshot_bytes: 1 << 30,
+            max_snapshot_bytes: 1 << 40,
             request_timeout: Duration::from_secs(30),
             quotas: QuotaConfig::default(),
             journal_capacity: 1024,
@@ -105,6 +105,13 @@ impl AppState {
             return Err(e);
         }
         Ok(())
+    }
+
+    /// Starts a blocking engine task that outlives the request handler (a
+    /// streamed response body).
+    pub(crate) fn spawn_engine(&self, f: impl FnOnce(&Engine) + Send + 'static) {
+        let engine = Arc::clone(&self.inner.engine);
+        tokio::task::spawn_blocking(move || f(&engine));
     }
 
     /// Runs a blocking engine call off the async workers (it may fsync).

@@ -478,3 +478,51 @@ async fn bodies_up_to_the_configured_limit_are_accepted() {
     let r = h.put("t1", &key, "too-big", &nine_mb).await;
     assert_error(&r, StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
 }
+
+/// A snapshot upload is refused on the caller's scope before a byte of its
+/// body is read: the body here never ends, and the answer still comes.
+#[tokio::test]
+async fn snapshot_upload_checks_the_scope_before_reading() {
+    let h = H::new();
+    let key = h.tenant("t1", None).await;
+    let minted = h.call(Method::POST, "/v1/tenants/t1/keys", Some(&key), Some(json!({"scopes": ["query"]}))).await;
+    let query_key = minted.json()["api_key"].as_str().unwrap().to_string();
+    let endless = futures_util::stream::pending::<Result<axum::body::Bytes, std::io::Error>>();
+    let req = Request::put("/v1/tenants/t1/snapshot")
+        .header("authorization", format!("Bearer {query_key}"))
+        .header("content-type", "application/octet-stream")
+        .body(Body::from_stream(endless))
+        .unwrap();
+    let r =
+        tokio::time::timeout(std::time::Duration::from_secs(10), h.send(req)).await.expect("answered without reading");
+    assert_error(&r, StatusCode::FORBIDDEN, "forbidden");
+}
+
+/// A snapshot is streamed both ways: a tenant of several snapshot frames
+/// downloads whole, and restores from an upload arriving in small pieces.
+#[tokio::test]
+async fn large_snapshots_stream_both_ways() {
+    let h = H::new();
+    let key = h.tenant("t1", None).await;
+    let items: Vec<_> = (0..3000)
+        .map(|i| json!({"item_id": format!("i{i}"), "content": format!("{} unique words for item {i}", "filler ".repeat(200))}))
+        .collect();
+    let r = h.call(Method::POST, "/v1/tenants/t1/items", Some(&key), Some(json!({ "items": items }))).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", String::from_utf8_lossy(&r.bytes));
+    let snap = h.call(Method::GET, "/v1/tenants/t1/snapshot", Some(&key), None).await;
+    assert_eq!(snap.status, StatusCode::OK);
+    assert!(snap.bytes.len() > 4 << 20, "{} bytes", snap.bytes.len());
+    // Upload in small pieces.
+    let pieces: Vec<Result<axum::body::Bytes, std::io::Error>> =
+        snap.bytes.chunks(10_000).map(|c| Ok(axum::body::Bytes::copy_from_slice(c))).collect();
+    let req = Request::put("/v1/tenants/t1/snapshot")
+        .header("authorization", format!("Bearer {key}"))
+        .header("content-type", "application/octet-stream")
+        .body(Body::from_stream(futures_util::stream::iter(pieces)))
+        .unwrap();
+    let r = h.send(req).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", String::from_utf8_lossy(&r.bytes));
+    assert_eq!(r.json()["items"], 3000);
+    let got = h.call(Method::GET, "/v1/tenants/t1/items/i2999", Some(&key), None).await;
+    assert_eq!(got.status, StatusCode::OK);
+}

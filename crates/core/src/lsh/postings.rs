@@ -41,12 +41,15 @@ impl Hasher for MixHasher {
     fn write_u64(&mut self, v: u64) {
         self.1 = fmix64(v ^ self.0);
     }
+    fn write_u32(&mut self, v: u32) {
+        self.1 = fmix64(u64::from(v) ^ self.0);
+    }
 }
 
 /// Several posting tables sharing one list arena.
 #[derive(Clone)]
 pub(crate) struct Postings {
-    tables: Vec<HashMap<u64, u32, MixState>>,
+    tables: Vec<HashMap<u32, u32, MixState>>,
     lists: Vec<Vec<u32>>,
     free_lists: Vec<u32>,
 }
@@ -63,7 +66,7 @@ impl Postings {
     }
 
     /// Files `id` (below [`LIST_BIT`]) under `key` in `table`, after the ids already there.
-    pub(crate) fn insert(&mut self, table: usize, key: u64, id: u32) {
+    pub(crate) fn insert(&mut self, table: usize, key: u32, id: u32) {
         debug_assert!(id < LIST_BIT);
         let map = &mut self.tables[table];
         match map.get_mut(&key) {
@@ -89,7 +92,7 @@ impl Postings {
     }
 
     /// Removes `id` from `key`'s bucket in `table`; false when it was not there.
-    pub(crate) fn remove(&mut self, table: usize, key: u64, id: u32) -> bool {
+    pub(crate) fn remove(&mut self, table: usize, key: u32, id: u32) -> bool {
         let map = &mut self.tables[table];
         let Some(slot) = map.get(&key).copied() else {
             return false;
@@ -121,7 +124,7 @@ impl Postings {
     }
 
     /// The ids filed under `key` in `table`, in insertion order.
-    pub(crate) fn bucket(&self, table: usize, key: u64) -> &[u32] {
+    pub(crate) fn bucket(&self, table: usize, key: u32) -> &[u32] {
         match self.tables[table].get(&key) {
             None => &[],
             Some(slot) if *slot & LIST_BIT != 0 => &self.lists[(*slot & !LIST_BIT) as usize],
@@ -131,8 +134,8 @@ impl Postings {
 
     /// The largest buckets of tables `0..tables` as `(table, key, size)`,
     /// largest first (ties by table, then key).
-    pub(crate) fn largest(&self, tables: usize, top: usize) -> Vec<(u32, u64, usize)> {
-        let mut all: Vec<(u32, u64, usize)> = Vec::new();
+    pub(crate) fn largest(&self, tables: usize, top: usize) -> Vec<(u32, u32, usize)> {
+        let mut all: Vec<(u32, u32, usize)> = Vec::new();
         for (t, map) in self.tables.iter().enumerate().take(tables) {
             for (&key, &slot) in map {
                 if slot & LIST_BIT != 0 {
@@ -146,7 +149,7 @@ impl Postings {
     }
 
     /// Heap bytes held, from capacities: hashbrown keeps `buckets` slots of
-    /// 16 bytes (key and value, aligned) plus one control byte each.
+    /// 8 bytes (key and value) plus one control byte each.
     pub(crate) fn heap_bytes(&self) -> u64 {
         let maps: usize = self
             .tables
@@ -154,7 +157,7 @@ impl Postings {
             .map(|m| {
                 let cap = m.capacity();
                 let buckets = if cap == 0 { 0 } else { (cap * 8 / 7 + 1).next_power_of_two() };
-                buckets * 17
+                buckets * 9
             })
             .sum();
         let lists: usize = self.lists.iter().map(|l| 24 + l.capacity() * 4).sum();

@@ -3,15 +3,16 @@
 //! tenant's candidate index rebuilt from its store.
 
 use std::collections::BTreeMap;
-use std::fs;
+use std::fs::{self, File};
+use std::io::BufReader;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
-use super::snapshots::snapshot_files;
+use super::snapshots::{snapshot_files, MAX_V1_SNAPSHOT};
 use super::{Engine, EngineOptions, RecoveryReport, StoreKind};
 use crate::command::Command;
 use crate::error::{Error, Result};
-use crate::snapshot;
+use crate::snapshot::{Part, SnapshotHeader, SnapshotReader};
 use crate::store::{FjallStore, MemStore, Store, StoreBatch};
 use crate::tenant::{ApplyMode, Tenant};
 use crate::tenant_config::{check_tenant_id, TenantConfig};
@@ -45,24 +46,8 @@ impl Engine {
                 continue;
             }
             for (lsn, path) in snapshot_files(&entry.path()) {
-                let loaded = fs::read(&path)
-                    .map_err(|e| Error::io(format!("reading {}", path.display()), e))
-                    .and_then(|b| snapshot::decode(&b, key.as_ref()))
-                    .and_then(|(h, s)| {
-                        if h.tenant != name || h.covered_lsn != lsn {
-                            return Err(Error::corrupt("snapshot", "tenant or LSN does not match its file name"));
-                        }
-                        Ok((h, s))
-                    });
-                match loaded {
-                    Ok((h, state)) => {
-                        let tenant = Tenant::from_state(&name, &state)?;
-                        let mut store_lsn = store.applied_lsn(&name)?;
-                        if store_lsn.is_none_or(|s| s < h.covered_lsn) {
-                            store.clear_tenant(&name)?;
-                            store.apply(&name, StoreBatch { puts: state.items, deletes: vec![] }, h.covered_lsn)?;
-                            store_lsn = Some(h.covered_lsn);
-                        }
+                match load_snapshot(&*store, &name, lsn, &path, key.as_ref()) {
+                    Ok((h, tenant, store_lsn)) => {
                         max_lsn = max_lsn.max(h.covered_lsn);
                         report.snapshots_loaded.push((name.clone(), h.covered_lsn));
                         bases.insert(name.clone(), (h.covered_lsn, store_lsn));
@@ -125,4 +110,62 @@ impl Engine {
             admin: Mutex::new(()),
         })
     }
+}
+
+/// Loads one snapshot file of `name`: checks it whole, streaming, and loads
+/// its records into the store when the store is older than the snapshot.
+/// A store checkpoint (no records) needs a store at least as new. Returns
+/// the header, the tenant and the store's applied LSN.
+fn load_snapshot(
+    store: &dyn Store,
+    name: &str,
+    lsn: u64,
+    path: &Path,
+    key: Option<&[u8; 32]>,
+) -> Result<(SnapshotHeader, Tenant, Option<u64>)> {
+    let open = || -> Result<SnapshotReader<BufReader<File>>> {
+        let f = File::open(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
+        SnapshotReader::open(BufReader::with_capacity(1 << 20, f), key, MAX_V1_SNAPSHOT)
+    };
+    let mut r = open()?;
+    let h = r.header().clone();
+    if h.tenant != name || h.covered_lsn != lsn {
+        return Err(Error::corrupt("snapshot", "tenant or LSN does not match its file name"));
+    }
+    let checkpoint = r.is_store_checkpoint();
+    let mut meta = None;
+    while let Some(p) = r.next_part()? {
+        if let Part::Meta(m) = p {
+            meta = Some(m);
+        }
+    }
+    let meta = meta.ok_or_else(|| Error::corrupt("snapshot", "no meta frame"))?;
+    let tenant = Tenant::from_meta(name, &meta)?;
+    let mut store_lsn = store.applied_lsn(name)?;
+    if checkpoint {
+        if store_lsn.is_none_or(|s| s < h.covered_lsn) {
+            return Err(Error::corrupt(
+                "snapshot",
+                format!("a store checkpoint at {} over a store at {store_lsn:?}: the store is missing", h.covered_lsn),
+            ));
+        }
+    } else if store_lsn.is_none_or(|s| s < h.covered_lsn) {
+        // Checked whole above; now load its records a frame at a time.
+        store.clear_tenant(name)?;
+        let loaded = (|| {
+            let mut r = open()?;
+            while let Some(p) = r.next_part()? {
+                if let Part::Records(rs) = p {
+                    store.apply(name, StoreBatch { puts: rs, deletes: vec![] }, h.covered_lsn)?;
+                }
+            }
+            store.apply(name, StoreBatch::default(), h.covered_lsn)
+        })();
+        if let Err(e) = loaded {
+            let _ = store.clear_tenant(name);
+            return Err(e);
+        }
+        store_lsn = Some(h.covered_lsn);
+    }
+    Ok((h, tenant, store_lsn))
 }

@@ -1,15 +1,26 @@
-//! Snapshots of one tenant (download, restore) and checkpoints of all.
+//! Snapshots of one tenant (download, restore) and checkpoints of all, as
+//! streams: memory stays bounded by one snapshot frame whatever the size of
+//! the tenant, and writers are never stopped for longer than it takes to
+//! take a consistent cut (a store view and the tenant's small state).
 
-use std::fs;
+use std::fs::{self, File};
+use std::io::{BufReader, Read, Write};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use super::{poisoned, CheckpointReport, Engine};
 use crate::error::{Error, ErrorKind, Result};
-use crate::snapshot::{self, SnapshotHeader};
-use crate::store::StoreBatch;
+use crate::snapshot::{self, Part, SnapshotHeader, SnapshotReader, SnapshotWriter, TenantMeta};
+use crate::store::{StoreBatch, StoreView};
 use crate::tenant::Tenant;
 use crate::tenant_config::check_tenant_id;
+
+/// Largest version-1 snapshot read (they are read whole; version 2 streams).
+pub(super) const MAX_V1_SNAPSHOT: u64 = 1 << 30;
+
+static INCOMING: AtomicU64 = AtomicU64::new(0);
 
 /// Snapshot files of one tenant directory, newest first.
 pub(super) fn snapshot_files(dir: &Path) -> Vec<(u64, PathBuf)> {
@@ -27,20 +38,72 @@ pub(super) fn snapshot_files(dir: &Path) -> Vec<(u64, PathBuf)> {
     out
 }
 
+/// A consistent cut of one tenant: its header, small state and a frozen
+/// view of its records, all at one log position.
+struct Cut {
+    header: SnapshotHeader,
+    meta: TenantMeta,
+    view: Box<dyn StoreView>,
+}
+
+/// Copies everything read through it into a file (a verified upload lands
+/// on disk as it is read).
+struct Tee<'a, W: Write> {
+    input: &'a mut dyn Read,
+    copy: W,
+}
+
+impl<W: Write> Read for Tee<'_, W> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.input.read(buf)?;
+        self.copy.write_all(&buf[..n])?;
+        Ok(n)
+    }
+}
+
 impl Engine {
-    /// A snapshot of one tenant (encrypted when the engine has a key). It is
-    /// consistent: taken under the tenant's read lock, so it holds every
-    /// command of the tenant up to its LSN and none after; other tenants'
-    /// writes continue meanwhile.
+    /// Takes a consistent cut of `tenant`. With `mark`, the store records
+    /// that it holds every command of the tenant up to the cut (a store
+    /// checkpoint then finds the store at least as new as itself).
+    fn cut(&self, tenant: &str, mark: bool) -> Result<Cut> {
+        let t = self.tenant(tenant)?;
+        let t = t.read().map_err(|_| poisoned())?;
+        // Under the tenant's read lock no command of this tenant is between
+        // its log append and its apply, so the store view holds exactly the
+        // tenant's commands up to `covered`.
+        let covered = self.wal.next_lsn()?.saturating_sub(1);
+        if mark {
+            self.store.apply(&t.name, StoreBatch::default(), covered)?;
+        }
+        let view = self.store.view(&t.name)?;
+        Ok(Cut { header: t.header(covered, t.stored_records), meta: t.meta()?, view })
+    }
+
+    /// Streams a snapshot of one tenant (encrypted when the engine has a
+    /// key) into `out` and returns its header. Consistent: it holds every
+    /// command of the tenant up to its LSN and none after, while writes
+    /// continue. Memory stays at one frame (~4 MiB) whatever the size.
+    pub fn snapshot_to(&self, tenant: &str, out: &mut dyn Write) -> Result<SnapshotHeader> {
+        let cut = self.cut(tenant, false)?;
+        self.write_cut(&cut, out)?;
+        Ok(cut.header)
+    }
+
+    fn write_cut(&self, cut: &Cut, out: &mut dyn Write) -> Result<()> {
+        let mut w = SnapshotWriter::start(out, &cut.header, &cut.meta, self.opts.snapshot_key.as_ref(), false)?;
+        cut.view.scan(&mut |r| {
+            w.record(&r)?;
+            Ok(ControlFlow::Continue(()))
+        })?;
+        w.finish()?;
+        Ok(())
+    }
+
+    /// A snapshot of one tenant in memory (see [`Engine::snapshot_to`]).
     pub fn snapshot(&self, tenant: &str) -> Result<Vec<u8>> {
-        let (header, state) = {
-            let t = self.tenant(tenant)?;
-            let t = t.read().map_err(|_| poisoned())?;
-            let covered = self.wal.next_lsn()?.saturating_sub(1);
-            let state = t.state(&*self.store)?;
-            (t.header(covered, state.items.len() as u64), state)
-        };
-        snapshot::encode(&header, &state, self.opts.snapshot_key.as_ref())
+        let mut out = Vec::new();
+        self.snapshot_to(tenant, &mut out)?;
+        Ok(out)
     }
 
     /// Reads a snapshot's clear-text header (tenant, epoch, versions).
@@ -52,28 +115,79 @@ impl Engine {
         self.dir.join("snapshots").join(tenant)
     }
 
-    fn write_snapshot_file(&self, tenant: &str, lsn: u64, bytes: &[u8], keep: usize) -> Result<()> {
+    /// Writes the tenant's snapshot file for `lsn` with `write`, atomically,
+    /// then keeps the newest `keep` files.
+    fn write_snapshot_file(
+        &self,
+        tenant: &str,
+        lsn: u64,
+        keep: usize,
+        write: impl FnOnce(&mut dyn Write) -> Result<()>,
+    ) -> Result<()> {
         let dir = self.snapshot_dir(tenant);
         fs::create_dir_all(&dir).map_err(|e| Error::io("creating snapshot directory", e))?;
-        neardup_fs::write_atomic(&dir.join(format!("{lsn:020}.snap")), bytes)
-            .map_err(|e| Error::io("writing snapshot", e))?;
+        neardup_fs::write_atomic_with(&dir.join(format!("{lsn:020}.snap")), write)?;
         for (_, old) in snapshot_files(&dir).into_iter().skip(keep) {
             fs::remove_file(&old).map_err(|e| Error::io("removing old snapshot", e))?;
         }
         Ok(())
     }
 
-    /// Replaces (or creates) `tenant` with the state in `bytes`. The bytes
-    /// are checked (checksum, authentication, tenant, every record) before
-    /// anything changes, then written as the tenant's newest snapshot.
+    /// Replaces (or creates) `tenant` with the snapshot in `bytes` (see
+    /// [`Engine::restore_from`]).
     pub fn restore(&self, tenant: &str, bytes: &[u8]) -> Result<SnapshotHeader> {
+        let mut input = bytes;
+        self.restore_from(tenant, &mut input)
+    }
+
+    /// Replaces (or creates) `tenant` with the snapshot read from `input`,
+    /// of any size the disk holds. The stream is copied to a file while
+    /// every frame is checked (checksums, authentication, tenant, every
+    /// record, the count); only when all of it passed does anything change:
+    /// it becomes the tenant's newest snapshot and its records are loaded
+    /// into the store, a frame at a time.
+    pub fn restore_from(&self, tenant: &str, input: &mut dyn Read) -> Result<SnapshotHeader> {
         check_tenant_id(tenant)?;
-        let (header, state) = snapshot::decode(bytes, self.opts.snapshot_key.as_ref())?;
-        if header.tenant != tenant {
-            return Err(Error::new(ErrorKind::TenantMismatch { expected: tenant.into(), found: header.tenant }));
-        }
-        let mut fresh = Tenant::from_state(tenant, &state)?;
-        let placeholder = Tenant::from_state(tenant, &state)?;
+        let dir = self.snapshot_dir(tenant);
+        fs::create_dir_all(&dir).map_err(|e| Error::io("creating snapshot directory", e))?;
+        let n = INCOMING.fetch_add(1, Ordering::Relaxed);
+        let incoming = dir.join(format!(".incoming-{}-{n}", std::process::id()));
+        let result = self.restore_via(tenant, input, &incoming);
+        let _ = fs::remove_file(&incoming);
+        result
+    }
+
+    fn restore_via(&self, tenant: &str, input: &mut dyn Read, incoming: &Path) -> Result<SnapshotHeader> {
+        let key = self.opts.snapshot_key;
+        // Pass 1: copy to disk and check everything.
+        let file = File::create(incoming).map_err(|e| Error::io("creating an incoming snapshot", e))?;
+        let mut tee = Tee { input, copy: std::io::BufWriter::with_capacity(1 << 20, file) };
+        let (header, meta) = {
+            let mut r = SnapshotReader::open(&mut tee, key.as_ref(), MAX_V1_SNAPSHOT)?;
+            if r.is_store_checkpoint() {
+                return Err(Error::new(ErrorKind::SnapshotAuth {
+                    detail: "a store checkpoint holds no records and cannot be restored; download a snapshot".into(),
+                }));
+            }
+            let header = r.header().clone();
+            if header.tenant != tenant {
+                return Err(Error::new(ErrorKind::TenantMismatch { expected: tenant.into(), found: header.tenant }));
+            }
+            let mut meta = None;
+            while let Some(p) = r.next_part()? {
+                if let Part::Meta(m) = p {
+                    meta = Some(m);
+                }
+            }
+            (header, meta.ok_or_else(|| Error::corrupt("snapshot", "no meta frame"))?)
+        };
+        let file = tee.copy.into_inner().map_err(|e| Error::io("writing an incoming snapshot", e.into_error()))?;
+        file.sync_all().map_err(|e| Error::io("fsyncing an incoming snapshot", e))?;
+        drop(file);
+        let mut fresh = Tenant::from_meta(tenant, &meta)?;
+        let placeholder = Tenant::from_meta(tenant, &meta)?;
+
+        // Pass 2: under the tenant's lock, publish and load.
         let slot = {
             let mut map = self.tenants.write().map_err(|_| poisoned())?;
             Arc::clone(map.entry(tenant.to_string()).or_insert_with(|| Arc::new(RwLock::new(placeholder))))
@@ -81,16 +195,40 @@ impl Engine {
         let mut t = slot.write().map_err(|_| poisoned())?;
         let lsn = self.wal.reserve_lsn()?;
         let header = SnapshotHeader { covered_lsn: lsn, ..header };
-        let file = snapshot::encode(&header, &state, self.opts.snapshot_key.as_ref())?;
-        self.write_snapshot_file(tenant, lsn, &file, self.opts.keep_snapshots)?;
+        let open = || -> Result<SnapshotReader<BufReader<File>>> {
+            let f = File::open(incoming).map_err(|e| Error::io("reading an incoming snapshot", e))?;
+            SnapshotReader::open(BufReader::with_capacity(1 << 20, f), key.as_ref(), MAX_V1_SNAPSHOT)
+        };
+        self.write_snapshot_file(tenant, lsn, self.opts.keep_snapshots, |out| {
+            let mut r = open()?;
+            let mut w = SnapshotWriter::start(out, &header, &meta, key.as_ref(), false)?;
+            while let Some(p) = r.next_part()? {
+                if let Part::Records(rs) = p {
+                    for rec in &rs {
+                        w.record(rec)?;
+                    }
+                }
+            }
+            w.finish()?;
+            Ok(())
+        })?;
         self.store.clear_tenant(tenant)?;
-        self.store.apply(tenant, StoreBatch { puts: state.items, deletes: vec![] }, lsn)?;
+        let mut r = open()?;
+        while let Some(p) = r.next_part()? {
+            if let Part::Records(rs) = p {
+                self.store.apply(tenant, StoreBatch { puts: rs, deletes: vec![] }, lsn)?;
+            }
+        }
+        self.store.apply(tenant, StoreBatch::default(), lsn)?;
         fresh.load_index(&*self.store)?;
         *t = fresh;
         Ok(header)
     }
 
     /// Snapshots every tenant, then removes log segments all snapshots cover.
+    /// With a persistent store the store itself is made durable and each
+    /// tenant's file is a store checkpoint (its small state, no records);
+    /// with the memory store each file streams the tenant's records.
     pub fn checkpoint(&self) -> Result<CheckpointReport> {
         self.checkpoint_keeping(self.opts.keep_snapshots)
     }
@@ -99,13 +237,30 @@ impl Engine {
         let _g = self.admin.lock().map_err(|_| poisoned())?;
         let first = self.wal.rotate()?;
         let mut report = CheckpointReport::default();
+        let persistent = self.store.is_persistent();
+        let mut cuts = Vec::new();
         for name in self.tenants()? {
-            let bytes = self.snapshot(&name)?;
-            let lsn = snapshot::read_header(&bytes)?.covered_lsn;
-            self.write_snapshot_file(&name, lsn, &bytes, keep)?;
+            cuts.push((name.clone(), self.cut(&name, persistent)?));
+        }
+        if persistent {
+            // Everything applied so far, the cuts included, becomes durable
+            // before any checkpoint says so.
+            self.store.persist()?;
+        }
+        let key = self.opts.snapshot_key;
+        for (name, cut) in cuts {
+            let lsn = cut.header.covered_lsn;
+            if persistent {
+                let header = SnapshotHeader { items: 0, ..cut.header.clone() };
+                self.write_snapshot_file(&name, lsn, keep, |out| {
+                    SnapshotWriter::start(out, &header, &cut.meta, key.as_ref(), true)?.finish()?;
+                    Ok(())
+                })?;
+            } else {
+                self.write_snapshot_file(&name, lsn, keep, |out| self.write_cut(&cut, out))?;
+            }
             report.snapshots.push((name, lsn));
         }
-        self.store.persist()?;
         // Keep the log back to the oldest snapshot kept, so a damaged newest
         // snapshot can fall back to an older one plus the log.
         let mut covered = first.saturating_sub(1);

@@ -14,9 +14,29 @@ use std::path::Path;
 
 use fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
-use super::{Store, StoreBatch};
+use super::{Store, StoreBatch, StoreView};
 use crate::error::{Error, Result};
 use crate::item::ItemRecord;
+
+/// A frozen copy of one tenant's records: an MVCC snapshot of the database.
+struct FjallView {
+    snapshot: fjall::Snapshot,
+    items: Keyspace,
+    prefix: Vec<u8>,
+}
+
+impl StoreView for FjallView {
+    fn scan(&self, f: &mut dyn FnMut(ItemRecord) -> Result<ControlFlow<()>>) -> Result<()> {
+        use fjall::Readable;
+        for guard in self.snapshot.prefix(&self.items, &self.prefix) {
+            let (_, v) = guard.into_inner().map_err(err)?;
+            if f(ItemRecord::decode(&v)?)?.is_break() {
+                break;
+            }
+        }
+        Ok(())
+    }
+}
 
 /// Item records in an embedded fjall database.
 pub struct FjallStore {
@@ -104,6 +124,14 @@ impl Store for FjallStore {
             }
         }
         Ok(())
+    }
+
+    fn view(&self, tenant: &str) -> Result<Box<dyn StoreView>> {
+        Ok(Box::new(FjallView { snapshot: self.db.snapshot(), items: self.items.clone(), prefix: prefix(tenant) }))
+    }
+
+    fn is_persistent(&self) -> bool {
+        true
     }
 
     fn applied_lsn(&self, tenant: &str) -> Result<Option<u64>> {

@@ -35,6 +35,12 @@ pub struct StoreBatch {
     pub deletes: Vec<String>,
 }
 
+/// A frozen copy of one tenant's records (see [`Store::view`]).
+pub trait StoreView: Send {
+    /// Calls `f` with every record, in item id (byte) order, until it breaks.
+    fn scan(&self, f: &mut dyn FnMut(ItemRecord) -> Result<ControlFlow<()>>) -> Result<()>;
+}
+
 /// Where item records live.
 pub trait Store: Send + Sync + fmt::Debug {
     /// Backend name for errors and stats (`memory`, `fjall`).
@@ -57,6 +63,15 @@ pub trait Store: Send + Sync + fmt::Debug {
         after: Option<&str>,
         f: &mut dyn FnMut(ItemRecord) -> Result<ControlFlow<()>>,
     ) -> Result<()>;
+
+    /// A consistent, read-only copy of `tenant`'s records as they are now;
+    /// later writes do not show in it, and it blocks none. Cheap: a
+    /// persistent-map clone in RAM, an MVCC snapshot in fjall.
+    fn view(&self, tenant: &str) -> Result<Box<dyn StoreView>>;
+
+    /// True when the store keeps its records across restarts by itself
+    /// (after [`Store::persist`]), so a checkpoint need not copy them.
+    fn is_persistent(&self) -> bool;
 
     /// The LSN of the last batch applied to `tenant`, if any.
     fn applied_lsn(&self, tenant: &str) -> Result<Option<u64>>;
@@ -124,6 +139,17 @@ pub(crate) mod tests {
         assert_eq!(ids_after(s, "t1", None, 2), ["a", "b"]);
         assert!(ids_after(s, "t1", Some("é"), 10).is_empty());
         assert!(ids_after(s, "t", Some("1a"), 10).is_empty());
+        // A view is frozen: later writes do not show in it.
+        let view = s.view("t1").unwrap();
+        s.apply("t1", StoreBatch { puts: vec![record("zz-later", 9)], deletes: vec!["a".into()] }, 4).unwrap();
+        let mut seen = Vec::new();
+        view.scan(&mut |r| {
+            seen.push(r.item_id);
+            Ok(ControlFlow::Continue(()))
+        })
+        .unwrap();
+        assert_eq!(seen, ["a", "b", "é"]);
+        s.apply("t1", StoreBatch { puts: vec![record("a", 2)], deletes: vec!["zz-later".into()] }, 4).unwrap();
         // An error from the callback stops the scan and is returned.
         let mut calls = 0;
         let e = s.scan("t1", None, &mut |_| {

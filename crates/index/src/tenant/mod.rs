@@ -7,21 +7,22 @@
 //! only under its own tenant id. There is no shared posting or id space, so
 //! no code path can turn one tenant's item into another's candidate.
 
+mod directory;
 mod plan;
 mod rebuild;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::Arc;
 
 use neardup_core::{CandidateIndex, Fingerprint, Fingerprinter, ItemKeys, Params, Policy};
 
+use self::directory::Directory;
 use crate::command::{Command, IdemEntry};
 use crate::decision::{decide, sort_best_first, Decision, Evidence, ScoredCandidate};
 use crate::error::{Error, Result};
 use crate::feedback::LabelEvent;
 use crate::item::ItemRecord;
 use crate::shadow::Shadow;
-use crate::snapshot::{SnapshotHeader, TenantState};
+use crate::snapshot::{SnapshotHeader, TenantMeta};
 use crate::store::{Store, StoreBatch};
 use crate::tenant_config::TenantConfig;
 
@@ -54,9 +55,8 @@ pub(crate) struct Tenant {
     fingerprinter: Fingerprinter,
     pub version: String,
     index: CandidateIndex,
-    /// Item id of each slot of `index` (`None` once removed).
-    slots: Vec<Option<Arc<str>>>,
-    ids: HashMap<Arc<str>, u32>,
+    /// Item id of each slot of `index`; the live ids' slots.
+    dir: Directory,
     pub live_items: u64,
     pub live_bytes: u64,
     pub stored_records: u64,
@@ -91,8 +91,7 @@ impl Tenant {
             policy,
             fingerprinter,
             index,
-            slots: Vec::new(),
-            ids: HashMap::new(),
+            dir: Directory::new(),
             live_items: 0,
             live_bytes: 0,
             stored_records: 0,
@@ -106,7 +105,7 @@ impl Tenant {
     }
 
     /// A tenant from a snapshot's state (items are loaded separately).
-    pub(crate) fn from_state(name: &str, state: &TenantState) -> Result<Tenant> {
+    pub(crate) fn from_meta(name: &str, state: &TenantMeta) -> Result<Tenant> {
         let mut t = Tenant::new(name, TenantConfig::from_json(&state.config_json)?)?;
         t.previous = match &state.previous_json {
             Some(j) => Some(TenantConfig::from_json(j)?),
@@ -142,7 +141,7 @@ impl Tenant {
 
     /// The slot of a live item.
     pub(crate) fn slot_of(&self, item_id: &str) -> Option<u32> {
-        self.ids.get(item_id).copied()
+        self.dir.slot_of(item_id)
     }
 
     pub(crate) fn idempotent(&self, key: &str) -> Option<&IdemEntry> {
@@ -172,8 +171,7 @@ impl Tenant {
         // the same after a restart as before it.
         records.sort_by_key(|r| r.0);
         self.index = CandidateIndex::for_params(&self.params);
-        self.slots.clear();
-        self.ids.clear();
+        self.dir = Directory::new();
         self.live_items = 0;
         self.live_bytes = 0;
         self.stored_records = records.len() as u64;
@@ -185,14 +183,14 @@ impl Tenant {
                 .fingerprinter
                 .band_keys(&signature)
                 .map_err(|e| Error::corrupt("store record", format!("item {item_id:?}: {e}")))?;
-            self.insert_slot(item_id.into(), hash, &keys, &signature, bytes)?;
+            self.insert_slot(&item_id, hash, &keys, &signature, bytes)?;
         }
         Ok(())
     }
 
     fn insert_slot(
         &mut self,
-        item_id: Arc<str>,
+        item_id: &str,
         hash: [u8; 16],
         band_keys: &[u64],
         signature: &[u32],
@@ -205,22 +203,17 @@ impl Tenant {
             }
             _ => Error::from(e),
         })?;
-        debug_assert_eq!(slot as usize, self.slots.len());
-        self.ids.insert(Arc::clone(&item_id), slot);
-        self.slots.push(Some(item_id));
+        self.dir.insert(item_id, slot);
         self.live_items += 1;
         self.live_bytes += bytes;
         Ok(())
     }
 
     fn remove_slot(&mut self, old: &ItemRecord) {
-        let Some(slot) = self.ids.remove(old.item_id.as_str()) else {
+        let Some(slot) = self.dir.remove(&old.item_id) else {
             return;
         };
         self.index.remove(slot);
-        if let Some(s) = self.slots.get_mut(slot as usize) {
-            *s = None;
-        }
         self.live_items = self.live_items.saturating_sub(1);
         self.live_bytes = self.live_bytes.saturating_sub(old.content_bytes);
     }
@@ -237,7 +230,7 @@ impl Tenant {
         let set = self.index.candidates(fp.into(), exclude, self.query_limits())?;
         let mut scored = Vec::with_capacity(set.ids.len());
         for c in &set.ids {
-            let Some(Some(item_id)) = self.slots.get(c.id as usize) else {
+            let Some(item_id) = self.dir.id(c.id) else {
                 continue;
             };
             let Some(rec) = store.get(&self.name, item_id)? else {
@@ -285,7 +278,7 @@ impl Tenant {
                     }
                     let keys = self.fingerprinter.band_keys(&record.signature)?;
                     let r = &record;
-                    self.insert_slot(r.item_id.as_str().into(), r.content_hash, &keys, &r.signature, r.content_bytes)?;
+                    self.insert_slot(&r.item_id, r.content_hash, &keys, &r.signature, r.content_bytes)?;
                     if old.is_none() {
                         self.stored_records += 1;
                     }
@@ -352,20 +345,14 @@ impl Tenant {
         }
     }
 
-    /// The tenant's whole state, for a snapshot.
-    pub(crate) fn state(&self, store: &dyn Store) -> Result<TenantState> {
-        let mut items = Vec::new();
-        store.scan(&self.name, None, &mut |r| {
-            items.push(r);
-            Ok(std::ops::ControlFlow::Continue(()))
-        })?;
-        Ok(TenantState {
+    /// The tenant's state besides its records, for a snapshot.
+    pub(crate) fn meta(&self) -> Result<TenantMeta> {
+        Ok(TenantMeta {
             config_json: self.config.to_json()?,
             previous_json: self.previous.as_ref().map(TenantConfig::to_json).transpose()?,
             tombstones: self.tombstones.iter().map(|(k, v)| (k.clone(), *v)).collect(),
             idempotency: self.idem_order.iter().filter_map(|k| self.idem.get(k).cloned()).collect(),
             labels: self.labels.clone(),
-            items,
         })
     }
 
@@ -387,7 +374,7 @@ impl Tenant {
 
     /// Live item ids in slot (write) order.
     pub(crate) fn live_ids(&self) -> impl Iterator<Item = &str> {
-        self.slots.iter().flatten().map(|s| &**s)
+        (0..self.dir.slots()).filter(|&s| self.index.is_live(s)).filter_map(|s| self.dir.id(s))
     }
 
     /// Bucket statistics for `stats`.
@@ -395,14 +382,11 @@ impl Tenant {
         self.index.largest_buckets(1).first().map(|b| b.2).unwrap_or(0)
     }
 
-    /// Approximate resident bytes of the in-memory index: the candidate
-    /// index from its capacities, plus the item directory (slot table, id
-    /// map entries and the shared id strings).
+    /// Resident bytes of the in-memory index, counted from capacities: the
+    /// candidate index (postings, keys, sketches, hashes, flags) and the
+    /// item directory (id bytes, locations, the id → slot map).
     pub(crate) fn resident_estimate(&self) -> u64 {
-        let cap = self.ids.capacity();
-        let map = if cap == 0 { 0 } else { (cap * 8 / 7 + 1).next_power_of_two() * 25 };
-        let strings: u64 = self.slots.iter().flatten().map(|s| (16 + s.len()).next_multiple_of(8) as u64).sum();
-        self.index.heap_bytes() + (self.slots.capacity() * 16 + map) as u64 + strings
+        self.index.heap_bytes() + self.dir.heap_bytes()
     }
 
     pub(crate) fn content_hash_of_slot(&self, slot: u32) -> Option<[u8; 16]> {

@@ -1,6 +1,5 @@
 //! Index lifecycle: snapshot, restore, rebuild, shadow, rollback, compaction.
 
-use axum::body::Body;
 use axum::extract::State;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::Response;
@@ -8,13 +7,16 @@ use axum::Json;
 
 use crate::auth::{Principal, Scope};
 use crate::error::{ApiError, ApiResult, StdErrors};
-use crate::extract::{ApiJson, OctetBody, P};
+use crate::extract::{ApiJson, OctetStream, P};
 use crate::observe::note_error;
 use crate::state::AppState;
 use crate::wire::{Done, ReconfigureRequest, RestoreResponse, ShadowView};
 
 /// The tenant's snapshot (versioned, checksummed; encrypted when the
-/// service has a snapshot key).
+/// service has a snapshot key), streamed as it is written: the first bytes
+/// leave at once and memory stays bounded whatever the tenant's size. A
+/// failure part-way cuts the connection; the body is then incomplete and
+/// fails to restore.
 #[utoipa::path(get, path = "/v1/tenants/{tenant}/snapshot", tag = "lifecycle",
     params(("tenant" = String, Path, description = "Tenant id")),
     responses((status = 200, content_type = "application/octet-stream", body = Vec<u8>), StdErrors),
@@ -22,15 +24,36 @@ use crate::wire::{Done, ReconfigureRequest, RestoreResponse, ShadowView};
 pub(crate) async fn snapshot(State(s): State<AppState>, p: Principal, P(tenant): P<String>) -> ApiResult<Response> {
     s.enter(&p, &tenant, Scope::Admin, 0)?;
     let t = tenant.clone();
-    let bytes = s.run(move |e| e.snapshot(&t)).await?;
-    s.journal.audit(&tenant, p.actor(), "snapshot_download", format!("{} bytes", bytes.len()));
+    // Unknown tenants get their 404 before the stream starts.
+    s.run(move |e| e.tenant_config(&t)).await?;
+    let (mut out, body) = crate::stream::response_body();
+    let (state, t, actor) = (s.clone(), tenant.clone(), p.actor().to_string());
+    s.spawn_engine(move |e| {
+        match e.snapshot_to(&t, &mut out).and_then(|h| {
+            std::io::Write::flush(&mut out).map_err(neardup_index::Error::from)?;
+            Ok(h)
+        }) {
+            Ok(h) => state.journal.audit(
+                &t,
+                actor,
+                "snapshot_download",
+                format!("{} items at lsn {}", h.items, h.covered_lsn),
+            ),
+            Err(err) => {
+                tracing::warn!(tenant = %t, error = %err, "snapshot download failed part-way");
+                out.fail(&err);
+            }
+        }
+    });
     Response::builder()
         .header(CONTENT_TYPE, "application/octet-stream")
-        .body(Body::from(bytes))
+        .body(body)
         .map_err(|e| ApiError::internal(e.to_string()))
 }
 
-/// Replaces the tenant's state with a snapshot (checked completely first).
+/// Replaces the tenant's state with a snapshot of any size, streamed to
+/// disk and checked completely before anything changes. The caller's scope
+/// and the tenant are checked before a byte of the body is read.
 #[utoipa::path(put, path = "/v1/tenants/{tenant}/snapshot", tag = "lifecycle",
     request_body(content = Vec<u8>, content_type = "application/octet-stream"),
     params(("tenant" = String, Path, description = "Tenant id")),
@@ -39,11 +62,12 @@ pub(crate) async fn restore(
     State(s): State<AppState>,
     p: Principal,
     P(tenant): P<String>,
-    OctetBody(bytes): OctetBody,
+    OctetStream(body, declared): OctetStream,
 ) -> ApiResult<Json<RestoreResponse>> {
-    s.enter(&p, &tenant, Scope::Admin, bytes.len())?;
+    s.enter(&p, &tenant, Scope::Admin, declared.unwrap_or(0) as usize)?;
+    let mut input = crate::stream::request_reader(body, |_| {});
     let t = tenant.clone();
-    let h = s.run(move |e| e.restore(&t, &bytes)).await.inspect_err(|e| note_error(&s, &tenant, e))?;
+    let h = s.run(move |e| e.restore_from(&t, &mut input)).await.inspect_err(|e| note_error(&s, &tenant, e))?;
     s.metrics.snapshot_written(&tenant, std::time::SystemTime::now());
     s.journal.audit(&tenant, p.actor(), "restore", format!("{} items at lsn {}", h.items, h.covered_lsn));
     Ok(Json(RestoreResponse {

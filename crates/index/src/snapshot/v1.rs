@@ -1,9 +1,8 @@
-//! Tenant snapshots: one tenant's complete state at one log position.
-//!
-//! A file is a magic and version, a clear-text postcard [`SnapshotHeader`],
-//! the postcard tenant state (optionally ChaCha20-Poly1305 encrypted), and a
-//! CRC-32 over everything; the byte layout is in `docs/index-format.md`
-//! (format version 1).
+//! Snapshot format version 1, read for compatibility (the service writes
+//! version 2, `super`): a magic and version, a clear-text postcard
+//! [`SnapshotHeader`], the whole postcard tenant state in one payload
+//! (optionally ChaCha20-Poly1305 encrypted), and a CRC-32 over everything.
+//! Decoding holds the whole file in memory, which version 2 does not.
 //!
 //! The header is readable without the key (so recovery can pick the newest
 //! snapshot of each tenant) but is authenticated with the payload when
@@ -15,58 +14,13 @@
 
 use chacha20poly1305::aead::{Aead, KeyInit, Payload};
 use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
-use serde::{Deserialize, Serialize};
 
-use crate::command::IdemEntry;
 use crate::error::{Error, ErrorKind, Result};
-use crate::feedback::LabelEvent;
-use crate::item::ItemRecord;
 
-const MAGIC: &[u8; 8] = b"NDUPSNAP";
-/// The snapshot format version this build writes and reads.
-pub const SNAPSHOT_VERSION: u32 = 1;
-const FLAG_ENCRYPTED: u32 = 1;
-const MAX_HEADER: u32 = 64 << 10;
+use super::{SnapshotHeader, TenantState, FLAG_ENCRYPTED, MAGIC, MAX_HEADER};
 
-/// The clear-text header of a snapshot.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SnapshotHeader {
-    /// Tenant id.
-    pub tenant: String,
-    /// Epoch: the log sequence number the snapshot covers (every command of
-    /// this tenant at or below it is included).
-    pub covered_lsn: u64,
-    /// Normalizer version (e.g. `seed-v1`).
-    pub normalization_version: String,
-    /// Feature hash version.
-    pub feature_hash_version: String,
-    /// Content hash version.
-    pub content_hash_version: String,
-    /// Signature scheme version.
-    pub signature_version: String,
-    /// LSH layout, `{bands}x{rows}`.
-    pub lsh_version: String,
-    /// Policy, `{id}@v{version}`.
-    pub policy_version: String,
-    /// The full fingerprint version string.
-    pub fingerprint_version: String,
-    /// Records in the payload.
-    pub items: u64,
-}
-
-/// A tenant's whole state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct TenantState {
-    pub config_json: String,
-    pub previous_json: Option<String>,
-    /// Tombstone markers, sorted by item id.
-    pub tombstones: Vec<(String, u64)>,
-    /// Idempotency keys, oldest first.
-    pub idempotency: Vec<IdemEntry>,
-    pub labels: Vec<LabelEvent>,
-    /// Every stored record (live and tombstoned), sorted by item id.
-    pub items: Vec<ItemRecord>,
-}
+/// This module's version.
+pub(crate) const VERSION: u32 = 1;
 
 fn le_u32(b: &[u8], at: usize) -> Result<u32> {
     b.get(at..at + 4)
@@ -82,6 +36,7 @@ fn le_u64(b: &[u8], at: usize) -> Result<u64> {
         .ok_or_else(|| Error::corrupt("snapshot", "truncated"))
 }
 
+#[cfg(test)]
 fn nonce_for(key: &[u8; 32], pre: &[u8], plain: &[u8]) -> [u8; 12] {
     let mut h = blake3::Hasher::new_keyed(key);
     h.update(b"neardup snapshot nonce v1");
@@ -93,13 +48,14 @@ fn nonce_for(key: &[u8; 32], pre: &[u8], plain: &[u8]) -> [u8; 12] {
     n
 }
 
-/// Encodes a snapshot, encrypting the payload when `key` is set.
+/// Encodes a version-1 snapshot (tests and fixtures only).
+#[cfg(test)]
 pub(crate) fn encode(header: &SnapshotHeader, state: &TenantState, key: Option<&[u8; 32]>) -> Result<Vec<u8>> {
     let h = postcard::to_stdvec(header).map_err(|e| Error::corrupt("snapshot", e.to_string()))?;
     let plain = postcard::to_stdvec(state).map_err(|e| Error::corrupt("snapshot", e.to_string()))?;
     let mut out = Vec::with_capacity(plain.len() + h.len() + 64);
     out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&SNAPSHOT_VERSION.to_le_bytes());
+    out.extend_from_slice(&VERSION.to_le_bytes());
     let flags = if key.is_some() { FLAG_ENCRYPTED } else { 0 };
     out.extend_from_slice(&flags.to_le_bytes());
     out.extend_from_slice(&(h.len() as u32).to_le_bytes());
@@ -127,7 +83,7 @@ pub(crate) fn encode(header: &SnapshotHeader, state: &TenantState, key: Option<&
 }
 
 /// Reads and checks the header (magic, version, checksum) without decrypting.
-pub fn read_header(bytes: &[u8]) -> Result<SnapshotHeader> {
+pub(crate) fn read_header(bytes: &[u8]) -> Result<SnapshotHeader> {
     split(bytes).map(|p| p.header)
 }
 
@@ -147,7 +103,7 @@ fn split(bytes: &[u8]) -> Result<Parts<'_>> {
         return Err(Error::corrupt("snapshot", "bad magic"));
     }
     let version = le_u32(bytes, 8)?;
-    if version != SNAPSHOT_VERSION {
+    if version != VERSION {
         return Err(Error::new(ErrorKind::UnsupportedFormat { what: "snapshot", version }));
     }
     let body = bytes.len() - 4;

@@ -1,0 +1,149 @@
+//! Scale benchmark of one tenant (plain binary, no harness): resident memory,
+//! disk, checkpoint and restart at N items, on the fjall store (records on
+//! disk), default tenant configuration, content retained.
+//!
+//! Items are ~1.9 KB of text (310 words from a 50,000-word vocabulary, one in
+//! ten a near copy of an earlier item), made on the fly from a fixed seed
+//! and loaded in batches of 1,024 with `--fsync os`. Reported: load rate;
+//! resident set growth per item after the load against the engine's own
+//! estimate; candidate and decide latency p50/p99; disk bytes per item
+//! (store, log, snapshots); checkpoint duration and peak resident set
+//! during it; restart duration and resident set after it.
+//!
+//! Run: `NEARDUP_BENCH_ITEMS=1000000 cargo bench -p neardup-index --bench scale`
+//! (default 200,000; `NEARDUP_BENCH_DIR` puts the data on a chosen disk).
+
+use std::path::Path;
+use std::time::Instant;
+
+use neardup_core::Config;
+use neardup_index::{Engine, EngineOptions, FsyncPolicy, Item, Query, StoreKind, TenantConfig};
+
+fn text(i: u64) -> String {
+    let base = if i > 10 && i % 10 == 0 { i / 3 } else { i };
+    let mut x = base.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5eed;
+    let mut out = String::with_capacity(2000);
+    for w in 0..310u64 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let word = if base != i && w % 25 == 0 { (x ^ i) % 50_000 } else { x % 50_000 };
+        out.push('w');
+        out.push_str(&word.to_string());
+        out.push(' ');
+    }
+    out
+}
+
+fn status(field: &str) -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_owned))
+        .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()))
+        .map_or(0, |kb| kb * 1024)
+}
+
+fn reset_peak() {
+    // Linux resets VmHWM to the current RSS when 5 is written to clear_refs.
+    let _ = std::fs::write("/proc/self/clear_refs", "5");
+}
+
+fn du(dir: &Path) -> u64 {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        total += if p.is_dir() { du(&p) } else { e.metadata().map(|m| m.len()).unwrap_or(0) };
+    }
+    total
+}
+
+fn pct(v: &mut [f64], p: f64) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[((v.len() as f64 - 1.0) * p).round() as usize]
+}
+
+fn main() {
+    let n: u64 = std::env::var("NEARDUP_BENCH_ITEMS").ok().and_then(|s| s.parse().ok()).unwrap_or(200_000);
+    let root =
+        std::env::var("NEARDUP_BENCH_DIR").map(std::path::PathBuf::from).unwrap_or_else(|_| std::env::temp_dir());
+    let dir = tempfile::tempdir_in(root).unwrap();
+    let opts = EngineOptions { fsync: FsyncPolicy::Os, store: StoreKind::Fjall, ..EngineOptions::default() };
+    println!("# neardup-index scale bench: {n} items of ~1.9 KB, fjall store, content retained");
+    let rss0 = status("VmRSS:");
+    let e = Engine::open(dir.path(), opts.clone()).unwrap();
+    e.create_tenant("t", TenantConfig::new(Config::default())).unwrap();
+    let t0 = Instant::now();
+    let mut text_bytes = 0u64;
+    let mut next = 0u64;
+    while next < n {
+        let end = (next + 1024).min(n);
+        let items: Vec<Item> = (next..end)
+            .map(|i| {
+                let t = text(i);
+                text_bytes += t.len() as u64;
+                Item::text(format!("item-{i}"), t)
+            })
+            .collect();
+        for r in e.upsert_batch("t", items).unwrap() {
+            r.unwrap();
+        }
+        next = end;
+        if next % 1_000_000 == 0 {
+            eprintln!("  {next} items, {:.0} s, RSS {} MB", t0.elapsed().as_secs_f64(), status("VmRSS:") >> 20);
+        }
+    }
+    let load_s = t0.elapsed().as_secs_f64();
+    let rss = status("VmRSS:");
+    let st = e.stats("t").unwrap();
+    println!("load: {load_s:.1} s, {:.0} items/s, {:.1} MB of text", n as f64 / load_s, text_bytes as f64 / 1e6);
+    println!(
+        "resident after load: {} MB, growth {:.0} B/item; engine estimate {:.0} B/item",
+        rss >> 20,
+        rss.saturating_sub(rss0) as f64 / n as f64,
+        st.resident_bytes_estimate as f64 / n as f64
+    );
+    let mut lat = Vec::new();
+    for i in 0..2_000u64 {
+        let q = text((i * 7919) % n);
+        let t = Instant::now();
+        e.candidates("t", Query::Content(&q), 100).unwrap();
+        lat.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    println!("candidates: p50 {:.3} ms p99 {:.3} ms", pct(&mut lat, 0.5), pct(&mut lat, 0.99));
+    let mut lat = Vec::new();
+    for i in 0..2_000u64 {
+        let q = text(n + i);
+        let t = Instant::now();
+        e.decide("t", &q).unwrap();
+        lat.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    println!("decide: p50 {:.3} ms p99 {:.3} ms", pct(&mut lat, 0.5), pct(&mut lat, 0.99));
+    println!("disk before checkpoint: {:.0} B/item (store + log)", du(dir.path()) as f64 / n as f64);
+    reset_peak();
+    let rss_before = status("VmRSS:");
+    let t0 = Instant::now();
+    e.checkpoint().unwrap();
+    println!(
+        "checkpoint: {:.1} s, peak RSS {} MB (before {} MB)",
+        t0.elapsed().as_secs_f64(),
+        status("VmHWM:") >> 20,
+        rss_before >> 20
+    );
+    println!("disk after checkpoint: {:.0} B/item", du(dir.path()) as f64 / n as f64);
+    for sub in ["store", "wal", "snapshots"] {
+        println!("  {sub}: {:.0} B/item", du(&dir.path().join(sub)) as f64 / n as f64);
+    }
+    drop(e);
+    reset_peak();
+    let rss_closed = status("VmRSS:");
+    let t0 = Instant::now();
+    let e = Engine::open(dir.path(), opts).unwrap();
+    println!(
+        "restart: {:.1} s; RSS after {} MB (closed {} MB), peak {} MB; {} live items",
+        t0.elapsed().as_secs_f64(),
+        status("VmRSS:") >> 20,
+        rss_closed >> 20,
+        status("VmHWM:") >> 20,
+        e.stats("t").unwrap().live_items
+    );
+}

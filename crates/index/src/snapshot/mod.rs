@@ -1,0 +1,661 @@
+//! Tenant snapshots: one tenant's state at one log position, written and
+//! read as a stream, so that neither side ever holds the whole state.
+//!
+//! Format version 2 (byte layout in `docs/index-format.md`): a fixed prefix
+//! (magic, version, flags, header length), a clear-text postcard
+//! [`SnapshotHeader`], then frames — one `meta` frame (configuration,
+//! tombstones, idempotency keys, labels), any number of `records` frames of
+//! at most [`FRAME_TARGET`] bytes, one `end` frame with the record count —
+//! and a CRC-32 of everything before it. Each frame carries its own CRC-32;
+//! with a key, each frame's body is sealed with ChaCha20-Poly1305 under a
+//! synthetic nonce (keyed BLAKE3 of the frame's position, kind and
+//! plaintext), with the header, the frame's index and kind as associated
+//! data: frames cannot be altered, reordered, dropped or moved between
+//! files, a missing `end` frame is a truncated file, and equal states give
+//! equal bytes. An engine configured with a key refuses unencrypted
+//! snapshots, so encryption cannot be stripped.
+//!
+//! Flag bit 1 marks a *store checkpoint*: the meta frame and no records,
+//! written by an engine whose item store is persistent (fjall) after the
+//! store itself was made durable; its records are the store's.
+//!
+//! Version 1 (one payload, read whole) is still read ([`v1`]).
+
+pub(crate) mod v1;
+
+use std::io::{Read, Write};
+
+use chacha20poly1305::aead::{Aead, KeyInit, Payload};
+use chacha20poly1305::{ChaCha20Poly1305, Key, Nonce};
+use serde::{Deserialize, Serialize};
+
+use crate::command::IdemEntry;
+use crate::error::{Error, ErrorKind, Result};
+use crate::feedback::LabelEvent;
+use crate::item::ItemRecord;
+
+pub(crate) const MAGIC: &[u8; 8] = b"NDUPSNAP";
+/// The snapshot format version this build writes (it reads 1 and 2).
+pub const SNAPSHOT_VERSION: u32 = 2;
+pub(crate) const FLAG_ENCRYPTED: u32 = 1;
+/// Records live in the engine's persistent store, not in the file.
+pub(crate) const FLAG_STORE_CHECKPOINT: u32 = 2;
+pub(crate) const MAX_HEADER: u32 = 64 << 10;
+/// Plaintext bytes a records frame is filled to before it is written.
+pub const FRAME_TARGET: usize = 4 << 20;
+/// Largest frame body accepted, so a corrupt length cannot drive an allocation.
+const MAX_FRAME: u32 = 64 << 20;
+const PREFIX: usize = 20;
+const FRAME_HEAD: usize = 1 + 4 + 4 + 12;
+
+const KIND_META: u8 = 1;
+const KIND_RECORDS: u8 = 2;
+const KIND_END: u8 = 3;
+
+/// The clear-text header of a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotHeader {
+    /// Tenant id.
+    pub tenant: String,
+    /// Epoch: the log sequence number the snapshot covers (every command of
+    /// this tenant at or below it is included).
+    pub covered_lsn: u64,
+    /// Normalizer version (e.g. `seed-v1`).
+    pub normalization_version: String,
+    /// Feature hash version.
+    pub feature_hash_version: String,
+    /// Content hash version.
+    pub content_hash_version: String,
+    /// Signature scheme version.
+    pub signature_version: String,
+    /// LSH layout, `{bands}x{rows}`.
+    pub lsh_version: String,
+    /// Policy, `{id}@v{version}`.
+    pub policy_version: String,
+    /// The full fingerprint version string.
+    pub fingerprint_version: String,
+    /// Records in the snapshot (0 in a store checkpoint).
+    pub items: u64,
+}
+
+/// A tenant's state besides its records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct TenantMeta {
+    pub config_json: String,
+    pub previous_json: Option<String>,
+    /// Tombstone markers, sorted by item id.
+    pub tombstones: Vec<(String, u64)>,
+    /// Idempotency keys, oldest first.
+    pub idempotency: Vec<IdemEntry>,
+    pub labels: Vec<LabelEvent>,
+}
+
+/// A tenant's whole state in memory (version 1, and tests).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct TenantState {
+    pub config_json: String,
+    pub previous_json: Option<String>,
+    /// Tombstone markers, sorted by item id.
+    pub tombstones: Vec<(String, u64)>,
+    /// Idempotency keys, oldest first.
+    pub idempotency: Vec<IdemEntry>,
+    pub labels: Vec<LabelEvent>,
+    /// Every stored record (live and tombstoned), sorted by item id.
+    pub items: Vec<ItemRecord>,
+}
+
+impl TenantState {
+    pub(crate) fn split(self) -> (TenantMeta, Vec<ItemRecord>) {
+        let meta = TenantMeta {
+            config_json: self.config_json,
+            previous_json: self.previous_json,
+            tombstones: self.tombstones,
+            idempotency: self.idempotency,
+            labels: self.labels,
+        };
+        (meta, self.items)
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct EndFrame {
+    records: u64,
+}
+
+fn corrupt(detail: impl Into<String>) -> Error {
+    Error::corrupt("snapshot", detail)
+}
+
+fn io(e: std::io::Error) -> Error {
+    Error::io("snapshot", e)
+}
+
+/// Where a frame sits, bound into its seal: the header digest, index and kind.
+fn frame_aad(header_digest: &[u8; 32], index: u64, kind: u8) -> [u8; 41] {
+    let mut aad = [0u8; 41];
+    aad[..32].copy_from_slice(header_digest);
+    aad[32..40].copy_from_slice(&index.to_le_bytes());
+    aad[40] = kind;
+    aad
+}
+
+fn frame_nonce(key: &[u8; 32], aad: &[u8], plain: &[u8]) -> [u8; 12] {
+    let mut h = blake3::Hasher::new_keyed(key);
+    h.update(b"neardup snapshot frame nonce v2");
+    h.update(aad);
+    h.update(plain);
+    let mut n = [0u8; 12];
+    n.copy_from_slice(&h.finalize().as_bytes()[..12]);
+    n
+}
+
+/// Writes a version-2 snapshot to `W`, frame by frame.
+pub(crate) struct SnapshotWriter<W: Write> {
+    out: W,
+    key: Option<[u8; 32]>,
+    crc: crc32fast::Hasher,
+    digest: [u8; 32],
+    index: u64,
+    records: u64,
+    pending: Vec<u8>,
+    pending_count: u64,
+    expected: u64,
+}
+
+impl<W: Write> SnapshotWriter<W> {
+    /// Starts a snapshot: prefix, header and the meta frame.
+    pub(crate) fn start(
+        mut out: W,
+        header: &SnapshotHeader,
+        meta: &TenantMeta,
+        key: Option<&[u8; 32]>,
+        store_checkpoint: bool,
+    ) -> Result<SnapshotWriter<W>> {
+        let h = postcard::to_stdvec(header).map_err(|e| corrupt(format!("header: {e}")))?;
+        let mut flags = if key.is_some() { FLAG_ENCRYPTED } else { 0 };
+        if store_checkpoint {
+            flags |= FLAG_STORE_CHECKPOINT;
+        }
+        let mut prefix = Vec::with_capacity(PREFIX + h.len());
+        prefix.extend_from_slice(MAGIC);
+        prefix.extend_from_slice(&SNAPSHOT_VERSION.to_le_bytes());
+        prefix.extend_from_slice(&flags.to_le_bytes());
+        prefix.extend_from_slice(&(h.len() as u32).to_le_bytes());
+        prefix.extend_from_slice(&h);
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&prefix);
+        out.write_all(&prefix).map_err(io)?;
+        let mut w = SnapshotWriter {
+            out,
+            key: key.copied(),
+            crc,
+            digest: *blake3::hash(&prefix).as_bytes(),
+            index: 0,
+            records: 0,
+            pending: Vec::new(),
+            pending_count: 0,
+            expected: header.items,
+        };
+        let m = postcard::to_stdvec(meta).map_err(|e| corrupt(format!("meta: {e}")))?;
+        w.frame(KIND_META, &m)?;
+        Ok(w)
+    }
+
+    fn frame(&mut self, kind: u8, plain: &[u8]) -> Result<()> {
+        let aad = frame_aad(&self.digest, self.index, kind);
+        let (nonce, body) = match &self.key {
+            Some(k) => {
+                let nonce = frame_nonce(k, &aad, plain);
+                let cipher = ChaCha20Poly1305::new(Key::from_slice(k));
+                let ct = cipher
+                    .encrypt(Nonce::from_slice(&nonce), Payload { msg: plain, aad: &aad })
+                    .map_err(|_| Error::new(ErrorKind::SnapshotAuth { detail: "encryption failed".into() }))?;
+                (nonce, ct)
+            }
+            None => ([0u8; 12], plain.to_vec()),
+        };
+        let len = u32::try_from(body.len()).ok().filter(|&l| l <= MAX_FRAME).ok_or_else(|| {
+            Error::new(ErrorKind::TooLarge {
+                limit: "snapshot frame bytes",
+                max: u64::from(MAX_FRAME),
+                actual: body.len() as u64,
+            })
+        })?;
+        let mut head = [0u8; FRAME_HEAD];
+        head[0] = kind;
+        head[1..5].copy_from_slice(&len.to_le_bytes());
+        head[5..9].copy_from_slice(&crc32fast::hash(&body).to_le_bytes());
+        head[9..21].copy_from_slice(&nonce);
+        self.crc.update(&head);
+        self.crc.update(&body);
+        self.out.write_all(&head).and_then(|_| self.out.write_all(&body)).map_err(io)?;
+        self.index += 1;
+        Ok(())
+    }
+
+    /// Adds one record (records are framed in batches of about [`FRAME_TARGET`] bytes).
+    pub(crate) fn record(&mut self, r: &ItemRecord) -> Result<()> {
+        let bytes = postcard::to_stdvec(r).map_err(|e| corrupt(format!("record: {e}")))?;
+        // A records frame is a postcard sequence: a varint count, then records.
+        self.pending.extend_from_slice(&bytes);
+        self.pending_count += 1;
+        self.records += 1;
+        if self.pending.len() >= FRAME_TARGET {
+            self.flush_records()?;
+        }
+        Ok(())
+    }
+
+    fn flush_records(&mut self) -> Result<()> {
+        if self.pending_count == 0 {
+            return Ok(());
+        }
+        let mut plain = Vec::with_capacity(self.pending.len() + 10);
+        let mut n = self.pending_count;
+        loop {
+            let b = (n & 0x7f) as u8;
+            n >>= 7;
+            if n == 0 {
+                plain.push(b);
+                break;
+            }
+            plain.push(b | 0x80);
+        }
+        plain.extend_from_slice(&self.pending);
+        self.pending.clear();
+        self.pending_count = 0;
+        self.frame(KIND_RECORDS, &plain)
+    }
+
+    /// Ends the snapshot (end frame, CRC) and returns the writer. Fails when
+    /// the records written differ from the header's count.
+    pub(crate) fn finish(mut self) -> Result<W> {
+        self.flush_records()?;
+        if self.records != self.expected {
+            return Err(Error::state(format!(
+                "snapshot of {} records announced {}; nothing was published",
+                self.records, self.expected
+            )));
+        }
+        let end = postcard::to_stdvec(&EndFrame { records: self.records }).map_err(|e| corrupt(e.to_string()))?;
+        self.frame(KIND_END, &end)?;
+        let c = self.crc.clone().finalize();
+        self.out.write_all(&c.to_le_bytes()).map_err(io)?;
+        self.out.flush().map_err(io)?;
+        Ok(self.out)
+    }
+}
+
+/// What a snapshot holds, part by part.
+#[derive(Debug)]
+pub(crate) enum Part {
+    /// The tenant's state besides records (always first).
+    Meta(TenantMeta),
+    /// A batch of records.
+    Records(Vec<ItemRecord>),
+}
+
+/// Reads a snapshot (version 2 as a stream; version 1 whole) part by part,
+/// checking every frame; the last call checks the count and the CRC.
+pub(crate) struct SnapshotReader<R: Read> {
+    inner: Inner<R>,
+    header: SnapshotHeader,
+    store_checkpoint: bool,
+}
+
+enum Inner<R: Read> {
+    V1 { parts: std::vec::IntoIter<Part> },
+    V2(Box<V2Reader<R>>),
+}
+
+struct V2Reader<R: Read> {
+    input: R,
+    key: Option<[u8; 32]>,
+    encrypted: bool,
+    crc: crc32fast::Hasher,
+    digest: [u8; 32],
+    index: u64,
+    records: u64,
+    done: bool,
+}
+
+fn read_exact_or(r: &mut impl Read, buf: &mut [u8], what: &str) -> Result<()> {
+    r.read_exact(buf).map_err(|e| match e.kind() {
+        std::io::ErrorKind::UnexpectedEof => corrupt(format!("truncated in the {what}")),
+        _ => io(e),
+    })
+}
+
+impl<R: Read> SnapshotReader<R> {
+    /// Reads the prefix and header; `key` as the engine's (a keyed engine
+    /// accepts only encrypted snapshots, an engine without one only plain).
+    /// Version 1 files are read whole here (at most `max_v1` bytes).
+    pub(crate) fn open(mut input: R, key: Option<&[u8; 32]>, max_v1: u64) -> Result<SnapshotReader<R>> {
+        let mut prefix = [0u8; PREFIX];
+        read_exact_or(&mut input, &mut prefix, "prefix")?;
+        if &prefix[..8] != MAGIC {
+            return Err(corrupt("bad magic"));
+        }
+        let version = u32::from_le_bytes([prefix[8], prefix[9], prefix[10], prefix[11]]);
+        if version == v1::VERSION {
+            let mut bytes = prefix.to_vec();
+            (&mut input).take(max_v1.saturating_sub(PREFIX as u64) + 1).read_to_end(&mut bytes).map_err(io)?;
+            if bytes.len() as u64 > max_v1 {
+                return Err(Error::new(ErrorKind::TooLarge {
+                    limit: "version 1 snapshot bytes",
+                    max: max_v1,
+                    actual: bytes.len() as u64,
+                }));
+            }
+            let (header, state) = v1::decode(&bytes, key)?;
+            let (meta, items) = state.split();
+            let mut parts = vec![Part::Meta(meta)];
+            parts.extend(items.chunks(4096).map(|c| Part::Records(c.to_vec())));
+            return Ok(SnapshotReader {
+                inner: Inner::V1 { parts: parts.into_iter() },
+                header,
+                store_checkpoint: false,
+            });
+        }
+        if version != SNAPSHOT_VERSION {
+            return Err(Error::new(ErrorKind::UnsupportedFormat { what: "snapshot", version }));
+        }
+        let flags = u32::from_le_bytes([prefix[12], prefix[13], prefix[14], prefix[15]]);
+        if flags & !(FLAG_ENCRYPTED | FLAG_STORE_CHECKPOINT) != 0 {
+            return Err(corrupt(format!("unknown flags {flags:#x}")));
+        }
+        let encrypted = flags & FLAG_ENCRYPTED != 0;
+        match (encrypted, key) {
+            (true, None) => {
+                return Err(Error::new(ErrorKind::SnapshotAuth {
+                    detail: "the snapshot is encrypted and no key is configured".into(),
+                }))
+            }
+            (false, Some(_)) => {
+                return Err(Error::new(ErrorKind::SnapshotAuth {
+                    detail: "a key is configured and the snapshot is not encrypted".into(),
+                }))
+            }
+            _ => {}
+        }
+        let h = u32::from_le_bytes([prefix[16], prefix[17], prefix[18], prefix[19]]);
+        if h > MAX_HEADER {
+            return Err(corrupt("header too long"));
+        }
+        let mut hb = vec![0u8; h as usize];
+        read_exact_or(&mut input, &mut hb, "header")?;
+        let header: SnapshotHeader = postcard::from_bytes(&hb).map_err(|e| corrupt(format!("header: {e}")))?;
+        let mut crc = crc32fast::Hasher::new();
+        crc.update(&prefix);
+        crc.update(&hb);
+        let mut all = prefix.to_vec();
+        all.extend_from_slice(&hb);
+        let reader = V2Reader {
+            input,
+            key: key.copied(),
+            encrypted,
+            crc,
+            digest: *blake3::hash(&all).as_bytes(),
+            index: 0,
+            records: 0,
+            done: false,
+        };
+        Ok(SnapshotReader {
+            inner: Inner::V2(Box::new(reader)),
+            header,
+            store_checkpoint: flags & FLAG_STORE_CHECKPOINT != 0,
+        })
+    }
+
+    /// The header.
+    pub(crate) fn header(&self) -> &SnapshotHeader {
+        &self.header
+    }
+
+    /// True for a store checkpoint (records live in the engine's store).
+    pub(crate) fn is_store_checkpoint(&self) -> bool {
+        self.store_checkpoint
+    }
+
+    /// The next part, or `None` after the last one (count and CRC checked).
+    pub(crate) fn next_part(&mut self) -> Result<Option<Part>> {
+        match &mut self.inner {
+            Inner::V1 { parts } => Ok(parts.next()),
+            Inner::V2(r) => r.next_part(&self.header),
+        }
+    }
+}
+
+impl<R: Read> V2Reader<R> {
+    fn next_part(&mut self, header: &SnapshotHeader) -> Result<Option<Part>> {
+        if self.done {
+            return Ok(None);
+        }
+        let mut head = [0u8; FRAME_HEAD];
+        read_exact_or(&mut self.input, &mut head, "frames")?;
+        let kind = head[0];
+        let len = u32::from_le_bytes([head[1], head[2], head[3], head[4]]);
+        if len > MAX_FRAME {
+            return Err(corrupt(format!("a frame of {len} bytes is over the limit")));
+        }
+        let mut body = vec![0u8; len as usize];
+        read_exact_or(&mut self.input, &mut body, "frames")?;
+        if u32::from_le_bytes([head[5], head[6], head[7], head[8]]) != crc32fast::hash(&body) {
+            return Err(corrupt(format!("frame {} fails its checksum", self.index)));
+        }
+        self.crc.update(&head);
+        self.crc.update(&body);
+        let expected = match self.index {
+            0 => KIND_META,
+            _ if kind == KIND_END => KIND_END,
+            _ => KIND_RECORDS,
+        };
+        if kind != expected {
+            return Err(corrupt(format!("frame {} is of kind {kind}, expected {expected}", self.index)));
+        }
+        let aad = frame_aad(&self.digest, self.index, kind);
+        let plain = match (&self.key, self.encrypted) {
+            (Some(k), true) => ChaCha20Poly1305::new(Key::from_slice(k))
+                .decrypt(Nonce::from_slice(&head[9..21]), Payload { msg: &body, aad: &aad })
+                .map_err(|_| {
+                    Error::new(ErrorKind::SnapshotAuth {
+                        detail: "a frame was modified, moved or sealed with another key".into(),
+                    })
+                })?,
+            _ => body,
+        };
+        self.index += 1;
+        match kind {
+            KIND_META => {
+                let meta: TenantMeta = postcard::from_bytes(&plain).map_err(|e| corrupt(format!("meta: {e}")))?;
+                Ok(Some(Part::Meta(meta)))
+            }
+            KIND_RECORDS => {
+                let records: Vec<ItemRecord> =
+                    postcard::from_bytes(&plain).map_err(|e| corrupt(format!("records: {e}")))?;
+                for r in &records {
+                    r.validate()?;
+                }
+                self.records += records.len() as u64;
+                Ok(Some(Part::Records(records)))
+            }
+            _ => {
+                let end: EndFrame = postcard::from_bytes(&plain).map_err(|e| corrupt(format!("end: {e}")))?;
+                if end.records != self.records || end.records != header.items {
+                    return Err(corrupt(format!(
+                        "{} records read, the end frame says {}, the header {}",
+                        self.records, end.records, header.items
+                    )));
+                }
+                let mut c = [0u8; 4];
+                read_exact_or(&mut self.input, &mut c, "checksum")?;
+                if u32::from_le_bytes(c) != self.crc.clone().finalize() {
+                    return Err(corrupt("checksum mismatch"));
+                }
+                let mut extra = [0u8; 1];
+                if self.input.read(&mut extra).map_err(io)? != 0 {
+                    return Err(corrupt("bytes after the checksum"));
+                }
+                self.done = true;
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// Reads the header of a snapshot of either version from its first bytes
+/// (a version-1 file must be whole: its checksum is checked).
+pub fn read_header(bytes: &[u8]) -> Result<SnapshotHeader> {
+    if bytes.len() >= 12 && bytes[8..12] == v1::VERSION.to_le_bytes() {
+        return v1::read_header(bytes);
+    }
+    let r = SnapshotReader::open(bytes, None, 0).or_else(|e| match e.kind() {
+        ErrorKind::SnapshotAuth { .. } => SnapshotReader::open(bytes, Some(&[0; 32]), 0),
+        _ => Err(e),
+    })?;
+    Ok(r.header)
+}
+
+/// Reads a whole snapshot from `bytes` into memory (tests and small files).
+#[cfg(test)]
+pub(crate) fn decode_all(bytes: &[u8], key: Option<&[u8; 32]>) -> Result<(SnapshotHeader, TenantState, bool)> {
+    let mut r = SnapshotReader::open(bytes, key, u64::MAX)?;
+    let (mut meta, mut items) = (None, Vec::new());
+    while let Some(p) = r.next_part()? {
+        match p {
+            Part::Meta(m) => meta = Some(m),
+            Part::Records(rs) => items.extend(rs),
+        }
+    }
+    let m = meta.ok_or_else(|| corrupt("no meta frame"))?;
+    let state = TenantState {
+        config_json: m.config_json,
+        previous_json: m.previous_json,
+        tombstones: m.tombstones,
+        idempotency: m.idempotency,
+        labels: m.labels,
+        items,
+    };
+    Ok((r.header, state, r.store_checkpoint))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample(n: usize) -> (SnapshotHeader, TenantState) {
+        let items: Vec<ItemRecord> = (0..n)
+            .map(|i| {
+                let mut r = crate::store::tests::record(&format!("i{i:06}"), i as u64);
+                r.content = Some(format!("{i} ").repeat(50));
+                r
+            })
+            .collect();
+        (
+            SnapshotHeader {
+                tenant: "t".into(),
+                covered_lsn: 7,
+                normalization_version: "seed-v1".into(),
+                feature_hash_version: "xxh3-64".into(),
+                content_hash_version: "blake3-128".into(),
+                signature_version: "minhash-mulshift-v1".into(),
+                lsh_version: "8x4".into(),
+                policy_version: "default@v1".into(),
+                fingerprint_version: "f".into(),
+                items: n as u64,
+            },
+            TenantState {
+                config_json: "{}".into(),
+                previous_json: None,
+                tombstones: vec![("gone".into(), 2)],
+                idempotency: vec![],
+                labels: vec![],
+                items,
+            },
+        )
+    }
+
+    fn encode(h: &SnapshotHeader, s: &TenantState, key: Option<&[u8; 32]>) -> Vec<u8> {
+        let (meta, items) = s.clone().split();
+        let mut w = SnapshotWriter::start(Vec::new(), h, &meta, key, false).unwrap();
+        for r in &items {
+            w.record(r).unwrap();
+        }
+        w.finish().unwrap()
+    }
+
+    #[test]
+    fn round_trip_plain_and_encrypted_over_many_frames() {
+        // Enough records for several 4 MiB frames.
+        let (h, s) = sample(40_000);
+        let key = [9u8; 32];
+        for k in [None, Some(&key)] {
+            let bytes = encode(&h, &s, k);
+            assert!(bytes.len() > 2 * FRAME_TARGET);
+            assert_eq!(encode(&h, &s, k), bytes, "deterministic");
+            let (h2, s2, ckpt) = decode_all(&bytes, k).unwrap();
+            assert_eq!((h2, s2, ckpt), (h.clone(), s.clone(), false));
+            assert_eq!(read_header(&bytes).unwrap().covered_lsn, 7);
+        }
+    }
+
+    #[test]
+    fn version_1_files_still_read() {
+        let (h, s) = sample(3);
+        let bytes = v1::encode(&h, &s, None).unwrap();
+        let (h2, s2, _) = decode_all(&bytes, None).unwrap();
+        assert_eq!((h2, s2), (h.clone(), s));
+        assert_eq!(read_header(&bytes).unwrap(), h);
+    }
+
+    #[test]
+    fn truncated_flipped_and_extended_files_are_rejected() {
+        let (h, s) = sample(5);
+        let bytes = encode(&h, &s, None);
+        for cut in [0, 10, 19, 40, bytes.len() / 2, bytes.len() - 5, bytes.len() - 1] {
+            assert_eq!(decode_all(&bytes[..cut], None).unwrap_err().code(), "corrupt", "cut {cut}");
+        }
+        for i in 0..bytes.len() {
+            let mut b = bytes.clone();
+            b[i] ^= 1;
+            assert!(decode_all(&b, None).is_err(), "flip at {i} accepted");
+        }
+        let mut longer = bytes.clone();
+        longer.push(0);
+        assert!(decode_all(&longer, None).is_err());
+        // A header announcing more records than were written is refused at write time.
+        let (mut h2, s2) = sample(2);
+        h2.items = 3;
+        let (meta, items) = s2.split();
+        let mut w = SnapshotWriter::start(Vec::new(), &h2, &meta, None, false).unwrap();
+        for r in &items {
+            w.record(r).unwrap();
+        }
+        assert!(w.finish().is_err());
+    }
+
+    #[test]
+    fn sealed_frames_cannot_be_altered_moved_or_unsealed() {
+        let (h, s) = sample(5);
+        let key = [3u8; 32];
+        let bytes = encode(&h, &s, Some(&key));
+        // Alter a body byte and fix both checksums: authentication still fails.
+        let body = PREFIX + postcard::to_stdvec(&h).unwrap().len() + FRAME_HEAD + 2;
+        let mut b = bytes.clone();
+        b[body] ^= 0x80;
+        let head = body - 2 - FRAME_HEAD;
+        let len = u32::from_le_bytes(b[head + 1..head + 5].try_into().unwrap()) as usize;
+        let c = crc32fast::hash(&b[head + FRAME_HEAD..head + FRAME_HEAD + len]);
+        b[head + 5..head + 9].copy_from_slice(&c.to_le_bytes());
+        let n = b.len() - 4;
+        let c = crc32fast::hash(&b[..n]);
+        b[n..].copy_from_slice(&c.to_le_bytes());
+        assert_eq!(decode_all(&b, Some(&key)).unwrap_err().code(), "snapshot_auth");
+        assert_eq!(decode_all(&bytes, Some(&[4u8; 32])).unwrap_err().code(), "snapshot_auth");
+        assert_eq!(decode_all(&bytes, None).unwrap_err().code(), "snapshot_auth");
+        let plain = encode(&h, &s, None);
+        assert_eq!(decode_all(&plain, Some(&key)).unwrap_err().code(), "snapshot_auth");
+        // The header is readable without the key.
+        assert_eq!(read_header(&bytes).unwrap(), h);
+    }
+}
