@@ -329,6 +329,69 @@ impl CandidateIndex {
         Ok(id)
     }
 
+    /// Appends an item from an image row (see [`IndexView::row`]): folded
+    /// band keys (empty when it has none), sketch and content hash, as they
+    /// were stored. Returns its id.
+    pub fn insert_row(&mut self, folded: &[u32], sketch: &[u8], content_hash: ContentHash) -> Result<u32> {
+        let bands = self.lsh.bands as usize;
+        if !folded.is_empty() && (folded.len() != bands || sketch.len() != self.sketches.width()) {
+            return Err(Error::incompatible(format!(
+                "an image row of {} keys and {} sketch bytes for an index of {bands} bands and {}",
+                folded.len(),
+                sketch.len(),
+                self.sketches.width()
+            )));
+        }
+        let id = self.flags.len();
+        let id = u32::try_from(id)
+            .ok()
+            .filter(|&i| i <= MAX_ITEM_ID)
+            .ok_or_else(|| Error::limit("items per index", u64::from(MAX_ITEM_ID), id as u64))?;
+        let mut flags = LIVE;
+        if folded.is_empty() {
+            self.keys.push(&[]);
+            self.sketches.push(&[]);
+        } else {
+            flags |= BANDED;
+            for (band, &key) in folded.iter().enumerate() {
+                self.postings.insert(band, key, id);
+            }
+            self.keys.push(folded);
+            self.sketches.push(sketch);
+        }
+        self.postings.insert(bands, hash_key(&content_hash.0), id);
+        self.hashes.push(&[content_hash.0]);
+        self.flags.push(&[flags]);
+        self.live += 1;
+        Ok(id)
+    }
+
+    /// The row [`CandidateIndex::insert_row`] takes for an item with these
+    /// band keys and signature: folded keys and sketch (both empty without keys).
+    pub fn row_of(&self, band_keys: &[u64], signature: &[u32]) -> (Vec<u32>, Vec<u8>) {
+        if band_keys.is_empty() {
+            return (Vec::new(), Vec::new());
+        }
+        (band_keys.iter().map(|&k| fold_key(k)).collect(), self.sketch_of(signature))
+    }
+
+    /// A consistent copy of every item's keys, sketch, hash and flags as they
+    /// are now (shared pages: cheap), for writing an image while the index
+    /// keeps changing.
+    pub fn view(&self) -> IndexView {
+        IndexView {
+            keys: self.keys.view(),
+            sketches: self.sketches.view(),
+            hashes: self.hashes.view(),
+            flags: self.flags.view(),
+        }
+    }
+
+    /// Sketch bytes per item.
+    pub fn sketch_len(&self) -> usize {
+        self.sketches.width()
+    }
+
     /// Removes item `id` from every posting; false when unknown or already removed.
     pub fn remove(&mut self, id: u32) -> bool {
         let Some(keys) = self.band_keys(id) else {
@@ -569,6 +632,53 @@ thread_local! {
     static SHARED_BANDS: std::cell::RefCell<Vec<u16>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
+/// A frozen copy of a [`CandidateIndex`]'s per-item data (see
+/// [`CandidateIndex::view`]); postings are not copied: they are rebuilt
+/// from the keys when an image is loaded.
+#[derive(Debug, Clone)]
+pub struct IndexView {
+    keys: Pages<u32>,
+    sketches: Pages<u8>,
+    hashes: Pages<[u8; 16]>,
+    flags: Pages<u8>,
+}
+
+/// One item of an [`IndexView`].
+#[derive(Debug, Clone, Copy)]
+pub struct ImageRow<'a> {
+    /// Folded band keys (empty when the item has none).
+    pub folded: &'a [u32],
+    /// Sketch bytes (empty when the item has no band keys).
+    pub sketch: &'a [u8],
+    /// Content hash.
+    pub content_hash: ContentHash,
+}
+
+impl IndexView {
+    /// Ids in the view (live or removed).
+    pub fn slots(&self) -> u32 {
+        self.flags.len() as u32
+    }
+
+    /// Item `id` as [`CandidateIndex::insert_row`] takes it, when it was live.
+    pub fn row(&self, id: u32) -> Option<ImageRow<'_>> {
+        let i = id as usize;
+        if i >= self.flags.len() {
+            return None;
+        }
+        let f = self.flags.row(i)[0];
+        if f & LIVE == 0 {
+            return None;
+        }
+        let banded = f & BANDED != 0;
+        Some(ImageRow {
+            folded: if banded { self.keys.row(i) } else { &[] },
+            sketch: if banded { self.sketches.row(i) } else { &[] },
+            content_hash: ContentHash(self.hashes.row(i)[0]),
+        })
+    }
+}
+
 /// One query's inputs.
 struct Query<'a> {
     band_keys: &'a [u32],
@@ -770,6 +880,38 @@ mod tests {
         // A threshold the cut candidates could reach makes it partial.
         let got = ask(&idx, &q, h(60), None, QueryLimits { threshold: 0.1, ..lim });
         assert!(got.over_cap && got.cut_close && got.is_partial());
+    }
+
+    #[test]
+    fn an_image_rebuilds_the_same_answers() {
+        let mut idx = index(3, 1);
+        let lim = QueryLimits { max_candidates: 5, max_bucket_read: 7, threshold: 0.5 };
+        for i in 0..60u32 {
+            add(&mut idx, &[i % 3, i % 5, i % 11], h((i % 4) as u8));
+        }
+        idx.remove(7);
+        idx.remove(8);
+        let view = idx.view();
+        let reference = idx.clone();
+        idx.remove(9); // after the view: not in it
+        let mut copy = CandidateIndex::new(idx.lsh(), idx.seed(), 3, 8).unwrap();
+        let mut old_of = Vec::new();
+        for id in 0..view.slots() {
+            if let Some(r) = view.row(id) {
+                assert_eq!(copy.insert_row(r.folded, r.sketch, r.content_hash).unwrap() as usize, old_of.len());
+                old_of.push(id);
+            }
+        }
+        assert_eq!((copy.len(), reference.len()), (58, 58));
+        // Ids are renumbered densely in the same order, so every answer maps
+        // back to the reference's, in the same order.
+        for q in 0..40u32 {
+            let sig = [q % 3, q % 7, q % 11];
+            let got: Vec<(u32, u16)> =
+                ask(&copy, &sig, h(1), None, lim).ids.iter().map(|c| (old_of[c.id as usize], c.bands)).collect();
+            assert_eq!(got, ids(&ask(&reference, &sig, h(1), None, lim)), "query {q}");
+        }
+        assert!(copy.insert_row(&[1, 2], &[0; 3], h(0)).is_err());
     }
 
     #[test]

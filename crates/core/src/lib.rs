@@ -40,7 +40,7 @@ pub mod shingle;
 pub mod simhash;
 pub mod verify;
 
-pub use candidates::{fold_key, Candidate, CandidateIndex, CandidateSet, ItemKeys, MAX_ITEM_ID};
+pub use candidates::{fold_key, Candidate, CandidateIndex, CandidateSet, ImageRow, IndexView, ItemKeys, MAX_ITEM_ID};
 pub use config::{Config, Params, DEFAULT_RECALL_TARGET, DEFAULT_SEED, FORMAT_VERSION};
 pub use error::{Error, ErrorKind, Result};
 pub use fingerprint::{Degraded, Fingerprint, Fingerprinter, StoredFingerprint};

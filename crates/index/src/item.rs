@@ -60,6 +60,9 @@ impl Item {
     }
 }
 
+/// The first bytes of a compressed stored record.
+const COMPRESSED: [u8; 2] = [0xFF, 0x00];
+
 /// What the store keeps per item: canonical features, signature and metadata.
 /// Band keys are not stored; they are derived from the signature.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -76,7 +79,8 @@ pub struct ItemRecord {
     pub tokens: u32,
     /// Canonical, sorted, unique feature hashes (empty when degraded).
     pub features: Vec<u64>,
-    /// MinHash signature (empty when `features` is).
+    /// MinHash signature: in logged records; empty in stored ones (it is
+    /// recomputed from the features when needed) and when `features` is.
     pub signature: Vec<u32>,
     /// Shingles the content would have had, when over `max_shingles`
     /// (the item is then matched by exact hash only).
@@ -101,15 +105,59 @@ impl ItemRecord {
         self.tombstone.is_none()
     }
 
-    /// The fingerprint parts this record keeps. `signature`: use the stored
-    /// signature (same parameters) instead of recomputing it.
+    /// The fingerprint parts this record keeps. `signature`: use the
+    /// record's signature, when it has one (same parameters), instead of
+    /// recomputing it from the features (stored records carry none; logged
+    /// ones do).
     pub(crate) fn stored_fingerprint(&self, signature: bool) -> neardup_core::StoredFingerprint {
         neardup_core::StoredFingerprint {
             content_hash: neardup_core::ContentHash(self.content_hash),
             tokens: self.tokens,
             features: self.features.clone(),
-            signature: signature.then(|| self.signature.clone()),
+            signature: (signature && !self.signature.is_empty()).then(|| self.signature.clone()),
             degraded_shingles: self.degraded_shingles,
+        }
+    }
+
+    /// Encodes for the store: postcard, compressed with zstd (level 1) when
+    /// longer than 256 bytes — the text of a retained item shrinks two to
+    /// four times; a compressed value starts with the two bytes `FF 00`,
+    /// which no postcard record starts with (a non-canonical varint), so
+    /// values written before compression still read.
+    pub(crate) fn encode_stored(&self) -> Result<Vec<u8>> {
+        let plain = self.encode()?;
+        if plain.len() <= 256 {
+            return Ok(plain);
+        }
+        let mut out = Vec::with_capacity(plain.len() / 2 + 16);
+        out.extend_from_slice(&COMPRESSED);
+        zstd::stream::copy_encode(&plain[..], &mut out, 1)
+            .map_err(|e| Error::state(format!("compressing the record of {:?}: {e}", self.item_id)))?;
+        Ok(out)
+    }
+
+    /// Decodes [`ItemRecord::encode_stored`]'s output (compressed or not)
+    /// and validates it like input. A compressed value may expand to at
+    /// most 1 GiB plus the record's fixed parts.
+    pub(crate) fn decode_stored(bytes: &[u8]) -> Result<ItemRecord> {
+        match bytes.strip_prefix(&COMPRESSED) {
+            Some(z) => {
+                let mut plain = Vec::new();
+                let limit = (1u64 << 30) + (64 << 20);
+                std::io::Read::read_to_end(
+                    &mut std::io::Read::take(
+                        zstd::stream::Decoder::new(z).map_err(|e| Error::corrupt("store record", e.to_string()))?,
+                        limit + 1,
+                    ),
+                    &mut plain,
+                )
+                .map_err(|e| Error::corrupt("store record", e.to_string()))?;
+                if plain.len() as u64 > limit {
+                    return Err(Error::corrupt("store record", "expands beyond any record's size"));
+                }
+                ItemRecord::decode(&plain)
+            }
+            None => ItemRecord::decode(bytes),
         }
     }
 
@@ -129,7 +177,7 @@ impl ItemRecord {
         if !neardup_core::verify::is_canonical(&self.features) {
             return Err(Error::corrupt("store record", format!("features of {:?} are not canonical", self.item_id)));
         }
-        if self.features.is_empty() != self.signature.is_empty() {
+        if self.features.is_empty() && !self.signature.is_empty() {
             return Err(Error::corrupt(
                 "store record",
                 format!("signature of {:?} does not match its features", self.item_id),
@@ -181,5 +229,36 @@ impl From<&ItemRecord> for ItemInfo {
             decision: r.decision,
             tombstone: r.tombstone,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stored_records_compress_and_old_ones_still_read() {
+        let mut r = crate::store::tests::record("a", 1);
+        assert_eq!(ItemRecord::decode_stored(&r.encode_stored().unwrap()).unwrap(), r, "small: plain");
+        r.content = Some("the same words again and again ".repeat(200));
+        let stored = r.encode_stored().unwrap();
+        let plain = r.encode().unwrap();
+        assert!(
+            stored.starts_with(&COMPRESSED) && stored.len() * 4 < plain.len(),
+            "{} vs {}",
+            stored.len(),
+            plain.len()
+        );
+        assert_eq!(ItemRecord::decode_stored(&stored).unwrap(), r);
+        assert_eq!(ItemRecord::decode_stored(&plain).unwrap(), r, "a value written before compression");
+        let mut broken = stored.clone();
+        broken.truncate(stored.len() / 2);
+        assert_eq!(ItemRecord::decode_stored(&broken).unwrap_err().code(), "corrupt");
+        // A compression bomb is cut at the limit, not expanded.
+        let bomb =
+            zstd::stream::encode_all(std::io::Read::take(std::io::repeat(0), (1 << 30) + (65 << 20)), 3).unwrap();
+        let mut v = COMPRESSED.to_vec();
+        v.extend_from_slice(&bomb);
+        assert_eq!(ItemRecord::decode_stored(&v).unwrap_err().code(), "corrupt");
     }
 }

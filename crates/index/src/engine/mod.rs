@@ -88,6 +88,9 @@ pub struct RecoveryReport {
     pub records_replayed: u64,
     /// Log records for tenants that no longer exist.
     pub records_orphaned: u64,
+    /// Tenants whose candidate index was loaded from a checkpoint's index
+    /// image (the others were rebuilt by reading the store).
+    pub index_images: Vec<String>,
 }
 
 /// A candidate query: new content, or an item already stored.

@@ -12,7 +12,7 @@ use super::snapshots::{snapshot_files, MAX_V1_SNAPSHOT};
 use super::{Engine, EngineOptions, RecoveryReport, StoreKind};
 use crate::command::Command;
 use crate::error::{Error, Result};
-use crate::snapshot::{Part, SnapshotHeader, SnapshotReader};
+use crate::snapshot::{self, Part, SnapshotHeader, SnapshotReader};
 use crate::store::{FjallStore, MemStore, Store, StoreBatch};
 use crate::tenant::{ApplyMode, Tenant};
 use crate::tenant_config::{check_tenant_id, TenantConfig};
@@ -38,6 +38,9 @@ impl Engine {
         // (covered LSN, store applied LSN) per tenant.
         let mut bases: BTreeMap<String, (u64, Option<u64>)> = BTreeMap::new();
         let mut max_lsn = 0u64;
+        // Tenants whose index came from an image, and those the log changed.
+        let mut imaged: std::collections::BTreeSet<String> = Default::default();
+        let mut changed: std::collections::BTreeSet<String> = Default::default();
 
         let snap_root = dir.join("snapshots");
         for entry in fs::read_dir(&snap_root).map_err(|e| Error::io("reading snapshots", e))?.flatten() {
@@ -47,7 +50,10 @@ impl Engine {
             }
             for (lsn, path) in snapshot_files(&entry.path()) {
                 match load_snapshot(&*store, &name, lsn, &path, key.as_ref()) {
-                    Ok((h, tenant, store_lsn)) => {
+                    Ok((h, tenant, store_lsn, image)) => {
+                        if image {
+                            imaged.insert(name.clone());
+                        }
                         max_lsn = max_lsn.max(h.covered_lsn);
                         report.snapshots_loaded.push((name.clone(), h.covered_lsn));
                         bases.insert(name.clone(), (h.covered_lsn, store_lsn));
@@ -88,6 +94,7 @@ impl Engine {
             }
             let mode = ApplyMode { store: store_lsn.is_none_or(|s| lsn > s), index: false };
             t.apply(store_ref, cmd, lsn, mode)?;
+            changed.insert(name);
             report.records_replayed += 1;
             Ok(())
         })?;
@@ -97,7 +104,13 @@ impl Engine {
             if let Some(s) = store.applied_lsn(name)? {
                 max_lsn = max_lsn.max(s);
             }
-            t.load_index(&*store)?;
+            // An image is the index as of its checkpoint: good while the log
+            // changed nothing of the tenant since; otherwise read the store.
+            if !imaged.contains(name) || changed.contains(name) {
+                t.load_index(&*store)?;
+            } else {
+                report.index_images.push(name.clone());
+            }
         }
         let wal = Wal::open(&wal_dir, max_lsn + 1, opts.fsync)?;
         Ok(Engine {
@@ -114,15 +127,17 @@ impl Engine {
 
 /// Loads one snapshot file of `name`: checks it whole, streaming, and loads
 /// its records into the store when the store is older than the snapshot.
-/// A store checkpoint (no records) needs a store at least as new. Returns
-/// the header, the tenant and the store's applied LSN.
+/// A store checkpoint (no records) needs a store at least as new; when it
+/// carries an index image, the tenant's candidate index is built from it.
+/// Returns the header, the tenant, the store's applied LSN and whether the
+/// index came from an image.
 fn load_snapshot(
     store: &dyn Store,
     name: &str,
     lsn: u64,
     path: &Path,
     key: Option<&[u8; 32]>,
-) -> Result<(SnapshotHeader, Tenant, Option<u64>)> {
+) -> Result<(SnapshotHeader, Tenant, Option<u64>, bool)> {
     let open = || -> Result<SnapshotReader<BufReader<File>>> {
         let f = File::open(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
         SnapshotReader::open(BufReader::with_capacity(1 << 20, f), key, MAX_V1_SNAPSHOT)
@@ -133,14 +148,33 @@ fn load_snapshot(
         return Err(Error::corrupt("snapshot", "tenant or LSN does not match its file name"));
     }
     let checkpoint = r.is_store_checkpoint();
-    let mut meta = None;
+    let mut tenant: Option<Tenant> = None;
+    let mut imaged = false;
     while let Some(p) = r.next_part()? {
-        if let Part::Meta(m) = p {
-            meta = Some(m);
+        match p {
+            Part::Meta(m) => tenant = Some(Tenant::from_meta(name, &m)?),
+            Part::Image(ih) => {
+                let t = tenant.as_mut().ok_or_else(|| Error::corrupt("snapshot", "an image before the meta"))?;
+                let mut scratch = Vec::new();
+                t.load_image(&ih, &mut |f| {
+                    let mut rows = 0;
+                    while let Some(p) = r.next_part()? {
+                        match p {
+                            Part::ImageRows(b) => rows += snapshot::decode_rows(&b, &ih, &mut scratch, f)?,
+                            _ => return Err(Error::corrupt("snapshot", "a store checkpoint holds records")),
+                        }
+                    }
+                    Ok(rows)
+                })?;
+                imaged = true;
+            }
+            Part::Records(_) if checkpoint => {
+                return Err(Error::corrupt("snapshot", "a store checkpoint holds records"));
+            }
+            Part::Records(_) | Part::ImageRows(_) => {}
         }
     }
-    let meta = meta.ok_or_else(|| Error::corrupt("snapshot", "no meta frame"))?;
-    let tenant = Tenant::from_meta(name, &meta)?;
+    let tenant = tenant.ok_or_else(|| Error::corrupt("snapshot", "no meta frame"))?;
     let mut store_lsn = store.applied_lsn(name)?;
     if checkpoint {
         if store_lsn.is_none_or(|s| s < h.covered_lsn) {
@@ -167,5 +201,5 @@ fn load_snapshot(
         }
         store_lsn = Some(h.covered_lsn);
     }
-    Ok((h, tenant, store_lsn))
+    Ok((h, tenant, store_lsn, imaged))
 }

@@ -14,7 +14,7 @@ use super::{poisoned, CheckpointReport, Engine};
 use crate::error::{Error, ErrorKind, Result};
 use crate::snapshot::{self, Part, SnapshotHeader, SnapshotReader, SnapshotWriter, TenantMeta};
 use crate::store::{StoreBatch, StoreView};
-use crate::tenant::Tenant;
+use crate::tenant::{Tenant, TenantImage};
 use crate::tenant_config::check_tenant_id;
 
 /// Largest version-1 snapshot read (they are read whole; version 2 streams).
@@ -44,6 +44,8 @@ struct Cut {
     header: SnapshotHeader,
     meta: TenantMeta,
     view: Box<dyn StoreView>,
+    /// The candidate index and directory, for a store checkpoint's image.
+    image: Option<TenantImage>,
 }
 
 /// Copies everything read through it into a file (a verified upload lands
@@ -76,7 +78,8 @@ impl Engine {
             self.store.apply(&t.name, StoreBatch::default(), covered)?;
         }
         let view = self.store.view(&t.name)?;
-        Ok(Cut { header: t.header(covered, t.stored_records), meta: t.meta()?, view })
+        let image = mark.then(|| t.image());
+        Ok(Cut { header: t.header(covered, t.stored_records), meta: t.meta()?, view, image })
     }
 
     /// Streams a snapshot of one tenant (encrypted when the engine has a
@@ -253,7 +256,12 @@ impl Engine {
             if persistent {
                 let header = SnapshotHeader { items: 0, ..cut.header.clone() };
                 self.write_snapshot_file(&name, lsn, keep, |out| {
-                    SnapshotWriter::start(out, &header, &cut.meta, key.as_ref(), true)?.finish()?;
+                    let mut w = SnapshotWriter::start(out, &header, &cut.meta, key.as_ref(), true)?;
+                    if let Some(img) = &cut.image {
+                        w.image(&img.header)?;
+                        img.rows(&mut |row| w.image_row(&row))?;
+                    }
+                    w.finish()?;
                     Ok(())
                 })?;
             } else {

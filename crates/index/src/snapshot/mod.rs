@@ -17,7 +17,12 @@
 //!
 //! Flag bit 1 marks a *store checkpoint*: the meta frame and no records,
 //! written by an engine whose item store is persistent (fjall) after the
-//! store itself was made durable; its records are the store's.
+//! store itself was made durable; its records are the store's. A store
+//! checkpoint may carry the tenant's *index image* after its meta frame: an
+//! `image` frame (counts and layout) and `rows` frames, one row per live
+//! item in slot order — its id, content hash, folded band keys and sketch —
+//! from which a restart rebuilds the candidate index without reading the
+//! store or recomputing a signature.
 //!
 //! Version 1 (one payload, read whole) is still read ([`v1`]).
 
@@ -51,6 +56,8 @@ const FRAME_HEAD: usize = 1 + 4 + 4 + 12;
 const KIND_META: u8 = 1;
 const KIND_RECORDS: u8 = 2;
 const KIND_END: u8 = 3;
+const KIND_IMAGE: u8 = 4;
+const KIND_ROWS: u8 = 5;
 
 /// The clear-text header of a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -122,6 +129,92 @@ struct EndFrame {
     records: u64,
 }
 
+/// The layout and counts of an index image.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ImageHeader {
+    /// Rows that follow (live items).
+    pub rows: u64,
+    /// Band keys per banded row.
+    pub bands: u32,
+    /// Sketch bytes per banded row.
+    pub sketch_len: u32,
+    /// The tenant's live content bytes.
+    pub live_bytes: u64,
+    /// Records in the store, tombstoned ones included.
+    pub stored_records: u64,
+}
+
+/// One row of an index image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ImageRowOwned<'a> {
+    pub item_id: &'a str,
+    pub content_hash: [u8; 16],
+    pub folded: &'a [u32],
+    pub sketch: &'a [u8],
+}
+
+/// Appends a row: id length (u16 LE), id, content hash (16), banded flag,
+/// then when banded the keys (u32 LE each) and the sketch.
+pub(crate) fn encode_row(out: &mut Vec<u8>, row: &ImageRowOwned<'_>) {
+    out.extend_from_slice(&(row.item_id.len() as u16).to_le_bytes());
+    out.extend_from_slice(row.item_id.as_bytes());
+    out.extend_from_slice(&row.content_hash);
+    out.push(u8::from(!row.folded.is_empty()));
+    for k in row.folded {
+        out.extend_from_slice(&k.to_le_bytes());
+    }
+    out.extend_from_slice(row.sketch);
+}
+
+/// Decodes the rows of one `rows` frame, calling `f` with each; `keys` is
+/// scratch. Every length is checked against the frame and the header.
+pub(crate) fn decode_rows(
+    mut bytes: &[u8],
+    h: &ImageHeader,
+    keys: &mut Vec<u32>,
+    f: &mut dyn FnMut(ImageRowOwned<'_>) -> Result<()>,
+) -> Result<u64> {
+    let bad = || corrupt("an index image row is truncated or malformed");
+    let mut n = 0;
+    while !bytes.is_empty() {
+        let take = |b: &mut &[u8], k: usize| -> Result<Vec<u8>> {
+            if b.len() < k {
+                return Err(bad());
+            }
+            let (head, rest) = b.split_at(k);
+            *b = rest;
+            Ok(head.to_vec())
+        };
+        let len = u16::from_le_bytes(take(&mut bytes, 2)?.try_into().map_err(|_| bad())?) as usize;
+        if len > crate::tenant_config::MAX_ITEM_ID || bytes.len() < len {
+            return Err(bad());
+        }
+        let (id, rest) = bytes.split_at(len);
+        bytes = rest;
+        let item_id = std::str::from_utf8(id).map_err(|_| bad())?;
+        let hash: [u8; 16] = take(&mut bytes, 16)?.try_into().map_err(|_| bad())?;
+        let banded = take(&mut bytes, 1)?[0];
+        keys.clear();
+        let sketch: &[u8] = match banded {
+            0 => &[],
+            1 => {
+                let kb = take(&mut bytes, h.bands as usize * 4)?;
+                keys.extend(kb.chunks_exact(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+                if bytes.len() < h.sketch_len as usize {
+                    return Err(bad());
+                }
+                let (sk, rest) = bytes.split_at(h.sketch_len as usize);
+                bytes = rest;
+                sk
+            }
+            _ => return Err(bad()),
+        };
+        f(ImageRowOwned { item_id, content_hash: hash, folded: keys, sketch })?;
+        n += 1;
+    }
+    Ok(n)
+}
+
 fn corrupt(detail: impl Into<String>) -> Error {
     Error::corrupt("snapshot", detail)
 }
@@ -160,6 +253,9 @@ pub(crate) struct SnapshotWriter<W: Write> {
     pending: Vec<u8>,
     pending_count: u64,
     expected: u64,
+    rows: Vec<u8>,
+    rows_written: u64,
+    rows_expected: Option<u64>,
 }
 
 impl<W: Write> SnapshotWriter<W> {
@@ -195,6 +291,9 @@ impl<W: Write> SnapshotWriter<W> {
             pending: Vec::new(),
             pending_count: 0,
             expected: header.items,
+            rows: Vec::new(),
+            rows_written: 0,
+            rows_expected: None,
         };
         let m = postcard::to_stdvec(meta).map_err(|e| corrupt(format!("meta: {e}")))?;
         w.frame(KIND_META, &m)?;
@@ -233,8 +332,37 @@ impl<W: Write> SnapshotWriter<W> {
         Ok(())
     }
 
+    /// Starts the index image (store checkpoints only, right after the meta).
+    pub(crate) fn image(&mut self, h: &ImageHeader) -> Result<()> {
+        if self.index != 1 || self.records != 0 {
+            return Err(Error::state("an index image goes right after the meta frame"));
+        }
+        let b = postcard::to_stdvec(h).map_err(|e| corrupt(format!("image: {e}")))?;
+        self.rows_expected = Some(h.rows);
+        self.frame(KIND_IMAGE, &b)
+    }
+
+    /// Adds one image row.
+    pub(crate) fn image_row(&mut self, row: &ImageRowOwned<'_>) -> Result<()> {
+        encode_row(&mut self.rows, row);
+        self.rows_written += 1;
+        if self.rows.len() >= FRAME_TARGET {
+            self.flush_rows()?;
+        }
+        Ok(())
+    }
+
+    fn flush_rows(&mut self) -> Result<()> {
+        if self.rows.is_empty() {
+            return Ok(());
+        }
+        let rows = std::mem::take(&mut self.rows);
+        self.frame(KIND_ROWS, &rows)
+    }
+
     /// Adds one record (records are framed in batches of about [`FRAME_TARGET`] bytes).
     pub(crate) fn record(&mut self, r: &ItemRecord) -> Result<()> {
+        self.flush_rows()?;
         let bytes = postcard::to_stdvec(r).map_err(|e| corrupt(format!("record: {e}")))?;
         // A records frame is a postcard sequence: a varint count, then records.
         self.pending.extend_from_slice(&bytes);
@@ -270,7 +398,14 @@ impl<W: Write> SnapshotWriter<W> {
     /// Ends the snapshot (end frame, CRC) and returns the writer. Fails when
     /// the records written differ from the header's count.
     pub(crate) fn finish(mut self) -> Result<W> {
+        self.flush_rows()?;
         self.flush_records()?;
+        if let Some(want) = self.rows_expected.filter(|&w| w != self.rows_written) {
+            return Err(Error::state(format!(
+                "an index image of {} rows announced {want}; nothing was published",
+                self.rows_written
+            )));
+        }
         if self.records != self.expected {
             return Err(Error::state(format!(
                 "snapshot of {} records announced {}; nothing was published",
@@ -293,6 +428,10 @@ pub(crate) enum Part {
     Meta(TenantMeta),
     /// A batch of records.
     Records(Vec<ItemRecord>),
+    /// The start of an index image.
+    Image(ImageHeader),
+    /// Encoded image rows (see [`decode_rows`]).
+    ImageRows(Vec<u8>),
 }
 
 /// Reads a snapshot (version 2 as a stream; version 1 whole) part by part,
@@ -316,6 +455,9 @@ struct V2Reader<R: Read> {
     digest: [u8; 32],
     index: u64,
     records: u64,
+    last: u8,
+    image: Option<ImageHeader>,
+    rows_bytes: u64,
     done: bool,
 }
 
@@ -398,6 +540,9 @@ impl<R: Read> SnapshotReader<R> {
             digest: *blake3::hash(&all).as_bytes(),
             index: 0,
             records: 0,
+            last: 0,
+            image: None,
+            rows_bytes: 0,
             done: false,
         };
         Ok(SnapshotReader {
@@ -445,14 +590,18 @@ impl<R: Read> V2Reader<R> {
         }
         self.crc.update(&head);
         self.crc.update(&body);
-        let expected = match self.index {
-            0 => KIND_META,
-            _ if kind == KIND_END => KIND_END,
-            _ => KIND_RECORDS,
-        };
-        if kind != expected {
-            return Err(corrupt(format!("frame {} is of kind {kind}, expected {expected}", self.index)));
+        // meta, [image, rows*], records*, end
+        let allowed = matches!(
+            (self.last, kind),
+            (0, KIND_META)
+                | (KIND_META, KIND_IMAGE)
+                | (KIND_IMAGE | KIND_ROWS, KIND_ROWS)
+                | (KIND_META | KIND_IMAGE | KIND_ROWS | KIND_RECORDS, KIND_RECORDS | KIND_END)
+        );
+        if !allowed {
+            return Err(corrupt(format!("frame {} of kind {kind} cannot follow kind {}", self.index, self.last)));
         }
+        self.last = kind;
         let aad = frame_aad(&self.digest, self.index, kind);
         let plain = match (&self.key, self.encrypted) {
             (Some(k), true) => ChaCha20Poly1305::new(Key::from_slice(k))
@@ -469,6 +618,15 @@ impl<R: Read> V2Reader<R> {
             KIND_META => {
                 let meta: TenantMeta = postcard::from_bytes(&plain).map_err(|e| corrupt(format!("meta: {e}")))?;
                 Ok(Some(Part::Meta(meta)))
+            }
+            KIND_IMAGE => {
+                let h: ImageHeader = postcard::from_bytes(&plain).map_err(|e| corrupt(format!("image: {e}")))?;
+                self.image = Some(h.clone());
+                Ok(Some(Part::Image(h)))
+            }
+            KIND_ROWS => {
+                self.rows_bytes += plain.len() as u64;
+                Ok(Some(Part::ImageRows(plain)))
             }
             KIND_RECORDS => {
                 let records: Vec<ItemRecord> =
@@ -525,6 +683,7 @@ pub(crate) fn decode_all(bytes: &[u8], key: Option<&[u8; 32]>) -> Result<(Snapsh
         match p {
             Part::Meta(m) => meta = Some(m),
             Part::Records(rs) => items.extend(rs),
+            Part::Image(_) | Part::ImageRows(_) => {}
         }
     }
     let m = meta.ok_or_else(|| corrupt("no meta frame"))?;
@@ -632,6 +791,55 @@ mod tests {
             w.record(r).unwrap();
         }
         assert!(w.finish().is_err());
+    }
+
+    #[test]
+    fn store_checkpoints_carry_an_index_image() {
+        let (mut h, s) = sample(0);
+        h.items = 0;
+        let (meta, _) = s.split();
+        let ih = ImageHeader { rows: 20_000, bands: 3, sketch_len: 8, live_bytes: 99, stored_records: 21_000 };
+        let key = [5u8; 32];
+        for k in [None, Some(&key)] {
+            let mut w = SnapshotWriter::start(Vec::new(), &h, &meta, k, true).unwrap();
+            w.image(&ih).unwrap();
+            for i in 0..20_000u32 {
+                let id = format!("item-{i}");
+                let (keys, sketch) = if i % 5 == 0 { (vec![], vec![]) } else { (vec![i, i + 1, i + 2], vec![7u8; 8]) };
+                w.image_row(&ImageRowOwned {
+                    item_id: &id,
+                    content_hash: [i as u8; 16],
+                    folded: &keys,
+                    sketch: &sketch,
+                })
+                .unwrap();
+            }
+            let bytes = w.finish().unwrap();
+            let mut r = SnapshotReader::open(&bytes[..], k, 0).unwrap();
+            assert!(r.is_store_checkpoint());
+            let (mut rows, mut scratch, mut got_header) = (0u64, Vec::new(), None);
+            while let Some(p) = r.next_part().unwrap() {
+                match p {
+                    Part::Image(g) => got_header = Some(g),
+                    Part::ImageRows(b) => {
+                        rows += decode_rows(&b, &ih, &mut scratch, &mut |row| {
+                            let i: u32 = row.item_id[5..].parse().unwrap();
+                            assert_eq!(row.folded.is_empty(), i % 5 == 0);
+                            assert_eq!(row.content_hash, [i as u8; 16]);
+                            Ok(())
+                        })
+                        .unwrap()
+                    }
+                    _ => {}
+                }
+            }
+            assert_eq!((rows, got_header), (20_000, Some(ih.clone())));
+        }
+        // A short image is refused at write time; garbage rows at read time.
+        let mut w = SnapshotWriter::start(Vec::new(), &h, &meta, None, true).unwrap();
+        w.image(&ih).unwrap();
+        assert!(w.finish().is_err());
+        assert!(decode_rows(&[3, 0, b'a'], &ih, &mut Vec::new(), &mut |_| Ok(())).is_err());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! [`FjallStore`]: item records in fjall, a pure-Rust embedded LSM tree.
 //!
 //! Keyspace `items` maps (tenant length byte, tenant, item id) to a postcard
-//! [`ItemRecord`]; keyspace `applied` maps a tenant to its applied LSN (see
+//! [`ItemRecord`] (zstd-compressed when over 256 bytes); keyspace `applied` maps a tenant to its applied LSN (see
 //! `docs/index-format.md`).
 //!
 //! The tenant length prefix makes one tenant's key range disjoint from every
@@ -30,7 +30,7 @@ impl StoreView for FjallView {
         use fjall::Readable;
         for guard in self.snapshot.prefix(&self.items, &self.prefix) {
             let (_, v) = guard.into_inner().map_err(err)?;
-            if f(ItemRecord::decode(&v)?)?.is_break() {
+            if f(ItemRecord::decode_stored(&v)?)?.is_break() {
                 break;
             }
         }
@@ -86,7 +86,7 @@ impl Store for FjallStore {
 
     fn get(&self, tenant: &str, item_id: &str) -> Result<Option<ItemRecord>> {
         match self.items.get(item_key(tenant, item_id)).map_err(err)? {
-            Some(v) => Ok(Some(ItemRecord::decode(&v)?)),
+            Some(v) => Ok(Some(ItemRecord::decode_stored(&v)?)),
             None => Ok(None),
         }
     }
@@ -97,7 +97,7 @@ impl Store for FjallStore {
             b.remove(&self.items, item_key(tenant, id));
         }
         for r in &batch.puts {
-            b.insert(&self.items, item_key(tenant, &r.item_id), r.encode()?);
+            b.insert(&self.items, item_key(tenant, &r.item_id), r.encode_stored()?);
         }
         b.insert(&self.applied, tenant.as_bytes().to_vec(), lsn.to_le_bytes().to_vec());
         b.commit().map_err(err)
@@ -119,7 +119,7 @@ impl Store for FjallStore {
             if !k.starts_with(&p) {
                 break;
             }
-            if f(ItemRecord::decode(&v)?)?.is_break() {
+            if f(ItemRecord::decode_stored(&v)?)?.is_break() {
                 break;
             }
         }

@@ -8,6 +8,9 @@
 //! another live id's go to a small overflow map keyed by the id itself.
 //! Slots of removed items keep their bytes (the candidate index says they
 //! are dead) until the tenant is rebuilt or reloaded.
+//!
+//! Full pages are shared (`Arc`), so [`Directory::view`] is cheap and
+//! consistent, like [`neardup_core::pages::Pages::view`].
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -158,12 +161,35 @@ impl Directory {
         self.overflow.remove(id)
     }
 
+    /// A consistent copy of the slot → id table as it is now (cheap: the
+    /// full pages are shared).
+    pub(crate) fn view(&self) -> DirectoryView {
+        DirectoryView { arena: self.arena.clone(), at: self.at.view() }
+    }
+
     /// Heap bytes held, from capacities.
     pub(crate) fn heap_bytes(&self) -> u64 {
         let cap = self.by_hash.capacity();
         let buckets = if cap == 0 { 0 } else { (cap * 8 / 7 + 1).next_power_of_two() };
         let overflow: usize = self.overflow.keys().map(|k| k.len() + 40).sum();
         self.arena.heap_bytes() + self.at.heap_bytes() + (buckets * 9 + overflow) as u64
+    }
+}
+
+/// A frozen slot → id table (see [`Directory::view`]).
+#[derive(Debug, Clone)]
+pub(crate) struct DirectoryView {
+    arena: Arena,
+    at: Pages<u64>,
+}
+
+impl DirectoryView {
+    /// The id of `slot`.
+    pub(crate) fn id(&self, slot: u32) -> Option<&str> {
+        if slot as usize >= self.at.len() {
+            return None;
+        }
+        std::str::from_utf8(self.arena.get(self.at.row(slot as usize)[0])).ok()
     }
 }
 
@@ -184,6 +210,7 @@ mod tests {
             assert_eq!(d.id(i), Some(format!("item-{i}").as_str()));
         }
         assert_eq!(d.slot_of("nope"), None);
+        let view = d.view();
         for i in (0..n).step_by(3) {
             assert_eq!(d.remove(&format!("item-{i}")), Some(i));
         }
@@ -192,10 +219,13 @@ mod tests {
             let want = if i % 3 == 0 { None } else { Some(i) };
             assert_eq!(d.slot_of(&format!("item-{i}")), want, "{i}");
         }
-        // Removed slots keep their bytes; a re-inserted id gets a new slot.
+        // Removed slots keep their bytes; a re-inserted id gets a new slot;
+        // the view predates it.
         assert_eq!(d.id(3), Some("item-3"));
         d.insert("item-3", n);
         assert_eq!(d.slot_of("item-3"), Some(n));
+        assert_eq!(view.id(n - 1), Some(format!("item-{}", n - 1).as_str()));
+        assert!(view.id(n).is_none());
     }
 
     #[test]

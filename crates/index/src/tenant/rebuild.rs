@@ -50,14 +50,15 @@ pub(super) fn recompute_all(
             return Ok(ControlFlow::Continue(()));
         }
         if same {
-            r.signature = fingerprinter.rebuild(r.stored_fingerprint(false))?.signature;
+            // Features stand; the index recomputes signatures from them.
+            r.signature = Vec::new();
         } else if let Some(content) = &r.content {
             let fp = fingerprinter.fingerprint(content);
             r.content_hash = fp.content_hash.0;
             r.tokens = fp.tokens;
             r.degraded_shingles = fp.degraded_shingles();
             r.features = fp.features;
-            r.signature = fp.signature;
+            r.signature = Vec::new();
         } else if failure.is_none() {
             failure = Some(r.item_id.clone());
         }
