@@ -70,12 +70,20 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
         }
         serve(listener, state.clone(), shutdown_signal()).await?;
         state.set_ready(false);
-        tracing::info!("draining done; flushing the command log");
+        tracing::info!("draining done; checkpointing so the next start is quick");
         let e = Arc::clone(&engine);
-        tokio::task::spawn_blocking(move || e.sync())
-            .await
-            .map_err(|e| ServeError::Io(format!("flushing: {e}")))?
-            .map_err(ServeError::Engine)?;
+        tokio::task::spawn_blocking(move || {
+            // A checkpoint makes the next start load each tenant's index
+            // image instead of reading the store; if it fails, the command
+            // log still holds everything: flush it.
+            if let Err(err) = e.checkpoint() {
+                tracing::warn!(error = %err, "shutdown checkpoint failed; the command log keeps everything");
+            }
+            e.sync()
+        })
+        .await
+        .map_err(|e| ServeError::Io(format!("flushing: {e}")))?
+        .map_err(ServeError::Engine)?;
         tracing::info!("stopped");
         Ok(())
     })
