@@ -11,7 +11,8 @@
 //! during it; restart duration and resident set after it.
 //!
 //! Run: `NEARDUP_BENCH_ITEMS=1000000 cargo bench -p neardup-index --bench scale`
-//! (default 200,000; `NEARDUP_BENCH_DIR` puts the data on a chosen disk).
+//! (default 200,000; `NEARDUP_BENCH_DIR` puts the data on a chosen disk;
+//! `NEARDUP_BENCH_CHECKPOINT_EVERY` items between checkpoints, 1,000,000).
 
 use std::path::Path;
 use std::time::Instant;
@@ -64,6 +65,9 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 
 fn main() {
     let n: u64 = std::env::var("NEARDUP_BENCH_ITEMS").ok().and_then(|s| s.parse().ok()).unwrap_or(200_000);
+    // Checkpoints during the load trim the log, as the service's periodic ones do.
+    let every: u64 =
+        std::env::var("NEARDUP_BENCH_CHECKPOINT_EVERY").ok().and_then(|s| s.parse().ok()).unwrap_or(1_000_000);
     let root =
         std::env::var("NEARDUP_BENCH_DIR").map(std::path::PathBuf::from).unwrap_or_else(|_| std::env::temp_dir());
     let dir = tempfile::tempdir_in(root).unwrap();
@@ -88,8 +92,18 @@ fn main() {
             r.unwrap();
         }
         next = end;
-        if next % 1_000_000 == 0 {
-            eprintln!("  {next} items, {:.0} s, RSS {} MB", t0.elapsed().as_secs_f64(), status("VmRSS:") >> 20);
+        if next % every == 0 && next < n {
+            reset_peak();
+            let c = Instant::now();
+            e.checkpoint().unwrap();
+            eprintln!(
+                "  {next} items, {:.0} s, RSS {} MB; checkpoint {:.1} s, peak {} MB, disk {:.0} B/item",
+                t0.elapsed().as_secs_f64(),
+                status("VmRSS:") >> 20,
+                c.elapsed().as_secs_f64(),
+                status("VmHWM:") >> 20,
+                du(dir.path()) as f64 / next as f64
+            );
         }
     }
     let load_s = t0.elapsed().as_secs_f64();

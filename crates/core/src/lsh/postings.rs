@@ -156,7 +156,7 @@ impl Postings {
             .iter()
             .map(|m| {
                 let cap = m.capacity();
-                let buckets = if cap == 0 { 0 } else { (cap * 8 / 7 + 1).next_power_of_two() };
+                let buckets = if cap == 0 { 0 } else { (cap * 8 / 7).next_power_of_two() };
                 buckets * 9
             })
             .sum();
