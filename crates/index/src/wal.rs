@@ -210,6 +210,69 @@ struct Writer {
     next_lsn: u64,
     dirty: bool,
     buf: Vec<u8>,
+    /// Bytes of the current segment up to the end of its last whole record.
+    len: u64,
+    /// Why the log refuses writes until the process restarts (a failed
+    /// fsync, or a failed write that could not be cut back).
+    failed: Option<String>,
+    /// Test hook: the next write stops after this many bytes and fails.
+    #[cfg(test)]
+    fail_after: Option<usize>,
+}
+
+impl Writer {
+    fn new(file: File, first: u64) -> Writer {
+        Writer {
+            file,
+            first,
+            next_lsn: first,
+            dirty: false,
+            buf: Vec::new(),
+            len: HEADER as u64,
+            failed: None,
+            #[cfg(test)]
+            fail_after: None,
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        match &self.failed {
+            Some(why) => Err(Error::state(format!("the command log refuses writes until a restart: {why}"))),
+            None => Ok(()),
+        }
+    }
+
+    fn write_buf(&mut self) -> std::io::Result<()> {
+        #[cfg(test)]
+        if let Some(k) = self.fail_after.take() {
+            let k = k.min(self.buf.len());
+            self.file.write_all(&self.buf[..k])?;
+            return Err(std::io::Error::new(std::io::ErrorKind::StorageFull, "no space left (test)"));
+        }
+        self.file.write_all(&self.buf)
+    }
+
+    /// Appends `buf` as whole records, or leaves the segment as it was: a
+    /// failed write (a full disk) is cut back to the last whole record, so
+    /// later records never land behind a torn one (where recovery would cut
+    /// them off). If even that fails, the log refuses writes until restart.
+    fn append_buf(&mut self) -> Result<()> {
+        match self.write_buf() {
+            Ok(()) => {
+                self.len += self.buf.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                use std::io::Seek;
+                let len = self.len;
+                let cut = self.file.set_len(len).and_then(|_| self.file.seek(std::io::SeekFrom::Start(len)));
+                if let Err(c) = cut {
+                    self.failed = Some(format!("a failed append ({e}) could not be cut back ({c})"));
+                }
+                Err(Error::io("appending to the command log", e))
+            }
+        }
+    }
 }
 
 /// Group-commit state: what is known durable and whether an fsync runs.
@@ -270,7 +333,7 @@ impl Wal {
             return Err(Error::config("fsync", "EveryMs needs at least 1 ms"));
         }
         let file = create_segment(dir, next_lsn)?;
-        let writer = Arc::new(Mutex::new(Writer { file, first: next_lsn, next_lsn, dirty: false, buf: Vec::new() }));
+        let writer = Arc::new(Mutex::new(Writer::new(file, next_lsn)));
         let durability = Arc::new((
             Mutex::new(Durability { synced: next_lsn.saturating_sub(1), ..Durability::default() }),
             std::sync::Condvar::new(),
@@ -356,8 +419,17 @@ impl Wal {
                     w.file.try_clone().map(|f| (f, upto)).map_err(|e| Error::io("fsyncing the command log", e))
                 })
             };
-            let result = target.and_then(|(f, upto)| {
-                f.sync_data().map(|_| upto).map_err(|e| Error::io("fsyncing the command log", e))
+            let result = target.and_then(|(f, upto)| match f.sync_data() {
+                Ok(()) => Ok(upto),
+                Err(e) => {
+                    // After a failed fsync the kernel may have dropped the
+                    // dirty pages: nothing since the last good fsync can be
+                    // trusted, so no later write may be acknowledged either.
+                    if let Ok(mut w) = self.writer.lock() {
+                        w.failed = Some(format!("an fsync failed ({e})"));
+                    }
+                    Err(Error::io("fsyncing the command log", e))
+                }
             });
             st = state.lock().map_err(|_| poisoned())?;
             st.leader = false;
@@ -385,6 +457,7 @@ impl Wal {
     fn append_inner(&self, payloads: &[Vec<u8>]) -> Result<Vec<u64>> {
         let mut w = self.writer.lock().map_err(|_| poisoned())?;
         let w = &mut *w;
+        w.check()?;
         w.buf.clear();
         let mut lsns = Vec::with_capacity(payloads.len());
         let mut lsn = w.next_lsn;
@@ -404,7 +477,7 @@ impl Wal {
             lsns.push(lsn);
             lsn += 1;
         }
-        w.file.write_all(&w.buf).map_err(|e| Error::io("appending to the command log", e))?;
+        w.append_buf()?;
         w.next_lsn = lsn;
         if w.buf.capacity() > 16 << 20 {
             w.buf = Vec::new();
@@ -416,12 +489,17 @@ impl Wal {
     /// Closes the current segment and starts a new one at the next LSN.
     pub(crate) fn rotate(&self) -> Result<u64> {
         let mut w = self.writer.lock().map_err(|_| poisoned())?;
-        w.file.sync_data().map_err(|e| Error::io("fsyncing the command log", e))?;
+        w.check()?;
+        if let Err(e) = w.file.sync_data() {
+            w.failed = Some(format!("an fsync failed ({e})"));
+            return Err(Error::io("fsyncing the command log", e));
+        }
         self.mark_synced(w.next_lsn - 1);
         let first = w.next_lsn;
         if first != w.first {
             w.file = create_segment(&self.dir, first)?;
             w.first = first;
+            w.len = HEADER as u64;
         }
         w.dirty = false;
         Ok(first)
@@ -453,8 +531,12 @@ impl Wal {
     /// Fsyncs now, whatever the policy.
     pub(crate) fn sync(&self) -> Result<()> {
         let mut w = self.writer.lock().map_err(|_| poisoned())?;
+        w.check()?;
         w.dirty = false;
-        w.file.sync_data().map_err(|e| Error::io("fsyncing the command log", e))?;
+        if let Err(e) = w.file.sync_data() {
+            w.failed = Some(format!("an fsync failed ({e})"));
+            return Err(Error::io("fsyncing the command log", e));
+        }
         self.mark_synced(w.next_lsn - 1);
         Ok(())
     }
@@ -490,6 +572,25 @@ mod tests {
         })
         .unwrap();
         (out, rep)
+    }
+
+    /// A full disk mid-record: the torn bytes are cut back, later appends
+    /// land whole right after the last good record, and replay loses none of
+    /// the acknowledged records (it used to cut everything after the tear).
+    #[test]
+    fn a_failed_append_leaves_no_torn_record_behind() {
+        let d = tempfile::tempdir().unwrap();
+        let wal = Wal::open(d.path(), 1, FsyncPolicy::Always).unwrap();
+        assert_eq!(wal.append(&[b"first".to_vec()]).unwrap(), [1]);
+        wal.writer.lock().unwrap().fail_after = Some(9);
+        assert_eq!(wal.append(&[b"torn-by-a-full-disk".to_vec()]).unwrap_err().code(), "io");
+        assert_eq!(wal.append(&[b"after".to_vec(), b"space came back".to_vec()]).unwrap(), [2, 3]);
+        wal.make_durable(3).unwrap();
+        drop(wal);
+        let (recs, rep) = collect(d.path());
+        assert!(rep.cuts.is_empty(), "{rep:?}");
+        let payloads: Vec<&[u8]> = recs.iter().map(|(_, p)| &p[..]).collect();
+        assert_eq!(payloads, [&b"first"[..], b"after", b"space came back"]);
     }
 
     #[test]
