@@ -3,7 +3,8 @@
 # MinHash → LSH → verify → write, on (1) a synthetic corpus of 100,000
 # documents of ~2.5 KB (`neardup gen`, fixed seed) and (2) the real corpus of
 # bench/corpus/real.py. Reports MB/s at 1 and 2 threads, phase times and
-# peak resident memory (GNU time's maximum RSS).
+# peak resident memory (GNU time's maximum RSS); then the ratio to the floor
+# (`neardup bench floor`) at 1 and 2 threads.
 #
 # Usage: bench/dedup.sh [OUT.md]   (default bench/results/dedup.md)
 set -euo pipefail
@@ -71,4 +72,20 @@ for block in txt.split('raw (')[1:]:
     echo '```'
 } >> "$out"
 rm -f "$raw"*
+{
+    echo
+    echo "## Against the floor (\`neardup bench floor\`, best of 3, alternating, same run)"
+    echo
+    echo "The floor: read the file, parse the JSON, split words on whitespace, xxh3 every word 5-gram."
+    echo
+    echo "| corpus | threads | floor MB/s | dedup MB/s | dedup / floor |"
+    echo "|---|---|---|---|---|"
+    for corpus in syn100k real; do
+        for threads in 1 2; do
+            $bin bench floor "$work/$corpus.jsonl" --threads $threads --json | python3 -c "
+import json,sys; d=json.load(sys.stdin)
+print(f\"| $corpus | $threads | {d['floor_mb_per_s']:.1f} | {d['dedup_mb_per_s']:.1f} | {d['ratio']:.3f} |\")"
+        done
+    done
+} >> "$out"
 cat "$out"

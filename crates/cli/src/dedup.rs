@@ -10,7 +10,7 @@ use clap::Args;
 
 use crate::args::{InputArgs, PipelineArgs};
 use crate::jsonl::{open_input, Reject};
-use crate::pipeline::{for_each_chunk, Batch, Timings};
+use crate::pipeline::{Batch, Timings};
 use crate::report::{ParamsOut, Percentiles};
 
 /// Deduplicate JSONL records.
@@ -99,12 +99,11 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     let mut rejects = Vec::new();
     let (mut degraded, mut over_cap) = (Vec::new(), Vec::new());
     let (mut kept, mut dropped, mut pairs, mut capped_queries, mut saturated) = (0u64, 0u64, 0u64, 0u64, 0u64);
-    let read_s = for_each_chunk(reader, a.input.max_line_bytes, |lines, chunk_rejects| {
-        rejects.extend(chunk_rejects);
-        let outcomes = batch.process(lines, &mut rejects)?;
+    let mut output_s = 0.0;
+    let read_s = batch.run(reader, a.input.max_line_bytes, &mut rejects, |batch, lines, outcomes| {
         let t = Instant::now();
         let mut by_line = lines.iter().peekable();
-        for o in &outcomes {
+        for o in outcomes {
             if o.kept {
                 kept += 1;
                 if let Some(w) = kept_out.as_mut() {
@@ -136,12 +135,13 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
                 }
             }
         }
-        batch.timings.output_s += t.elapsed().as_secs_f64();
+        output_s += t.elapsed().as_secs_f64();
         bar.inc(lines.iter().map(|l| l.bytes.len() as u64 + 1).sum());
         Ok(())
     })?;
     bar.finish_and_clear();
     batch.timings.read_s = read_s;
+    batch.timings.output_s = output_s;
     let clusters = batch.clusters();
     if let Some(path) = &a.clusters {
         let mut w = create(path)?;

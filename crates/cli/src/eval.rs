@@ -14,7 +14,7 @@ use neardup_core::{Config, Fingerprinter, MemoryIndex};
 
 use crate::args::{InputArgs, PipelineArgs};
 use crate::jsonl::open_input;
-use crate::pipeline::{for_each_chunk, Batch};
+use crate::pipeline::Batch;
 use crate::report::{ParamsOut, Percentiles};
 
 /// Measure candidate recall by exact-Jaccard cohort, and decision recall and
@@ -72,9 +72,8 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
     let mut rejects = Vec::new();
     let mut reported = Vec::new();
     let (mut dropped, mut capped, mut saturated) = (Vec::new(), 0u64, 0u64);
-    for_each_chunk(reader, a.input.max_line_bytes, |lines, chunk_rejects| {
-        rejects.extend(chunk_rejects);
-        for o in batch.process(lines, &mut rejects)? {
+    batch.run(reader, a.input.max_line_bytes, &mut rejects, |_, _, outcomes| {
+        for o in outcomes {
             reported.extend(o.matches.iter().map(|m| (m.id.min(o.id), m.id.max(o.id), m.score)));
             dropped.push(!o.kept);
             capped += u64::from(o.capped);

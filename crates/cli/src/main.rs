@@ -7,6 +7,7 @@ use clap::{Parser, Subcommand};
 use crate::usage::UsageError;
 
 mod args;
+mod bench;
 mod dedup;
 mod eval;
 mod gen;
@@ -50,6 +51,8 @@ enum Command {
     Export(scan::ExportArgs),
     /// Serve the multi-tenant HTTP deduplication service.
     Serve(serve::ServeArgs),
+    /// Measure throughput against the floor any tool must pay.
+    Bench(bench::BenchArgs),
 }
 
 fn main() -> ExitCode {
@@ -63,6 +66,7 @@ fn main() -> ExitCode {
         Command::Report(a) => scan::run_report(a),
         Command::Export(a) => scan::run_export(a),
         Command::Serve(a) => serve::run(a),
+        Command::Bench(a) => bench::run(a),
     };
     match result {
         Ok(code) => code,

@@ -3,8 +3,10 @@
 //! Records arrive in chunks. Per chunk: parse and fingerprint in parallel →
 //! candidates and insertion, in input order (each item is compared with
 //! every earlier item) → exact verification in parallel → decisions in input
-//! order. One pass, bounded chunk memory; the index holds features of every
-//! item seen.
+//! order. The next chunk is fingerprinted while the current one is inserted,
+//! verified and decided (two chunks in the pipeline, a third being read).
+//! One pass, bounded chunk memory; the index holds features of every item
+//! seen.
 //!
 //! Decision rule ("greedy leaders"): an item is dropped only when it verifies
 //! at or above the threshold against an earlier *kept* item, which it names
@@ -77,6 +79,36 @@ pub struct Batch {
     pub candidate_pairs: Option<Vec<(u32, u32)>>,
 }
 
+/// Each line parsed and fingerprinted, in input order.
+type Parsed = Vec<Result<(Option<String>, neardup_core::Fingerprint), String>>;
+
+/// The parallel first stage: parse and fingerprint a chunk.
+struct Fingerprinting {
+    fingerprinter: Fingerprinter,
+    text_field: String,
+    id_field: String,
+}
+
+impl Fingerprinting {
+    /// The chunk's lines parsed and fingerprinted on every core, and the
+    /// seconds it took.
+    fn run(&self, lines: &[Line]) -> (Parsed, f64) {
+        let t = Instant::now();
+        let (tf, idf) = (self.text_field.as_str(), self.id_field.as_str());
+        let parsed = lines
+            .par_iter()
+            .map_init(
+                || self.fingerprinter.clone(),
+                |fpr, line| {
+                    let rec = parse_record(&line.bytes, tf, idf)?;
+                    Ok((rec.id.map(|c| c.into_owned()), fpr.fingerprint(&rec.text)))
+                },
+            )
+            .collect();
+        (parsed, t.elapsed().as_secs_f64())
+    }
+}
+
 impl Batch {
     pub fn new(params: Params, text_field: &str, id_field: &str) -> anyhow::Result<Batch> {
         Ok(Batch {
@@ -99,22 +131,59 @@ impl Batch {
         self.index.params().threshold()
     }
 
-    /// Processes one chunk of lines; rejected lines go to `rejects`.
-    pub fn process(&mut self, lines: &[Line], rejects: &mut Vec<Reject>) -> anyhow::Result<Vec<Outcome>> {
-        let t0 = Instant::now();
-        let (tf, idf) = (self.text_field.as_str(), self.id_field.as_str());
-        let parsed: Vec<Result<(Option<String>, neardup_core::Fingerprint), String>> = lines
-            .par_iter()
-            .map_init(
-                || self.fingerprinter.clone(),
-                |fpr, line| {
-                    let rec = parse_record(&line.bytes, tf, idf)?;
-                    Ok((rec.id.map(|c| c.into_owned()), fpr.fingerprint(&rec.text)))
-                },
-            )
-            .collect();
-        self.timings.fingerprint_s += t0.elapsed().as_secs_f64();
+    /// Runs the whole input through the pipeline: `f` sees each chunk's
+    /// lines with their outcomes, in input order. Chunk N+1 is parsed and
+    /// fingerprinted while chunk N is inserted, verified and decided, so a
+    /// straggler at the end of one chunk does not leave the other cores
+    /// idle. The order of insertion and decision is the input order, so
+    /// the results do not depend on the thread count. Returns the time spent
+    /// reading.
+    pub fn run<R, F>(&mut self, reader: R, max_line: usize, rejects: &mut Vec<Reject>, mut f: F) -> anyhow::Result<f64>
+    where
+        R: std::io::BufRead + Send,
+        F: FnMut(&Batch, &[Line], &[Outcome]) -> anyhow::Result<()>,
+    {
+        let stage = Fingerprinting {
+            fingerprinter: self.fingerprinter.clone(),
+            text_field: self.text_field.clone(),
+            id_field: self.id_field.clone(),
+        };
+        let mut pending: Option<(Vec<Line>, Vec<Reject>, Parsed)> = None;
+        let read_s = for_each_chunk(reader, max_line, |lines, chunk_rejects| {
+            let done = match pending.take() {
+                None => {
+                    let (parsed, secs) = stage.run(&lines);
+                    self.timings.fingerprint_s += secs;
+                    pending = Some((lines, chunk_rejects, parsed));
+                    return Ok(());
+                }
+                Some((prev, prev_rejects, prev_parsed)) => {
+                    let batch = &mut *self;
+                    let ((parsed, secs), done) = rayon::join(
+                        || stage.run(&lines),
+                        || {
+                            rejects.extend(prev_rejects);
+                            batch.apply(&prev, prev_parsed, rejects).map(|o| (prev, o))
+                        },
+                    );
+                    self.timings.fingerprint_s += secs;
+                    pending = Some((lines, chunk_rejects, parsed));
+                    done?
+                }
+            };
+            f(self, &done.0, &done.1)
+        })?;
+        if let Some((prev, prev_rejects, prev_parsed)) = pending {
+            rejects.extend(prev_rejects);
+            let outcomes = self.apply(&prev, prev_parsed, rejects)?;
+            f(self, &prev, &outcomes)?;
+        }
+        Ok(read_s)
+    }
 
+    /// Inserts, verifies and decides one fingerprinted chunk; lines that
+    /// failed to parse go to `rejects`.
+    fn apply(&mut self, lines: &[Line], parsed: Parsed, rejects: &mut Vec<Reject>) -> anyhow::Result<Vec<Outcome>> {
         // Insert in input order: ids grow with input position, so
         // `candidates_before` can then ask, for every item at once, what an
         // item-by-item pass would have seen.
@@ -242,7 +311,7 @@ impl Batch {
 pub fn for_each_chunk<R, F>(reader: R, max_line: usize, mut f: F) -> anyhow::Result<f64>
 where
     R: std::io::BufRead + Send,
-    F: FnMut(&[Line], Vec<Reject>) -> anyhow::Result<()>,
+    F: FnMut(Vec<Line>, Vec<Reject>) -> anyhow::Result<()>,
 {
     type Chunk = std::io::Result<(Vec<Line>, Vec<Reject>)>;
     std::thread::scope(|scope| {
@@ -265,7 +334,7 @@ where
         });
         for chunk in rx {
             let (lines, rejects) = chunk.map_err(|e| anyhow::anyhow!("reading input: {e}"))?;
-            f(&lines, rejects)?;
+            f(lines, rejects)?;
         }
         Ok(reading.join().expect("the reader thread does not panic"))
     })

@@ -280,13 +280,28 @@ fn unicode_v1(text: &str, out: &mut String, composed: bool) {
     while i < bytes.len() {
         let b = bytes[i];
         if b.is_ascii_alphanumeric() {
-            // The common case, without decoding or table lookups.
+            // The common case: a run of ASCII letters and digits, copied
+            // and lower-cased whole, without decoding or table lookups.
+            let j = i + 1 + ascii_alnum_run(&bytes[i + 1..]);
             if !in_token && !out.is_empty() {
                 out.push(' ');
             }
-            out.push(b.to_ascii_lowercase() as char);
+            let at = out.len();
+            out.push_str(&text[i..j]);
+            out[at..].make_ascii_lowercase();
             in_token = true;
+            i = j;
+            continue;
+        }
+        if b < 0x80 && b != b'-' && b != b'\'' {
+            // ASCII space or punctuation (the hyphen and the apostrophe
+            // can join words, below): ends a token; whitespace also ends
+            // the fragment NFKC would compose.
+            in_token = false;
             i += 1;
+            if b.is_ascii_whitespace() {
+                (frag_start, frag_out) = (i, out.len());
+            }
             continue;
         }
         let c = if b < 0x80 { b as char } else { text[i..].chars().next().expect("i is on a char boundary") };
@@ -345,6 +360,36 @@ fn unicode_v1(text: &str, out: &mut String, composed: bool) {
     }
 }
 
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// For bytes below 0x80: the high bit of each byte of the result is set
+/// iff that byte of `x` is in `lo..=hi` (no carry crosses a byte).
+#[inline]
+fn bytes_in_range(x: u64, lo: u8, hi: u8) -> u64 {
+    let at_least = x.wrapping_add(ONES * u64::from(0x80 - lo));
+    let above = x.wrapping_add(ONES * u64::from(0x7F - hi));
+    at_least & !above & HIGH
+}
+
+/// Length of the run of ASCII letters and digits that starts `bytes`,
+/// eight bytes at a time.
+#[inline]
+fn ascii_alnum_run(bytes: &[u8]) -> usize {
+    let mut n = 0;
+    while let Some(chunk) = bytes.get(n..n + 8) {
+        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        let x = w & !HIGH;
+        let alnum = (bytes_in_range(x, b'0', b'9') | bytes_in_range(x | (ONES * 0x20), b'a', b'z')) & !w;
+        let stop = !alnum & HIGH;
+        if stop != 0 {
+            return n + (stop.trailing_zeros() / 8) as usize;
+        }
+        n += 8;
+    }
+    n + bytes[n..].iter().take_while(|b| b.is_ascii_alphanumeric()).count()
+}
+
 /// Composes the fragment of `text` that starts at `start` and holds byte
 /// `p`, tokenizes it into `out` (truncated back to `out_len` first) and
 /// returns where the fragment ends.
@@ -383,6 +428,36 @@ mod tests {
                 assert_eq!($norm.normalize($input), $want);
             }
         };
+    }
+
+    #[test]
+    fn alnum_runs_match_the_byte_predicate() {
+        let mut rng = 0x1234_5678_9abc_def0u64;
+        for len in 0..40 {
+            for _ in 0..200 {
+                let bytes: Vec<u8> = (0..len)
+                    .map(|_| {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        // Mostly letters and digits, with every byte value possible.
+                        if rng % 4 == 0 {
+                            (rng >> 8) as u8
+                        } else {
+                            b"azAZ09mM5"[(rng >> 8) as usize % 9]
+                        }
+                    })
+                    .collect();
+                let want = bytes.iter().take_while(|b| b.is_ascii_alphanumeric()).count();
+                assert_eq!(ascii_alnum_run(&bytes), want, "{bytes:?}");
+            }
+        }
+        for b in 0..=255u8 {
+            assert_eq!(
+                ascii_alnum_run(&[b'a', b'b', b'c', b'd', b'e', b'f', b'g', b]),
+                7 + usize::from(b.is_ascii_alphanumeric())
+            );
+        }
     }
 
     t!(seed_basic, Normalizer::Seed, "Red Fox, runs  very-fast!", "red fox runs very fast");

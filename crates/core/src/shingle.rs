@@ -105,9 +105,44 @@ pub fn features_into(
             }
         }
     }
-    out.sort_unstable();
+    sort_hashes(out);
     out.dedup();
     Ok(())
+}
+
+/// Sorts 64-bit hashes. Hashes are spread evenly, so a pass that files them
+/// into about n / 4 buckets by their top bits leaves each bucket a handful
+/// long; each bucket is then sorted on its own (with `sort_unstable`, so
+/// crafted input that fills one bucket costs O(n log n), never worse).
+fn sort_hashes(v: &mut Vec<u64>) {
+    let n = v.len();
+    if n < 512 {
+        v.sort_unstable();
+        return;
+    }
+    let bits = (usize::BITS - 1 - (n / 4).leading_zeros()).min(20);
+    let shift = 64 - bits;
+    let mut ends = vec![0u32; (1usize << bits) + 1];
+    for &x in v.iter() {
+        ends[(x >> shift) as usize + 1] += 1;
+    }
+    for b in 1..ends.len() {
+        ends[b] += ends[b - 1];
+    }
+    let mut next = ends.clone();
+    let mut sorted = vec![0u64; n];
+    for &x in v.iter() {
+        let b = (x >> shift) as usize;
+        sorted[next[b] as usize] = x;
+        next[b] += 1;
+    }
+    for w in ends.windows(2) {
+        let bucket = &mut sorted[w[0] as usize..w[1] as usize];
+        if bucket.len() > 1 {
+            bucket.sort_unstable();
+        }
+    }
+    *v = sorted;
 }
 
 #[cfg(test)]
@@ -125,6 +160,27 @@ mod tests {
         v.sort_unstable();
         v.dedup();
         v
+    }
+
+    #[test]
+    fn hash_sort_sorts_spread_and_crafted_input() {
+        let mut x = 7u64;
+        let spread: Vec<u64> = (0..5000)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x
+            })
+            .collect();
+        // All in one bucket, in falling order; and a mix with repeats.
+        let crafted: Vec<u64> = (0..3000u64).rev().collect();
+        let mixed: Vec<u64> = spread.iter().map(|v| (v % 700) << 54).collect();
+        for input in [spread, crafted, mixed, vec![3, 1, 2]] {
+            let mut want = input.clone();
+            want.sort_unstable();
+            let mut got = input;
+            sort_hashes(&mut got);
+            assert_eq!(got, want);
+        }
     }
 
     #[test]
