@@ -65,7 +65,7 @@ impl Default for Config {
             normalizer: Normalizer::Unicode,
             shingle_kind: ShingleKind::Word,
             shingle_width: 5,
-            signature: SignatureScheme::MinHash,
+            signature: SignatureScheme::OnePermutation,
             num_perm: 128,
             bands: None,
             rows: None,
@@ -83,10 +83,11 @@ impl Default for Config {
 
 impl Config {
     /// The seed document's service example: seed normalizer, word bigrams,
-    /// 32 signature values in 8 bands, threshold 0.75, seed 19.
+    /// classic MinHash of 32 values in 8 bands, threshold 0.75, seed 19.
     pub fn seed_example() -> Config {
         Config {
             normalizer: Normalizer::Seed,
+            signature: SignatureScheme::MinHash,
             shingle_width: 2,
             num_perm: 32,
             bands: Some(8),

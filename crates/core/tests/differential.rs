@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use neardup_core::{CandidateSet, Config, Fingerprinter, Match, MemoryIndex, Normalizer};
+use neardup_core::{CandidateSet, Config, Fingerprinter, Match, MemoryIndex, Normalizer, SignatureScheme};
 use serde_json::{json, Value};
 
 fn fixtures() -> PathBuf {
@@ -29,6 +29,8 @@ fn config() -> Config {
         max_shingles: 180,
         max_candidates: 3,
         max_bucket_read: 3,
+        // The fixtures were recorded with classic MinHash.
+        signature: SignatureScheme::MinHash,
         ..Config::default()
     }
 }

@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 
-use neardup_core::{Config, Normalizer};
+use neardup_core::{Config, Normalizer, SignatureScheme};
 use neardup_index::{
     Engine, EngineOptions, FsyncPolicy, Item, PolicyConfig, Query, StoreKind, TenantConfig, TenantLimits,
 };
@@ -35,6 +35,8 @@ fn config(layout: &str) -> TenantConfig {
         max_shingles: 180,
         max_candidates: 3,
         max_bucket_read: 3,
+        // The fixtures were recorded with classic MinHash.
+        signature: SignatureScheme::MinHash,
         ..Config::default()
     };
     match layout {
