@@ -44,6 +44,19 @@ fn status(field: &str) -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// CPU seconds of this process so far (utime + stime, USER_HZ = 100).
+fn cpu_seconds() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // Fields after the command name: state, ppid, ..., utime (12th), stime (13th).
+            let f: Vec<&str> = s[s.rfind(')')? + 1..].split_whitespace().collect();
+            let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+            Some(ticks as f64 / 100.0)
+        })
+        .unwrap_or(0.0)
+}
+
 fn reset_peak() {
     // Linux resets VmHWM to the current RSS when 5 is written to clear_refs.
     let _ = std::fs::write("/proc/self/clear_refs", "5");
@@ -77,6 +90,7 @@ fn main() {
     let e = Engine::open(dir.path(), opts.clone()).unwrap();
     e.create_tenant("t", TenantConfig::new(Config::default())).unwrap();
     let t0 = Instant::now();
+    let cpu0 = cpu_seconds();
     let mut text_bytes = 0u64;
     let mut next = 0u64;
     while next < n {
@@ -109,7 +123,13 @@ fn main() {
     let load_s = t0.elapsed().as_secs_f64();
     let rss = status("VmRSS:");
     let st = e.stats("t").unwrap();
-    println!("load: {load_s:.1} s, {:.0} items/s, {:.1} MB of text", n as f64 / load_s, text_bytes as f64 / 1e6);
+    let load_cpu = cpu_seconds() - cpu0;
+    println!(
+        "load: {load_s:.1} s, {:.0} items/s, {:.1} MB of text; {load_cpu:.1} CPU s ({:.1} CPU s per million items)",
+        n as f64 / load_s,
+        text_bytes as f64 / 1e6,
+        load_cpu / n as f64 * 1e6
+    );
     println!(
         "resident after load: {} MB, growth {:.0} B/item; engine estimate {:.0} B/item",
         rss >> 20,

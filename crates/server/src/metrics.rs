@@ -82,6 +82,42 @@ impl TenantMetrics {
     }
 }
 
+/// Disk figures read from the engine for one exposition.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DiskGauges {
+    /// Bytes in the command log.
+    pub log_bytes: u64,
+    /// Bytes under the data directory.
+    pub data_dir_bytes: u64,
+}
+
+/// The process's own resident memory and CPU time, where the platform
+/// says (Linux `/proc/self`); `None` elsewhere.
+#[derive(Debug, Clone, Copy, Default)]
+struct ProcessUsage {
+    resident_bytes: Option<u64>,
+    cpu_seconds: Option<f64>,
+}
+
+impl ProcessUsage {
+    fn read() -> ProcessUsage {
+        let resident_bytes = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
+            let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
+            Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
+        });
+        // Fields 14 and 15 (utime, stime) in USER_HZ ticks, which Linux
+        // fixes at 100 a second for user space; the command name (field 2)
+        // may hold spaces, so count from its closing parenthesis.
+        let cpu_seconds = std::fs::read_to_string("/proc/self/stat").ok().and_then(|s| {
+            let rest = &s[s.rfind(')')? + 1..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+            Some(ticks as f64 / 100.0)
+        });
+        ProcessUsage { resident_bytes, cpu_seconds }
+    }
+}
+
 /// Gauges read from the engine at scrape time, per tenant.
 #[derive(Debug, Clone, Default)]
 pub struct TenantGauges {
@@ -196,7 +232,8 @@ impl Metrics {
     }
 
     /// The exposition text; `gauges` are read from the engine by the caller.
-    pub fn render(&self, gauges: &BTreeMap<String, TenantGauges>, log_bytes: u64) -> String {
+    pub fn render(&self, gauges: &BTreeMap<String, TenantGauges>, disk: DiskGauges) -> String {
+        let log_bytes = disk.log_bytes;
         let mut out = String::with_capacity(8192);
         let tenants = self.tenants.lock().map(|t| t.clone()).unwrap_or_default();
         let help = |out: &mut String, name: &str, kind: &str, text: &str| {
@@ -281,6 +318,38 @@ impl Metrics {
         }
         help(&mut out, "neardup_command_log_bytes", "gauge", "Bytes in the command log.");
         let _ = writeln!(out, "neardup_command_log_bytes {log_bytes}");
+        // What a million items cost on this node, from what it holds now:
+        // resident memory and disk per live item, CPU per item ingested
+        // since the process started (queries included).
+        let live: u64 = gauges.values().map(|g| g.live_items).sum();
+        let ingested: u64 = tenants.values().map(|m| m.items_ingested).sum();
+        let process = ProcessUsage::read();
+        let per_million = |v: f64, n: u64| (n > 0).then(|| v / n as f64 * 1e6);
+        let costs = [
+            (
+                "neardup_cost_resident_bytes_per_million_items",
+                "Resident memory of the process per million live items.",
+                process.resident_bytes.and_then(|r| per_million(r as f64, live)),
+            ),
+            (
+                "neardup_cost_disk_bytes_per_million_items",
+                "Bytes under the data directory per million live items.",
+                per_million(disk.data_dir_bytes as f64, live),
+            ),
+            (
+                "neardup_cost_cpu_seconds_per_million_ingested",
+                "CPU seconds of the process since start per million items ingested since start.",
+                process.cpu_seconds.and_then(|c| per_million(c, ingested)),
+            ),
+        ];
+        for (name, text, value) in costs {
+            help(&mut out, name, "gauge", text);
+            if let Some(v) = value {
+                let _ = writeln!(out, "{name} {v:.0}");
+            }
+        }
+        help(&mut out, "neardup_data_dir_bytes", "gauge", "Bytes under the data directory (store, log, checkpoints).");
+        let _ = writeln!(out, "neardup_data_dir_bytes {}", disk.data_dir_bytes);
         help(&mut out, "neardup_http_responses_total", "counter", "HTTP responses by route and status.");
         if let Ok(h) = self.http.lock() {
             for ((route, status), n) in h.iter() {
@@ -319,9 +388,40 @@ mod tests {
         let m = Metrics::new();
         let d = DecisionSample { state: "distinct", candidates_seen: 3, over_cap: false, scores: &[0.8, 0.2] };
         m.ingest("t", 0.002, true, d);
-        let text = m.render(&BTreeMap::new(), 0);
+        let text = m.render(&BTreeMap::new(), DiskGauges::default());
         assert!(text.contains("neardup_verification_score_bucket{tenant=\"t\",le=\"0.8\"} 2"), "{text}");
         assert!(text.contains("neardup_verification_score_count{tenant=\"t\"} 2"));
         assert!(text.contains("neardup_decisions_total{tenant=\"t\",state=\"distinct\"} 1"));
+        // No live items: no cost figure (never a division by zero).
+        assert!(!text.lines().any(|l| l.starts_with("neardup_cost_disk_bytes_per_million_items ")), "{text}");
+    }
+
+    #[test]
+    fn cost_per_million_items() {
+        let m = Metrics::new();
+        let d = DecisionSample { state: "distinct", candidates_seen: 0, over_cap: false, scores: &[] };
+        for _ in 0..4 {
+            m.ingest("t", 0.001, true, d);
+        }
+        let g = TenantGauges {
+            live_items: 4,
+            live_bytes: 0,
+            tombstones: 0,
+            largest_bucket: 0,
+            resident_bytes: 0,
+            shadow_disagreement: None,
+            shadow_queries: None,
+        };
+        let gauges = BTreeMap::from([("t".to_string(), g)]);
+        let text = m.render(&gauges, DiskGauges { log_bytes: 10, data_dir_bytes: 8_000 });
+        assert!(text.contains("neardup_cost_disk_bytes_per_million_items 2000000000\n"), "{text}");
+        assert!(text.contains("neardup_data_dir_bytes 8000\n"), "{text}");
+        if cfg!(target_os = "linux") {
+            let rss = text.lines().find(|l| l.starts_with("neardup_cost_resident_bytes_per_million_items "));
+            let v: f64 = rss.and_then(|l| l.split(' ').nth(1)?.parse().ok()).expect("a resident cost on Linux");
+            // This test process holds at least a few MB: over 1e12 bytes per million at 4 items.
+            assert!(v > 1e12, "{v}");
+            assert!(text.contains("neardup_cost_cpu_seconds_per_million_ingested "), "{text}");
+        }
     }
 }

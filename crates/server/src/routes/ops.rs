@@ -8,7 +8,7 @@ use axum::response::IntoResponse;
 use axum::Json;
 
 use crate::error::{ApiError, ApiResult, GatewayKind, StdErrors};
-use crate::metrics::TenantGauges;
+use crate::metrics::{DiskGauges, TenantGauges};
 use crate::state::AppState;
 use crate::wire::Health;
 
@@ -51,7 +51,7 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> ApiResult<impl IntoRes
                     },
                 );
             }
-            Ok((out, e.log_bytes()))
+            Ok((out, DiskGauges { log_bytes: e.log_bytes(), data_dir_bytes: e.disk_bytes() }))
         })
         .await?;
     let text = s.metrics.render(&gauges.0, gauges.1);
