@@ -212,7 +212,8 @@ fn eval_on_a_generated_corpus_meets_the_recall_contract() {
 #[test]
 fn threads_do_not_change_results() {
     let dir = tempfile::tempdir().unwrap();
-    let (corpus, _) = gen_corpus(dir.path(), "150");
+    // 4,400 records: more than one chunk (4,096), so chunks overlap in the pipeline.
+    let (corpus, _) = gen_corpus(dir.path(), "1100");
     let run = |threads: &str| {
         let pairs = dir.path().join(format!("pairs{threads}.tsv"));
         let out = neardup(&["dedup", &corpus, "-q", "--threads", threads, "--pairs", pairs.to_str().unwrap()], None);
@@ -222,4 +223,30 @@ fn threads_do_not_change_results() {
     let one = run("1");
     assert!(!one.is_empty());
     assert_eq!(one, run("2"));
+}
+
+/// Issue 15 item 7: groups of identical texts used to write every pair of
+/// each group (quadratic); same-content matches now count against
+/// --max-candidates, so the pairs grow with the records times the cap.
+#[test]
+fn identical_groups_give_pairs_linear_in_the_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut input = String::new();
+    for i in 0..2400 {
+        let g = i % 8;
+        input.push_str(&format!(
+            "{{\"id\": {i}, \"text\": \"group {g} has the same words in every copy of this group, long enough to shingle\"}}\n"
+        ));
+    }
+    let pairs = dir.path().join("pairs.tsv");
+    let out = neardup(
+        &["dedup", "-", "-q", "--json", "--max-candidates", "5", "--pairs", pairs.to_str().unwrap()],
+        Some(input.as_bytes()),
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["kept"], 8, "{summary}");
+    let lines = std::fs::read_to_string(&pairs).unwrap().lines().count();
+    // Quadratic would be 8 x 300 x 299 / 2 = 358,800 lines.
+    assert!((2392..=2400 * 2 * 5).contains(&lines), "{lines} pair lines");
 }

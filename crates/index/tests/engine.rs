@@ -386,6 +386,29 @@ fn deterministic_replay_gives_identical_snapshots() {
     }
 }
 
+/// Issue 15 item 3: a restart with another snapshot key (or none) after a
+/// checkpoint used to drop the tenant and report ready; it must refuse to
+/// open, and open as before with the right key.
+#[test]
+fn wrong_or_missing_snapshot_key_refuses_to_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let with = |k: Option<[u8; 32]>| EngineOptions { snapshot_key: k, ..opts(StoreKind::Fjall) };
+    {
+        let e = Engine::open(dir.path(), with(Some([7; 32]))).unwrap();
+        e.create_tenant("t", seed_tenant()).unwrap();
+        e.upsert("t", Item::text("A", "red fox")).unwrap();
+        e.checkpoint().unwrap();
+        e.upsert("t", Item::text("B", "blue fox")).unwrap();
+    }
+    for wrong in [Some([8; 32]), None] {
+        let Err(err) = Engine::open(dir.path(), with(wrong)) else { panic!("must not open without the tenant") };
+        let msg = err.to_string();
+        assert!(msg.contains("tenant \"t\"") && msg.contains("snapshot key"), "{msg}");
+    }
+    let e = Engine::open(dir.path(), with(Some([7; 32]))).unwrap();
+    assert_eq!(e.live_ids("t").unwrap(), ["A", "B"]);
+}
+
 #[test]
 fn truncated_snapshot_falls_back_to_older_one() {
     let dir = tempfile::tempdir().unwrap();

@@ -48,7 +48,10 @@ impl Engine {
             if check_tenant_id(&name).is_err() {
                 continue;
             }
-            for (lsn, path) in snapshot_files(&entry.path()) {
+            let files = snapshot_files(&entry.path());
+            let mut why = Vec::new();
+            for (lsn, path) in &files {
+                let (lsn, path) = (*lsn, path.clone());
                 match load_snapshot(&*store, &name, lsn, &path, key.as_ref()) {
                     Ok((h, tenant, store_lsn, image)) => {
                         if image {
@@ -60,8 +63,21 @@ impl Engine {
                         tenants.insert(name.clone(), tenant);
                         break;
                     }
-                    Err(e) => report.snapshots_rejected.push(format!("{}: {e}", path.display())),
+                    Err(e) => {
+                        why.push(format!("{}: {e}", path.display()));
+                        report.snapshots_rejected.push(format!("{}: {e}", path.display()));
+                    }
                 }
+            }
+            if !files.is_empty() && !tenants.contains_key(&name) {
+                // Every snapshot of the tenant failed (a wrong or missing
+                // snapshot key, corruption): the log behind them is trimmed,
+                // so going on would drop the tenant while reporting ready.
+                return Err(Error::state(format!(
+                    "no snapshot of tenant {name:?} could be loaded, and the log may no longer hold what they cover; \
+                     refusing to start without it (with a snapshot key: start with the key that wrote them). {}",
+                    why.join("; ")
+                )));
             }
         }
 
