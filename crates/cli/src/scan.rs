@@ -64,6 +64,16 @@ pub struct DedupFlags {
     /// Largest file parsed, in bytes; larger files are skipped and reported [default: 268435456].
     #[arg(long, value_name = "BYTES", help_heading = "Configuration")]
     pub max_file_bytes: Option<u64>,
+    /// Most chunks embedded per document, spread evenly over a longer one [default: 16].
+    #[arg(long, value_name = "N", help_heading = "Configuration")]
+    pub max_chunks: Option<usize>,
+    /// MinHash score map onto the common scale: auto, none, or knots RAW:CAL,... [default: auto].
+    #[arg(long, value_name = "MAP", help_heading = "Configuration")]
+    pub minhash_calibration: Option<String>,
+    /// Embedding score map onto the common scale: auto (the map shipped for the model), none, or knots
+    /// RAW:CAL,... [default: auto].
+    #[arg(long, value_name = "MAP", help_heading = "Configuration")]
+    pub embedding_calibration: Option<String>,
 }
 
 impl DedupFlags {
@@ -79,6 +89,9 @@ impl DedupFlags {
         l.normalizer = self.normalizer.clone();
         l.chunk_words = self.chunk_words;
         l.max_file_bytes = self.max_file_bytes;
+        l.max_chunks = self.max_chunks;
+        l.minhash_calibration = self.minhash_calibration.clone();
+        l.embedding_calibration = self.embedding_calibration.clone();
         l
     }
 
@@ -113,10 +126,15 @@ fn docs_error(e: neardup_docs::Error) -> anyhow::Error {
 /// Phases: parse every file (cached by SHA-256 under STORE/cache), fingerprint
 /// the new documents (MinHash, and embeddings when --model is set), then one
 /// comparison pass: each new document against every stored document and the
-/// rest of the batch. Verdicts: identical (score >= threshold_identical, or
+/// rest of the batch. Each matcher's raw score is calibrated onto one scale
+/// (docs/scan.md); verdicts: identical (score >= threshold_identical, or
 /// the same normalized text) means a copy of an earlier document; similar
 /// (>= threshold_similar) a possible duplicate; different otherwise. Results
 /// go to STORE/dedup/fingerprints.json.
+///
+/// With --labels FILE (pairs labelled format, revision, sibling, unrelated,
+/// as bench/corpus/scan_pairs.py writes them), the scan also reports verdict
+/// precision and recall per class and matcher, and fits a calibration.
 ///
 /// The `dedup N/TOTAL` bar counts pairs: N×M + N×(N−1)÷2 when embeddings run
 /// (every pair is scored); with MinHash alone, only the candidate pairs LSH
@@ -149,6 +167,10 @@ pub struct ScanArgs {
     /// No progress bars and no human summary.
     #[arg(short, long, help_heading = "Output")]
     pub quiet: bool,
+    /// Labelled pairs to measure verdicts on (tab-separated: class, detail, path a, path b; paths relative
+    /// to FILE's folder).
+    #[arg(long, value_name = "FILE", help_heading = "Output")]
+    pub labels: Option<PathBuf>,
 }
 
 /// One indicatif bar per phase, drawn only on a terminal.
@@ -194,8 +216,13 @@ struct ScanOut<'a> {
     #[serde(flatten)]
     summary: &'a neardup_docs::ScanSummary,
     /// Documents per second per phase (files for parse, new documents for
-    /// fingerprint and compare).
+    /// fingerprint and compare; documents embedded for embedding).
     docs_per_s: Rates,
+    /// Model input tokens embedded per second, when the provider counts them.
+    embedding_tokens_per_s: Option<f64>,
+    /// Verdicts on the labelled pairs of --labels.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    accuracy: Option<neardup_docs::Accuracy>,
 }
 
 #[derive(serde::Serialize)]
@@ -203,6 +230,7 @@ struct Rates {
     parse: f64,
     fingerprint: f64,
     compare: f64,
+    embedding: f64,
 }
 
 fn rate(n: usize, s: f64) -> f64 {
@@ -222,7 +250,18 @@ pub fn run_scan(args: ScanArgs) -> anyhow::Result<ExitCode> {
     discover.include_hidden = args.hidden;
     options.discover = discover;
     let bars = Bars { enabled: !args.quiet && std::io::stderr().is_terminal(), current: Mutex::new(None) };
+    let labels = match &args.labels {
+        Some(path) => Some(neardup_docs::read_labels(path).map_err(docs_error)?),
+        None => None,
+    };
     let summary = neardup_docs::scan(&args.paths, &options, &bars).map_err(docs_error)?;
+    let accuracy = match labels {
+        Some(labels) => {
+            let store = load_store(&args.store.store)?;
+            Some(neardup_docs::evaluate_labels(&store, &labels, &options.settings).map_err(docs_error)?)
+        }
+        None => None,
+    };
 
     for note in &summary.notes {
         eprintln!("neardup: note: {note}");
@@ -241,7 +280,10 @@ pub fn run_scan(args: ScanArgs) -> anyhow::Result<ExitCode> {
                 parse: rate(summary.discovered, t.parse_s),
                 fingerprint: rate(summary.new_documents, t.fingerprint_s),
                 compare: rate(summary.new_documents, t.compare_s),
+                embedding: rate(summary.embedded, summary.embedding_s),
             },
+            embedding_tokens_per_s: summary.embedded_tokens.map(|n| rate(n as usize, summary.embedding_s)),
+            accuracy,
         };
         print_stdout(&serde_json::to_string_pretty(&out)?)?;
     } else if !args.quiet {
@@ -272,13 +314,76 @@ pub fn run_scan(args: ScanArgs) -> anyhow::Result<ExitCode> {
             "new documents: {} identical, {} similar, {} different",
             v.identical, v.similar, v.different
         ));
+        if summary.embedded > 0 {
+            let tokens = summary
+                .embedded_tokens
+                .map(|n| format!(", {} tokens/s", rate(n as usize, summary.embedding_s)))
+                .unwrap_or_default();
+            lines.push(format!(
+                "embedded {} documents ({} chunks) in {:.1} s: {} documents/s{tokens}; {} reused",
+                summary.embedded,
+                summary.embedded_chunks,
+                summary.embedding_s,
+                rate(summary.embedded, summary.embedding_s),
+                summary.embeddings_reused
+            ));
+        }
         if !summary.back_updated.is_empty() {
             lines.push(format!("updated closest match of: {}", summary.back_updated.join(", ")));
+        }
+        if let Some(a) = &accuracy {
+            lines.push(render_accuracy(a));
         }
         lines.push(format!("store: {} (see `neardup report`)", summary.store.display()));
         print_stdout(&lines.join("\n"))?;
     }
     Ok(if summary.skipped.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(3) })
+}
+
+/// The --labels results as text: one table per matcher.
+fn render_accuracy(a: &neardup_docs::Accuracy) -> String {
+    let pct = |n: usize, d: usize| if d == 0 { "-".to_owned() } else { format!("{:.1} %", 100.0 * n as f64 / d as f64) };
+    let mut out = format!(
+        "labelled pairs: {} ({} missing from the store); model: {}; calibration: minhash {}, embedding {}\n",
+        a.labels,
+        a.missing,
+        a.model.as_deref().unwrap_or("none"),
+        a.minhash_calibration,
+        a.embedding_calibration.as_deref().unwrap_or("-")
+    );
+    for m in &a.matchers {
+        out.push_str(&format!(
+            "{}: precision {:.3}, recall {:.3}; sibling pages called duplicates: {} of {} ({})\n",
+            m.matcher,
+            m.precision,
+            m.recall,
+            m.sibling_pages_called,
+            m.sibling_pages,
+            pct(m.sibling_pages_called, m.sibling_pages)
+        ));
+        for c in &m.classes {
+            out.push_str(&format!(
+                "  {:<16} target {:<9} pairs {:>4}  identical {:>4}  similar {:>4}  different {:>4}  found {}\n",
+                c.class,
+                c.target,
+                c.pairs,
+                c.identical,
+                c.similar,
+                c.different,
+                pct(c.identical + c.similar, c.pairs)
+            ));
+        }
+    }
+    for f in &a.fitted {
+        out.push_str(&format!(
+            "fitted {} calibration: similar at raw {}, identical at raw {}{}\n",
+            f.matcher,
+            f.similar_knot.map_or("-".to_owned(), |x| format!("{x:.3}")),
+            f.identical_knot.map_or("-".to_owned(), |x| format!("{x:.3}")),
+            f.knots.as_ref().map(|k| format!(" (\"{k}\")")).unwrap_or_default()
+        ));
+    }
+    out.trim_end().to_owned()
 }
 
 fn load_store(root: &Path) -> anyhow::Result<Store> {

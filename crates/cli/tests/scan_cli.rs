@@ -123,14 +123,25 @@ fn formats_identical_revision_similar_unrelated_different() {
         assert!(r["closest_score"].as_f64().unwrap() >= 0.95, "{r}");
     }
     // The revision (md and pdf) is similar to the paper: its two formats are
-    // identical to each other, and the pair scores in the similar band.
+    // identical to each other, and the pair scores in the similar band on
+    // the common scale (raw Jaccard 0.855, calibrated between 0.80 and 0.95).
     let revised = row(&rows, "paper-revised.md");
     assert_eq!(revised["verdict"], "similar", "{revised}");
-    let score = revised["closest_score"].as_f64().unwrap();
+    assert_eq!(revised["similar_to"], kept.as_str(), "{revised}");
+    let score = revised["similar_score"].as_f64().unwrap();
     assert!((0.80..0.95).contains(&score), "{revised}");
-    assert_eq!(row(&rows, "paper-revised.pdf")["verdict"], "identical");
-    assert_eq!(row(&rows, "paper.docx")["verdict"], "similar");
-    assert_eq!(row(&rows, "paper.docx")["closest_match"], revised["slug"]);
+    // Its closest match is its own PDF copy, which names it back, with the
+    // same score; a copy does not make it a duplicate.
+    let revised_pdf = row(&rows, "paper-revised.pdf");
+    assert_eq!(revised_pdf["verdict"], "identical");
+    assert_eq!(revised["closest_match"], revised_pdf["slug"], "{revised}");
+    assert_eq!(revised_pdf["closest_match"], revised["slug"], "{revised_pdf}");
+    assert_eq!(revised["closest_score"], revised_pdf["closest_score"]);
+    assert_eq!(revised["closest_is_copy"], true);
+    let docx = row(&rows, "paper.docx");
+    assert_eq!(docx["verdict"], "similar");
+    assert_eq!(docx["similar_to"], revised["slug"]);
+    assert_eq!(docx["similar_score"], revised["similar_score"]);
     for file in UNRELATED {
         let r = row(&rows, file);
         assert_eq!(r["verdict"], "different", "{file}: {r}");
@@ -145,7 +156,7 @@ fn formats_identical_revision_similar_unrelated_different() {
     for key in ["slug", "path", "sha256", "format", "content_hash", "features", "embedding"] {
         assert!(entry.contains_key(key), "{key}");
     }
-    assert_eq!(store["format_version"], 1);
+    assert_eq!(store["format_version"], 2);
 }
 
 #[test]
@@ -187,12 +198,16 @@ fn incremental_scan_parses_only_new_files_and_back_updates() {
     assert_eq!(revised["verdict"], "similar");
     assert_eq!(row(&rows, "paper.html")["verdict"], "identical");
     assert_eq!(row(&rows, "paper.html")["closest_match"], paper.as_str());
-    // The seed's back-update: the stored paper now names the revision as its
-    // closest match (a copy never back-updates its original).
+    // The back-update: the stored paper now names its new copy as its
+    // closest match (both name each other with the same score) and the
+    // revision as what it is similar to.
     let stored = row(&rows, "paper.md");
-    assert_eq!(stored["closest_match"], revised["slug"], "{stored}");
+    let html = row(&rows, "paper.html");
+    assert_eq!(stored["closest_match"], html["slug"], "{stored}");
+    assert_eq!(stored["closest_score"], html["closest_score"]);
     assert_eq!(stored["verdict"], "similar");
-    assert_eq!(stored["closest_score"], revised["closest_score"]);
+    assert_eq!(stored["similar_to"], revised["slug"], "{stored}");
+    assert_eq!(stored["similar_score"], revised["closest_score"]);
     assert_eq!(second["back_updated"], serde_json::json!([paper]));
 
     // A third scan with nothing new compares nothing.
@@ -352,13 +367,14 @@ fn export_skips_identical_and_flags_similar_with_the_seed_callout() {
         let page = out_dir.join(format!("{}.md", r["slug"].as_str().unwrap()));
         assert_eq!(page.exists(), r["verdict"] != "identical", "{r}");
     }
-    // The revision's page starts with the callout, exactly.
+    // The revision's page starts with the callout, exactly, naming the kept
+    // paper (not its own skipped PDF copy, its closest match).
     let revised = row(&rows, "paper-revised.md");
     let page = std::fs::read_to_string(out_dir.join(format!("{}.md", revised["slug"].as_str().unwrap()))).unwrap();
     let expected = format!(
         "> [!warning] Possible duplicate\n> This document is similar to **{}** (score={:.2}).\n\n",
-        revised["closest_match"].as_str().unwrap(),
-        revised["closest_score"].as_f64().unwrap()
+        revised["similar_to"].as_str().unwrap(),
+        revised["similar_score"].as_f64().unwrap()
     );
     assert!(page.starts_with(&expected), "{expected}\n---\n{}", &page[..300]);
     assert!(page.contains("MinHash"), "the text follows the callout");
@@ -405,33 +421,40 @@ fn local_embeddings_and_the_combined_matcher_store_both_scores() {
     assert_eq!(summary["matchers"], "embedding,minhash");
     assert_eq!(summary["comparison_rule"], "all-pairs");
     assert_eq!(summary["comparisons"], 45, "N×(N−1)÷2 for 10 new documents");
-    assert_eq!(summary["embedded"], 10);
+    // One embedding per normalized text: the paper's five formats share one,
+    // the revision's two another.
+    assert_eq!((summary["embedded"].as_u64(), summary["embeddings_reused"].as_u64()), (Some(5), Some(5)));
+    assert!(summary["embedded_tokens"].as_u64().unwrap() > 0, "{summary}");
+    assert!(summary["embedding_tokens_per_s"].as_f64().unwrap() > 0.0, "{summary}");
     let rows = s.report();
     for r in &rows {
         let (e, m) = (r["embedding_score"].as_f64(), r["minhash_score"].as_f64());
-        assert!(e.is_some() && m.is_some(), "both scores stored: {r}");
+        assert!(e.is_some() && m.is_some(), "both raw scores stored: {r}");
+        let (ec, mc) = (r["embedding_calibrated"].as_f64().unwrap(), r["minhash_calibrated"].as_f64().unwrap());
         let c = r["closest_score"].as_f64().unwrap();
-        assert_eq!(c, e.unwrap().max(m.unwrap()), "{r}");
-        let method = if m.unwrap() >= e.unwrap() { "minhash" } else { "embedding" };
-        assert_eq!(r["closest_method"], method, "{r}");
+        assert!(c == ec.max(mc) || c == 1.0, "{r}");
+        if c < 1.0 {
+            let method = if mc >= ec { "minhash" } else { "embedding" };
+            assert_eq!(r["closest_method"], method, "{r}");
+        }
     }
     for file in PAPER {
-        assert_eq!(row(&rows, file)["verdict"], "identical", "{file}");
+        let r = row(&rows, file);
+        assert_eq!(r["verdict"], if file == "paper.docx" { "similar" } else { "identical" }, "{file}");
     }
     for file in UNRELATED {
         let r = row(&rows, file);
         assert_eq!(r["verdict"], "different", "{r}");
         assert!(r["embedding_score"].as_f64().unwrap() < 0.5, "{r}");
     }
-    // The seed's blind spot, made visible: the light revision's mean-pooled
-    // embedding is almost the paper's (cosine ~0.99) while MinHash sees the
-    // edits (0.855). max() is conservative, so at the default 0.95 the paper
-    // is identical to the revision ingested before it.
+    // The seed's blind spot, calibrated away: the light revision's raw
+    // embedding cosine is ~0.99, which the seed's max() of raw scores called
+    // identical at 0.95; on the common scale the pair is similar, and the
+    // paper is kept with a callout naming the revision.
     let docx = row(&rows, "paper.docx");
-    assert_eq!(docx["closest_match"], row(&rows, "paper-revised.md")["slug"], "{docx}");
-    assert_eq!(docx["closest_method"], "embedding", "{docx}");
-    assert!(docx["embedding_score"].as_f64().unwrap() > 0.95, "{docx}");
-    assert!((0.80..0.95).contains(&docx["minhash_score"].as_f64().unwrap()), "{docx}");
+    assert_eq!(docx["similar_to"], row(&rows, "paper-revised.md")["slug"], "{docx}");
+    let similar = docx["similar_score"].as_f64().unwrap();
+    assert!((0.80..0.95).contains(&similar), "{docx}");
     let store = s.store();
     let dim = store["documents"][0]["embedding"].as_array().unwrap().len();
     assert_eq!(dim, 384);
@@ -441,8 +464,7 @@ fn local_embeddings_and_the_combined_matcher_store_both_scores() {
         .unwrap();
     let second = s.scan(&["--model", &model], 0);
     assert_eq!((second["embedded"].as_u64(), second["comparisons"].as_u64()), (Some(1), Some(10)));
-    // A threshold change rebuilds the store but reuses every embedding; at
-    // 0.99 the revision and the paper are told apart again.
+    // A threshold change rebuilds the store but reuses every embedding.
     let third = s.scan(&["--model", &model, "--threshold-identical", "0.99"], 0);
     assert!(third["rebuilt"].is_string());
     assert_eq!((third["embedded"].as_u64(), third["embeddings_reused"].as_u64()), (Some(0), Some(11)));

@@ -9,48 +9,83 @@
 //! `minhash_lsh_threshold`) proposes candidates from a core
 //! [`MemoryIndex`], and each candidate is verified with exact Jaccard; only
 //! those verifications are counted. The embedding matcher scores every pair
-//! by cosine. A pair's combined score is the larger of the two.
+//! by cosine. Each raw score is mapped onto the common scale by its
+//! matcher's [`Calibration`]; a pair's combined score is the larger of the
+//! two calibrated scores.
 //!
-//! Verdicts are asymmetric on purpose: a document is `identical` only to a
-//! document ingested *before* it, which is the one kept (the export step
-//! skips identical documents, so two copies must never both be identical).
-//! When a later document beats an earlier document's recorded closest
-//! match, the earlier entry is updated from the pair's scores (no
-//! recomputation) — unless the later document is an identical copy of it:
-//! that relation is recorded on the copy, and the original stays the kept
-//! one, so a back-update can make a document `similar` at most. An
-//! `identical` entry is never back-updated, so its `closest_match` always
-//! leads to its kept original.
+//! What each entry records, whichever document came first:
+//!
+//! * `closest_*` — the best-scoring other document, earlier or later: when
+//!   a later document beats an earlier one's recorded closest match, the
+//!   earlier entry is updated from the pair's scores (no recomputation), so
+//!   both documents of a pair name each other with the same score.
+//! * `verdict` — `identical` only to a document ingested *before* it
+//!   (`duplicate_of`), which is the one kept: the export skips identical
+//!   documents, so two copies are never both identical. A kept document is
+//!   `similar` when another kept document that is not one of its own copies
+//!   scores at least `threshold_similar` against it, earlier or later
+//!   (`similar_to` names the best one: the page the export's duplicate
+//!   callout names), and `different` otherwise — its own identical copies,
+//!   which the export skips, do not make it a duplicate of anything.
 
 use neardup_core::{Candidate, Fingerprint, MemoryIndex, Params, Policy, Verdict};
 
+use crate::calibrate::Calibration;
 use crate::embed::cosine;
 use crate::error::Error;
 use crate::progress::{Phase, Progress};
 use crate::store::{Method, StoredDoc};
 
-/// Scores of one pair.
-#[derive(Clone, Copy, Debug, Default)]
-struct Pair {
-    embedding: Option<f64>,
-    minhash: Option<f64>,
-    same_content: bool,
+/// Raw scores of one pair.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Pair {
+    /// Cosine of the document embeddings.
+    pub embedding: Option<f64>,
+    /// Exact Jaccard of the shingle sets.
+    pub minhash: Option<f64>,
+    /// Equal content hashes (the same normalized text).
+    pub same_content: bool,
+}
+
+/// A pair's scores on the common scale.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Scored {
+    /// The raw scores.
+    pub raw: Pair,
+    /// The calibrated embedding score.
+    pub embedding: Option<f64>,
+    /// The calibrated MinHash score.
+    pub minhash: Option<f64>,
+    /// max(calibrated scores); 1 for equal normalized text.
+    pub combined: f64,
+    /// Which calibrated score is the combined one (MinHash on a tie).
+    pub method: Method,
+}
+
+/// The calibration of each matcher.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Calibrations {
+    pub minhash: Calibration,
+    pub embedding: Calibration,
 }
 
 impl Pair {
-    /// Combined score and the method that produced it; equal normalized text
-    /// scores 1.
-    fn combined(&self) -> Option<(f64, Method)> {
-        let best = match (self.embedding, self.minhash) {
+    /// The pair on the common scale; `None` when no matcher scored it.
+    pub(crate) fn scored(self, cal: &Calibrations) -> Option<Scored> {
+        let embedding = self.embedding.map(|e| cal.embedding.apply(e));
+        let minhash = self.minhash.map(|m| cal.minhash.apply(m));
+        let best = match (embedding, minhash) {
             (Some(e), Some(m)) if e > m => Some((e, Method::Embedding)),
             (_, Some(m)) => Some((m, Method::Minhash)),
             (Some(e), None) => Some((e, Method::Embedding)),
             (None, None) => None,
         };
-        if self.same_content {
-            return Some((1.0, best.map_or(Method::Minhash, |b| b.1)));
-        }
-        best
+        let (combined, method) = match (best, self.same_content) {
+            (best, true) => (1.0, best.map_or(Method::Minhash, |b| b.1)),
+            (Some(best), false) => best,
+            (None, false) => return None,
+        };
+        Some(Scored { raw: self, embedding, minhash, combined, method })
     }
 }
 
@@ -64,10 +99,11 @@ pub(crate) struct CompareStats {
     pub back_updated: Vec<usize>,
 }
 
-/// Matcher switches and thresholds for [`compare`].
+/// Matcher switches, calibrations and thresholds for [`compare`].
 pub(crate) struct Matchers<'a> {
     pub params: &'a Params,
     pub policy: &'a Policy,
+    pub calibrations: &'a Calibrations,
     pub minhash: bool,
     pub embedding: bool,
 }
@@ -76,6 +112,29 @@ pub(crate) struct Matchers<'a> {
 /// all-pairs rule.
 pub fn all_pairs_total(n: u64, m: u64) -> u64 {
     n * m + n * n.saturating_sub(1) / 2
+}
+
+/// The kept original of each of `docs[..m]` (an index), from the stored
+/// `duplicate_of` links (`closest_match` for a version-1 entry).
+fn stored_clusters(docs: &[StoredDoc], m: usize) -> Vec<usize> {
+    let index: std::collections::HashMap<&str, usize> =
+        docs[..m].iter().enumerate().map(|(i, d)| (d.slug.as_str(), i)).collect();
+    (0..m)
+        .map(|start| {
+            let mut current = start;
+            for _ in 0..m {
+                let d = &docs[current];
+                if d.verdict != Verdict::Identical {
+                    break;
+                }
+                match d.duplicate_of.as_deref().or(d.closest_match.as_deref()).and_then(|s| index.get(s)) {
+                    Some(&next) => current = next,
+                    None => break,
+                }
+            }
+            current
+        })
+        .collect()
 }
 
 /// Compares `docs[m..]` (new) with every earlier document. `fps[i]` is the
@@ -103,6 +162,9 @@ pub(crate) fn compare(
         if matchers.embedding { all_pairs_total(n, m as u64) } else { candidates.iter().map(|c| c.len() as u64).sum() };
     progress.start(Phase::Compare, total);
     let mut stats = CompareStats::default();
+    // The kept original of every document decided so far.
+    let mut cluster = stored_clusters(docs, m);
+    let policy = matchers.policy;
 
     for i in m..docs.len() {
         // Scores against every earlier document that has any.
@@ -135,42 +197,49 @@ pub(crate) fn compare(
                 progress.advance(Phase::Compare, candidates[i].len() as u64);
             }
         }
+        let mut scored: Vec<(usize, Scored)> = pairs
+            .into_iter()
+            .filter_map(|(j, pair)| {
+                let pair = complete(pair, i, j, &index, matchers, false);
+                pair.scored(matchers.calibrations).map(|s| (j, s))
+            })
+            .collect();
+        // Best first; ties go to the earlier document, more likely the kept one.
+        scored.sort_by(|a, b| b.1.combined.total_cmp(&a.1.combined).then(a.0.cmp(&b.0)));
 
-        // The closest earlier document decides this one's verdict; ties go
-        // to the earlier document, which is more likely the kept one.
-        let mut best: Option<(usize, Pair, f64, Method)> = None;
-        for &(j, pair) in &pairs {
-            if let Some((score, method)) = pair.combined() {
-                if best.as_ref().is_none_or(|b| score > b.2) {
-                    best = Some((j, pair, score, method));
-                }
-            }
-        }
-        if let Some((j, mut pair, score, method)) = best {
-            complete(&mut pair, i, j, &index, matchers);
+        // The closest earlier document decides this one's verdict.
+        cluster.push(i);
+        if let Some(&(j, best)) = scored.first() {
+            let verdict = policy.classify(best.combined, best.raw.same_content);
+            let best = stored_scores(best, i, j, &index, matchers);
             let slug = docs[j].slug.clone();
             let doc = &mut docs[i];
-            doc.verdict = matchers.policy.classify(score, pair.same_content);
-            set_closest(doc, slug, score, method, pair);
+            doc.verdict = verdict;
+            set_closest(doc, slug.clone(), &best);
+            if verdict == Verdict::Identical {
+                doc.duplicate_of = Some(slug);
+                cluster[i] = cluster[j];
+            }
+        }
+        // A kept document: its best earlier match is outside its own copies
+        // (every earlier document is: it is kept).
+        if cluster[i] == i {
+            if let Some(&(j, s)) = scored.first() {
+                offer_similar(docs, i, cluster[j], s.combined, policy);
+            }
         }
 
         // Back-updates: this document may be a better match for earlier ones.
-        for (j, mut pair) in pairs {
-            let Some((score, method)) = pair.combined() else { continue };
-            let earlier = &docs[j];
-            let verdict = matchers.policy.classify(score, pair.same_content);
-            // A copy is recorded on the copy: the original stays as it was.
-            if verdict == Verdict::Identical
-                || earlier.verdict == Verdict::Identical
-                || earlier.closest_score.is_some_and(|c| score <= c)
-            {
+        for &(j, s) in &scored {
+            if cluster[j] == j && cluster[i] != cluster[j] {
+                offer_similar(docs, j, cluster[i], s.combined, policy);
+            }
+            if docs[j].closest_score.is_some_and(|c| s.combined <= c) {
                 continue;
             }
-            complete(&mut pair, j, i, &index, matchers);
+            let s = stored_scores(s, i, j, &index, matchers);
             let slug = docs[i].slug.clone();
-            let earlier = &mut docs[j];
-            earlier.verdict = verdict;
-            set_closest(earlier, slug, score, method, pair);
+            set_closest(&mut docs[j], slug, &s);
             stats.back_updated.push(j);
         }
     }
@@ -180,20 +249,73 @@ pub(crate) fn compare(
     Ok(stats)
 }
 
-/// Fills the MinHash score of a pair LSH did not propose, so the stored
-/// entry has both scores in combined mode (one exact Jaccard per entry).
-fn complete(pair: &mut Pair, a: usize, b: usize, index: &MemoryIndex, matchers: &Matchers<'_>) {
-    if matchers.minhash && pair.minhash.is_none() {
-        pair.minhash = index.score(a as u32, b as u32).map(|s| s.score);
+/// Records kept document `target` as what kept document `doc` is similar
+/// to, when the pair scores at least `threshold_similar` and beats what is
+/// recorded; `doc` becomes `similar` (a kept document is never identical).
+fn offer_similar(docs: &mut [StoredDoc], doc: usize, target: usize, score: f64, policy: &Policy) {
+    if target == doc || policy.classify(score, false) == Verdict::Different {
+        return;
     }
+    if docs[doc].similar_score.is_some_and(|s| score <= s) {
+        return;
+    }
+    let slug = docs[target].slug.clone();
+    let d = &mut docs[doc];
+    d.similar_to = Some(slug);
+    d.similar_score = Some(score);
+    d.verdict = Verdict::Similar;
 }
 
-fn set_closest(doc: &mut StoredDoc, slug: String, score: f64, method: Method, pair: Pair) {
+/// Fills the exact Jaccard of a pair LSH did not propose. Unless `always`,
+/// only when it could be the larger calibrated score: the Jaccard is at most
+/// the ratio of the two set sizes, and when even that bound calibrates below
+/// the embedding's score the merge is skipped (it cannot change the ranking).
+fn complete(
+    mut pair: Pair,
+    a: usize,
+    b: usize,
+    index: &MemoryIndex,
+    matchers: &Matchers<'_>,
+    always: bool,
+) -> Pair {
+    if !matchers.minhash || pair.minhash.is_some() {
+        return pair;
+    }
+    if !always {
+        if let (Some(e), Some(fa), Some(fb)) = (pair.embedding, index.features(a as u32), index.features(b as u32)) {
+            let (small, large) = (fa.len().min(fb.len()) as f64, fa.len().max(fb.len()) as f64);
+            let bound = if large > 0.0 { small / large } else { 0.0 };
+            let cal = matchers.calibrations;
+            if !pair.same_content && cal.minhash.apply(bound) < cal.embedding.apply(e) {
+                return pair;
+            }
+        }
+    }
+    if let Some(s) = index.score(a as u32, b as u32) {
+        pair.minhash = Some(s.score);
+        pair.same_content |= s.same_content;
+    }
+    pair
+}
+
+/// The scores an entry stores: both matchers' scores, in combined mode
+/// (the Jaccard skipped while ranking is computed now; it cannot change the
+/// combined score).
+fn stored_scores(s: Scored, a: usize, b: usize, index: &MemoryIndex, matchers: &Matchers<'_>) -> Scored {
+    if s.raw.minhash.is_some() || !matchers.minhash {
+        return s;
+    }
+    complete(s.raw, a, b, index, matchers, true).scored(matchers.calibrations).unwrap_or(s)
+}
+
+fn set_closest(doc: &mut StoredDoc, slug: String, s: &Scored) {
     doc.closest_match = Some(slug);
-    doc.closest_score = Some(score);
-    doc.closest_method = Some(method);
-    doc.embedding_score = pair.embedding;
-    doc.minhash_score = pair.minhash;
+    doc.closest_score = Some(s.combined);
+    doc.closest_method = Some(s.method);
+    doc.embedding_score = s.raw.embedding;
+    doc.minhash_score = s.raw.minhash;
+    doc.embedding_calibrated = s.embedding;
+    doc.minhash_calibrated = s.minhash;
 }
 
 #[cfg(test)]
@@ -208,14 +330,33 @@ mod tests {
         assert_eq!(all_pairs_total(1, 0), 0);
     }
 
+    fn identity() -> Calibrations {
+        Calibrations { minhash: Calibration::identity(), embedding: Calibration::identity() }
+    }
+
+    fn combined(p: Pair, cal: &Calibrations) -> Option<(f64, Method)> {
+        p.scored(cal).map(|s| (s.combined, s.method))
+    }
+
     #[test]
-    fn combined_is_the_max() {
+    fn combined_is_the_max_of_calibrated_scores() {
+        let id = identity();
         let p = Pair { embedding: Some(0.9), minhash: Some(0.7), same_content: false };
-        assert_eq!(p.combined(), Some((0.9, Method::Embedding)));
+        assert_eq!(combined(p, &id), Some((0.9, Method::Embedding)));
         let p = Pair { embedding: Some(0.9), minhash: Some(0.9), same_content: false };
-        assert_eq!(p.combined(), Some((0.9, Method::Minhash)));
+        assert_eq!(combined(p, &id), Some((0.9, Method::Minhash)));
         let p = Pair { embedding: None, minhash: None, same_content: true };
-        assert_eq!(p.combined(), Some((1.0, Method::Minhash)));
-        assert_eq!(Pair::default().combined(), None);
+        assert_eq!(combined(p, &id), Some((1.0, Method::Minhash)));
+        assert_eq!(combined(Pair::default(), &id), None);
+        // Calibrated: a cosine of 0.9 is below the similar knot, a Jaccard of
+        // 0.7 above it, so MinHash wins and both raw scores are kept.
+        let cal = Calibrations {
+            minhash: Calibration::parse("0.45:0.8,0.95:0.95").unwrap(),
+            embedding: Calibration::parse("0.93:0.8,0.99:0.95").unwrap(),
+        };
+        let s = Pair { embedding: Some(0.9), minhash: Some(0.7), same_content: false }.scored(&cal).unwrap();
+        assert_eq!(s.method, Method::Minhash);
+        assert!(s.embedding.unwrap() < 0.8 && s.minhash.unwrap() > 0.8, "{s:?}");
+        assert_eq!((s.raw.embedding, s.raw.minhash), (Some(0.9), Some(0.7)));
     }
 }

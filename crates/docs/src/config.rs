@@ -9,11 +9,19 @@
 //! | `threshold_identical`   | float  | `0.95`                 | `NEARDUP_DEDUP_THRESHOLD_IDENTICAL` (`KOMP_DEDUP_THRESHOLD_IDENTICAL`) |
 //! | `threshold_similar`     | float  | `0.80`                 | `NEARDUP_DEDUP_THRESHOLD_SIMILAR` (`KOMP_DEDUP_THRESHOLD_SIMILAR`) |
 //! | `model`                 | string | `""` (embedding off)   | `NEARDUP_DEDUP_MODEL` (`KOMP_DEDUP_MODEL`)                       |
-//! | `minhash_lsh_threshold` | float  | `0.8`                  | `NEARDUP_DEDUP_MINHASH_LSH_THRESHOLD` (`KOMP_DEDUP_MINHASH_LSH_THRESHOLD`) |
+//! | `minhash_lsh_threshold` | float  | the raw Jaccard at which calibrated MinHash reaches `threshold_similar` (0.45) | `NEARDUP_DEDUP_MINHASH_LSH_THRESHOLD` (`KOMP_DEDUP_MINHASH_LSH_THRESHOLD`) |
 //! | `shingle_width`         | int    | `5` (word shingles)    | `NEARDUP_DEDUP_SHINGLE_WIDTH` (`KOMP_DEDUP_SHINGLE_WIDTH`)       |
 //! | `normalizer`            | string | `"unicode"`            | `NEARDUP_DEDUP_NORMALIZER` (`KOMP_DEDUP_NORMALIZER`)             |
 //! | `chunk_words`           | int    | `200`                  | `NEARDUP_DEDUP_CHUNK_WORDS` (`KOMP_DEDUP_CHUNK_WORDS`)           |
 //! | `max_file_bytes`        | int    | `268435456` (256 MiB)  | `NEARDUP_DEDUP_MAX_FILE_BYTES` (`KOMP_DEDUP_MAX_FILE_BYTES`)     |
+//! | `max_chunks`            | int    | `16`                   | `NEARDUP_DEDUP_MAX_CHUNKS` (`KOMP_DEDUP_MAX_CHUNKS`)             |
+//! | `minhash_calibration`   | string | `"auto"`               | `NEARDUP_DEDUP_MINHASH_CALIBRATION` (`KOMP_DEDUP_MINHASH_CALIBRATION`) |
+//! | `embedding_calibration` | string | `"auto"`               | `NEARDUP_DEDUP_EMBEDDING_CALIBRATION` (`KOMP_DEDUP_EMBEDDING_CALIBRATION`) |
+//!
+//! Calibrations (see [`crate::calibrate`]) are `auto` (the shipped map:
+//! for MinHash on word 5-grams, for an embedding model we have measured;
+//! otherwise the raw score, with a note), `none` (the raw score) or knots
+//! `RAW:CALIBRATED,…`.
 //!
 //! When both a `NEARDUP_` variable and its `KOMP_` alias are set, the
 //! `NEARDUP_` one wins. The seed's default for `enabled` is `false` because
@@ -26,7 +34,8 @@ use std::path::Path;
 use neardup_core::{Config as CoreConfig, Normalizer, Params, Policy};
 use serde::{Deserialize, Serialize};
 
-use crate::embed::DEFAULT_CHUNK_WORDS;
+use crate::calibrate::{Calibration, MINHASH_WORD5};
+use crate::embed::{DEFAULT_CHUNK_WORDS, DEFAULT_MAX_CHUNKS};
 use crate::error::Error;
 use crate::limits::Limits;
 
@@ -56,6 +65,12 @@ pub struct ConfigLayer {
     pub chunk_words: Option<usize>,
     /// Largest input file accepted, in bytes.
     pub max_file_bytes: Option<u64>,
+    /// Most chunks embedded per document (evenly spread over a longer one).
+    pub max_chunks: Option<usize>,
+    /// MinHash score map onto the common scale: `auto`, `none` or knots.
+    pub minhash_calibration: Option<String>,
+    /// Embedding score map onto the common scale: `auto`, `none` or knots.
+    pub embedding_calibration: Option<String>,
 }
 
 /// The keys of [`ConfigLayer`], as spelt in TOML; the environment variable
@@ -71,6 +86,9 @@ pub const CONFIG_KEYS: &[&str] = &[
     "normalizer",
     "chunk_words",
     "max_file_bytes",
+    "max_chunks",
+    "minhash_calibration",
+    "embedding_calibration",
 ];
 
 #[derive(Deserialize)]
@@ -148,6 +166,9 @@ impl ConfigLayer {
             "normalizer" => self.normalizer = Some(value.to_owned()),
             "chunk_words" => self.chunk_words = Some(num(value, "a whole number")?),
             "max_file_bytes" => self.max_file_bytes = Some(num(value, "a whole number of bytes")?),
+            "max_chunks" => self.max_chunks = Some(num(value, "a whole number")?),
+            "minhash_calibration" => self.minhash_calibration = Some(value.to_owned()),
+            "embedding_calibration" => self.embedding_calibration = Some(value.to_owned()),
             _ => return Err(format!("unknown key {key}")),
         }
         Ok(())
@@ -168,7 +189,10 @@ impl ConfigLayer {
             shingle_width,
             normalizer,
             chunk_words,
-            max_file_bytes
+            max_file_bytes,
+            max_chunks,
+            minhash_calibration,
+            embedding_calibration
         );
         self
     }
@@ -188,12 +212,36 @@ impl ConfigLayer {
         let bad = |key: &str, reason: String| Error::config(format!("dedup.{key}: {reason}"));
         let ti = self.threshold_identical.unwrap_or(0.95);
         let ts = self.threshold_similar.unwrap_or(0.80);
-        let lsh = self.minhash_lsh_threshold.unwrap_or(0.8);
         for (key, v) in [("threshold_identical", ti), ("threshold_similar", ts)] {
             if !(0.0..=1.0).contains(&v) {
                 return Err(bad(key, format!("must be between 0 and 1, got {v}")));
             }
         }
+        let shingle_width = self.shingle_width.unwrap_or(5);
+        let mut notes = Vec::new();
+        let minhash_calibration = match self.minhash_calibration.as_deref().map(str::trim) {
+            None | Some("auto") if shingle_width == 5 => {
+                Calibration::parse(MINHASH_WORD5).map_err(|e| bad("minhash_calibration", e))?
+            }
+            None | Some("auto") => {
+                notes.push(format!(
+                    "minhash scores are not calibrated for shingle_width {shingle_width} (the shipped map is for \
+                     word 5-grams); raw Jaccard is used"
+                ));
+                Calibration::identity()
+            }
+            Some(text) => Calibration::parse(text).map_err(|e| bad("minhash_calibration", e))?,
+        };
+        let embedding_calibration = match self.embedding_calibration.as_deref().map(str::trim) {
+            None | Some("auto") => None,
+            Some(text) => Some(Calibration::parse(text).map_err(|e| bad("embedding_calibration", e))?),
+        };
+        // LSH must propose every pair that can reach `similar` on the
+        // common scale: by default it is tuned to the raw Jaccard where the
+        // MinHash calibration reaches threshold_similar (rounded down).
+        let lsh = self
+            .minhash_lsh_threshold
+            .unwrap_or_else(|| ((minhash_calibration.raw_for(ts) * 100.0 + 1e-6).floor() / 100.0).clamp(0.05, 1.0));
         if !(lsh > 0.0 && lsh <= 1.0) {
             return Err(bad("minhash_lsh_threshold", format!("must be in (0, 1], got {lsh}")));
         }
@@ -217,7 +265,6 @@ impl ConfigLayer {
         }
 
         let model_text = self.model.as_deref().unwrap_or("").trim();
-        let mut notes = Vec::new();
         let model = if model_text.is_empty() {
             None
         } else {
@@ -261,7 +308,7 @@ impl ConfigLayer {
             .map_err(|_| bad("normalizer", format!("unknown normalizer {normalizer_name:?}; known: unicode, seed")))?;
         let core = CoreConfig {
             normalizer,
-            shingle_width: self.shingle_width.unwrap_or(5),
+            shingle_width,
             threshold: lsh,
             // A scan verifies every LSH candidate; the cap only guards memory.
             max_candidates: 10_000,
@@ -273,6 +320,10 @@ impl ConfigLayer {
         let chunk_words = self.chunk_words.unwrap_or(DEFAULT_CHUNK_WORDS);
         if !(1..=100_000).contains(&chunk_words) {
             return Err(bad("chunk_words", format!("must be in 1..=100000, got {chunk_words}")));
+        }
+        let max_chunks = self.max_chunks.unwrap_or(DEFAULT_MAX_CHUNKS);
+        if !(1..=100_000).contains(&max_chunks) {
+            return Err(bad("max_chunks", format!("must be in 1..=100000, got {max_chunks}")));
         }
         let mut limits = Limits::default();
         if let Some(max) = self.max_file_bytes {
@@ -291,6 +342,9 @@ impl ConfigLayer {
             params,
             policy,
             chunk_words,
+            max_chunks,
+            minhash_calibration,
+            embedding_calibration,
             limits,
             notes,
         })
@@ -319,6 +373,14 @@ pub struct ScanSettings {
     pub policy: Policy,
     /// Words per embedding chunk.
     pub chunk_words: usize,
+    /// Most chunks embedded per document.
+    pub max_chunks: usize,
+    /// The MinHash score's map onto the common scale.
+    pub minhash_calibration: Calibration,
+    /// The embedding score's map, when set; `None` is `auto`: the map
+    /// shipped for the model, resolved once the model is known
+    /// ([`ScanSettings::embedding_calibration_for`]).
+    pub embedding_calibration: Option<Calibration>,
     /// Parser limits.
     pub limits: Limits,
     /// Notes for the user (e.g. a matcher skipped), not errors.
@@ -326,6 +388,25 @@ pub struct ScanSettings {
 }
 
 impl ScanSettings {
+    /// The embedding calibration for the model `model_id`, and a note when
+    /// `auto` finds no shipped map for it (the raw cosine is used then).
+    pub fn embedding_calibration_for(&self, model_id: &str) -> (Calibration, Option<String>) {
+        if let Some(c) = &self.embedding_calibration {
+            return (c.clone(), None);
+        }
+        match crate::calibrate::known_embedding_map(model_id) {
+            Some((_, c)) => (c, None),
+            None => (
+                Calibration::identity(),
+                Some(format!(
+                    "no calibration is shipped for {model_id}: its raw cosine is compared with the thresholds; \
+                     fit one with `neardup scan CORPUS --labels pairs.tsv` (docs/scan.md) and set \
+                     embedding_calibration"
+                )),
+            ),
+        }
+    }
+
     /// The matchers that run, as stored: `minhash`, `embedding` or
     /// `embedding,minhash`.
     pub fn matchers_label(&self) -> &'static str {
@@ -394,6 +475,9 @@ mod tests {
             (ConfigLayer { normalizer: Some("nfc".into()), ..Default::default() }, "unknown normalizer"),
             (ConfigLayer { chunk_words: Some(0), ..Default::default() }, "chunk_words"),
             (ConfigLayer { max_file_bytes: Some(0), ..Default::default() }, "max_file_bytes"),
+            (ConfigLayer { max_chunks: Some(0), ..Default::default() }, "max_chunks"),
+            (ConfigLayer { minhash_calibration: Some("0.9:0.8,0.5:0.9".into()), ..Default::default() }, "minhash_calibration"),
+            (ConfigLayer { embedding_calibration: Some("high".into()), ..Default::default() }, "embedding_calibration"),
         ];
         for (layer, needle) in cases {
             let err = layer.resolve().unwrap_err().to_string();
@@ -413,6 +497,21 @@ mod tests {
 
     fn layer_err(toml: &str) -> String {
         ConfigLayer::from_toml(toml).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn lsh_threshold_follows_the_minhash_calibration() {
+        let s = ConfigLayer::default().resolve().unwrap();
+        assert_eq!(s.minhash_lsh_threshold, 0.45);
+        assert!((s.minhash_calibration.apply(0.45) - 0.80).abs() < 1e-12);
+        let raw = ConfigLayer { minhash_calibration: Some("none".into()), ..Default::default() }.resolve().unwrap();
+        assert_eq!(raw.minhash_lsh_threshold, 0.8);
+        let set = ConfigLayer { minhash_lsh_threshold: Some(0.6), ..Default::default() }.resolve().unwrap();
+        assert_eq!(set.minhash_lsh_threshold, 0.6);
+        let w4 = ConfigLayer { shingle_width: Some(4), ..Default::default() }.resolve().unwrap();
+        assert!(w4.minhash_calibration.is_identity() && w4.notes.iter().any(|n| n.contains("shingle_width 4")));
+        let (c, note) = s.embedding_calibration_for("ollama:unknown");
+        assert!(c.is_identity() && note.unwrap().contains("embedding_calibration"));
     }
 
     #[test]

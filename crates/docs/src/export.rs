@@ -87,17 +87,13 @@ pub fn export(store: &Store, cache: &ParseCache, out_dir: &Path) -> Result<Expor
         let mut page = String::new();
         let mut note = String::new();
         if d.verdict == Verdict::Similar {
-            if let (Some(closest), Some(score)) = (&d.closest_match, d.closest_score) {
-                // Point at the page that exists: an identical match is skipped,
-                // its kept original stands in for it.
-                let target = store
-                    .get(closest)
-                    .and_then(|c| store.kept_original(c))
-                    .map_or(closest.as_str(), |o| o.slug.as_str());
+            if let Some((target, score)) = callout_target(store, d) {
                 page.push_str(&duplicate_callout(target, score));
                 page.push('\n');
                 note = format!("similar to [{target}]({target}.md) (score={score:.2})");
                 summary.with_warning.push(d.slug.clone());
+            } else {
+                note = "kept; its identical copies are skipped".to_owned();
             }
         }
         for para in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
@@ -112,6 +108,22 @@ pub fn export(store: &Store, cache: &ParseCache, out_dir: &Path) -> Result<Expor
     }
     std::fs::write(&summary.index, index).map_err(|e| Error::io("writing export", e).with_path(&summary.index))?;
     Ok(summary)
+}
+
+/// The page a similar document's callout names, and the score: the kept
+/// document it is similar to (`similar_to`; in a version-1 entry the closest
+/// match's kept original). `None` when the only close documents are its own
+/// identical copies, which the export skips.
+fn callout_target<'a>(store: &'a Store, d: &'a StoredDoc) -> Option<(&'a str, f64)> {
+    if let (Some(t), Some(s)) = (&d.similar_to, d.similar_score) {
+        return Some((t.as_str(), s));
+    }
+    let closest = d.closest_match.as_deref()?;
+    // Point at the page that exists: an identical match is skipped, its
+    // kept original stands in for it.
+    let target = store.get(closest).and_then(|c| store.kept_original(c)).map_or(closest, |o| o.slug.as_str());
+    (target != d.slug && d.duplicate_of.is_none() && d.embedding_calibrated.is_none() && d.minhash_calibrated.is_none())
+        .then_some((target, d.closest_score?))
 }
 
 fn text_of(d: &StoredDoc, cache: &ParseCache) -> Result<String, Error> {

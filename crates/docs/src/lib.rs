@@ -37,7 +37,9 @@
 
 #![deny(missing_docs)]
 
+mod accuracy;
 mod cache;
+mod calibrate;
 mod compare;
 mod config;
 mod embed;
@@ -56,8 +58,9 @@ mod walk;
 
 pub use cache::{ParseCache, CACHE_FORMAT_VERSION};
 pub use embed::{
-    chunk_words, cosine, embed_document, embedder_from_model, mean_pool, normalize, Embedder, LocalEmbedder,
-    OllamaEmbedder, OpenAiEmbedder, ProviderConfig, DEFAULT_CHUNK_WORDS,
+    chunk_words, cosine, document_chunks, embed_document, embed_documents, embedder_from_model, mean_pool,
+    mean_pool_weighted, normalize, Embedder, LocalEmbedder, OllamaEmbedder, OpenAiEmbedder, ProviderConfig,
+    DEFAULT_CHUNK_WORDS, DEFAULT_MAX_CHUNKS,
 };
 pub use error::{Error, ErrorKind};
 pub use format::Format;
@@ -66,6 +69,8 @@ pub use limits::Limits;
 pub use parse::{parse_bytes, pdf_cleanup, sha256_hex, ParsedDoc, PARSER_VERSION};
 pub use walk::{discover, DiscoverOptions, Discovery};
 
+pub use accuracy::{evaluate_labels, read_labels, Accuracy, ClassCounts, FittedCalibration, Label};
+pub use calibrate::{fit_ceiling, fit_knot, known_embedding_map, Calibration, MINHASH_WORD5};
 pub use compare::all_pairs_total;
 pub use config::{ConfigLayer, ScanSettings, CONFIG_KEYS};
 pub use export::{duplicate_callout, export, ExportSummary, SkippedExport};

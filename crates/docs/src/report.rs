@@ -1,5 +1,5 @@
 //! `neardup report`: one row per stored document — verdict, closest match,
-//! scores, method — as a text table or JSON.
+//! scores (raw and calibrated), method — as a text table or JSON.
 
 use neardup_core::Verdict;
 use serde::Serialize;
@@ -19,7 +19,7 @@ pub struct ReportRow {
     pub verdict: Verdict,
     /// Slug of the closest match.
     pub closest_match: Option<String>,
-    /// Combined score against it.
+    /// Combined calibrated score against it.
     pub closest_score: Option<f64>,
     /// Winning method.
     pub closest_method: Option<String>,
@@ -27,6 +27,17 @@ pub struct ReportRow {
     pub embedding_score: Option<f64>,
     /// Exact Jaccard against the closest match.
     pub minhash_score: Option<f64>,
+    /// The embedding score on the common scale.
+    pub embedding_calibrated: Option<f64>,
+    /// The MinHash score on the common scale.
+    pub minhash_calibrated: Option<f64>,
+    /// For a similar kept document: the kept document its export callout names.
+    pub similar_to: Option<String>,
+    /// The combined calibrated score against `similar_to`.
+    pub similar_score: Option<f64>,
+    /// The closest match is an identical copy of this document (skipped by
+    /// the export, so it does not make this one a duplicate).
+    pub closest_is_copy: bool,
     /// For an identical document: the document kept in its place.
     pub kept_original: Option<String>,
 }
@@ -46,6 +57,16 @@ pub fn report_rows(store: &Store) -> Vec<ReportRow> {
             closest_method: d.closest_method.map(|m| m.as_str().to_owned()),
             embedding_score: d.embedding_score,
             minhash_score: d.minhash_score,
+            embedding_calibrated: d.embedding_calibrated,
+            minhash_calibrated: d.minhash_calibrated,
+            similar_to: d.similar_to.clone(),
+            similar_score: d.similar_score,
+            closest_is_copy: d
+                .closest_match
+                .as_deref()
+                .and_then(|c| store.get(c))
+                .and_then(|c| store.kept_original(c))
+                .is_some_and(|k| k.slug == d.slug),
             kept_original: store.kept_original(d).map(|o| o.slug.clone()),
         })
         .collect()
@@ -66,12 +87,15 @@ pub fn render_table(rows: &[ReportRow]) -> String {
         "SCORE".to_owned(),
         "METHOD".to_owned(),
         "EMBEDDING".to_owned(),
+        "EMB-CAL".to_owned(),
         "MINHASH".to_owned(),
+        "MH-CAL".to_owned(),
         "FORMAT".to_owned(),
     ]];
     for r in rows {
         let closest = match (&r.closest_match, &r.kept_original) {
             (Some(c), Some(k)) if c != k => format!("{c} (kept: {k})"),
+            (Some(c), _) if r.closest_is_copy => format!("{c} (its copy)"),
             (Some(c), _) => c.clone(),
             (None, _) => "-".to_owned(),
         };
@@ -82,12 +106,14 @@ pub fn render_table(rows: &[ReportRow]) -> String {
             score(r.closest_score),
             r.closest_method.clone().unwrap_or_else(|| "-".to_owned()),
             score(r.embedding_score),
+            score(r.embedding_calibrated),
             score(r.minhash_score),
+            score(r.minhash_calibrated),
             r.format.clone(),
         ]);
     }
     let widths: Vec<usize> =
-        (0..8).map(|c| cells.iter().map(|row| row[c].chars().count()).max().unwrap_or(0)).collect();
+        (0..10).map(|c| cells.iter().map(|row| row[c].chars().count()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     for row in &cells {
         let line: Vec<String> = row.iter().zip(&widths).map(|(cell, w)| format!("{cell:<w$}")).collect();

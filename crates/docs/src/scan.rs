@@ -27,9 +27,10 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::cache::ParseCache;
-use crate::compare::{compare, Matchers};
+use crate::calibrate::Calibration;
+use crate::compare::{compare, Calibrations, Matchers};
 use crate::config::ScanSettings;
-use crate::embed::{embed_document, embedder_from_model, Embedder, ProviderConfig};
+use crate::embed::{embed_documents, embedder_from_model, Embedder, ProviderConfig};
 use crate::error::Error;
 use crate::ingest::parse_file;
 use crate::parse::{ParsedDoc, PARSER_VERSION};
@@ -136,8 +137,18 @@ pub struct ScanSummary {
     pub dropped: Vec<String>,
     /// Embeddings computed.
     pub embedded: usize,
-    /// Embeddings reused from the store.
+    /// Embeddings reused from the store (same bytes or same normalized
+    /// text, same model and chunking) or from an earlier document of the
+    /// batch with the same normalized text.
     pub embeddings_reused: usize,
+    /// Chunks embedded (at most `max_chunks` per document).
+    pub embedded_chunks: u64,
+    /// Model input tokens embedded, when the provider counts them.
+    pub embedded_tokens: Option<u64>,
+    /// Seconds spent computing embeddings (part of the fingerprint phase).
+    pub embedding_s: f64,
+    /// The calibrations in force: MinHash, and the embedding model's.
+    pub calibration: CalibrationSummary,
     /// The matchers that ran.
     pub matchers: String,
     /// Comparisons made (see [`ScanSummary::comparison_rule`]).
@@ -157,6 +168,15 @@ pub struct ScanSummary {
     pub timings: Timings,
 }
 
+/// The score maps a scan used (see [`crate::calibrate`]).
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CalibrationSummary {
+    /// The MinHash map, `none` for the raw Jaccard.
+    pub minhash: String,
+    /// The embedding map, `none` for the raw cosine; absent without a model.
+    pub embedding: Option<String>,
+}
+
 /// A document entering the comparison pass.
 struct Member {
     slug: Option<String>,
@@ -166,18 +186,26 @@ struct Member {
 
 /// The stamp over every setting that changes fingerprints or verdicts:
 /// `(inputs, sha256(inputs))`.
-pub fn stamp(settings: &ScanSettings, model_id: Option<&str>) -> (String, String) {
+pub fn stamp(
+    settings: &ScanSettings,
+    model_id: Option<&str>,
+    embedding_calibration: Option<&Calibration>,
+) -> (String, String) {
     let inputs = format!(
         "store=v{STORE_FORMAT_VERSION};parser=v{PARSER_VERSION};enabled={};matchers={};model={};\
-         minhash_lsh_threshold={};core={};chunk_words={};threshold_identical={};threshold_similar={}",
+         minhash_lsh_threshold={};core={};chunk_words={};max_chunks={};threshold_identical={};\
+         threshold_similar={};minhash_calibration={};embedding_calibration={}",
         settings.enabled,
         settings.matchers_label(),
         model_id.unwrap_or("none"),
         settings.minhash_lsh_threshold,
         settings.params.fingerprint_version(),
         settings.chunk_words,
+        settings.max_chunks,
         settings.threshold_identical,
         settings.threshold_similar,
+        settings.minhash_calibration,
+        embedding_calibration.map_or("none".to_owned(), Calibration::to_string),
     );
     let hash = crate::parse::sha256_hex(inputs.as_bytes());
     (inputs, hash)
@@ -199,12 +227,26 @@ pub fn scan<P: AsRef<Path>>(paths: &[P], options: &ScanOptions, progress: &dyn P
         _ => None,
     };
     let model_id = embedder.as_ref().map(|e| e.model_id());
-    let (stamp_inputs, stamp_hash) = stamp(settings, model_id.as_deref());
+    let mut notes = settings.notes.clone();
+    let embedding_calibration = model_id.as_deref().map(|id| {
+        let (c, note) = settings.embedding_calibration_for(id);
+        notes.extend(note);
+        c
+    });
+    let (stamp_inputs, stamp_hash) = stamp(settings, model_id.as_deref(), embedding_calibration.as_ref());
+    let calibrations = Calibrations {
+        minhash: settings.minhash_calibration.clone(),
+        embedding: embedding_calibration.clone().unwrap_or_else(Calibration::identity),
+    };
     let mut summary = ScanSummary {
         store: store_path.clone(),
         matchers: if settings.enabled { settings.matchers_label().to_owned() } else { "none".to_owned() },
         comparison_rule: if embedder.is_some() { "all-pairs" } else { "lsh-verified" },
-        notes: settings.notes.clone(),
+        notes,
+        calibration: CalibrationSummary {
+            minhash: settings.minhash_calibration.to_string(),
+            embedding: embedding_calibration.as_ref().map(Calibration::to_string),
+        },
         ..ScanSummary::default()
     };
 
@@ -219,8 +261,16 @@ pub fn scan<P: AsRef<Path>>(paths: &[P], options: &ScanOptions, progress: &dyn P
     summary.timings.fingerprint_s = started.elapsed().as_secs_f64();
 
     let started = Instant::now();
-    let docs =
-        compare_phase(docs, fps, summary.stored_documents, settings, embedder.is_some(), progress, &mut summary)?;
+    let docs = compare_phase(
+        docs,
+        fps,
+        summary.stored_documents,
+        settings,
+        &calibrations,
+        embedder.is_some(),
+        progress,
+        &mut summary,
+    )?;
     summary.timings.compare_s = started.elapsed().as_secs_f64();
 
     let started = Instant::now();
@@ -386,30 +436,23 @@ fn fingerprint_phase(
             },
         )
         .collect();
-    let mut reusable: HashMap<String, Vec<f32>> = HashMap::new();
-    if let Some((_, id)) = embedding {
-        for d in &old.documents {
-            if let (Some(e), Some(m)) = (&d.embedding, &d.embedding_model) {
-                if m == id {
-                    reusable.insert(d.sha256.clone(), e.clone());
-                }
-            }
+    let vectors = match embedding {
+        Some((e, id)) => {
+            let started = Instant::now();
+            let tokens_before = e.tokens_embedded();
+            let v = embed_members(e, id, &members, &fps, old, settings, progress, summary)?;
+            summary.embedding_s = started.elapsed().as_secs_f64();
+            summary.embedded_tokens = e.tokens_embedded().zip(tokens_before).map(|(a, b)| a - b);
+            v.into_iter().map(Some).collect()
         }
-    }
+        None => vec![None; members.len()],
+    };
     // Stored documents re-enter the index from their features.
     let mut all_fps: Vec<Fingerprint> =
         base.iter().map(|d| stored_fingerprint(d, &fingerprinter)).collect::<Result<_, _>>()?;
     let mut docs = base;
     docs.reserve(members.len());
-    for (m, fp) in members.iter().zip(&fps) {
-        let vector = match embedding {
-            Some((e, _)) => {
-                let v = embedding_for(e, &m.doc, settings.chunk_words, &mut reusable, summary)?;
-                progress.advance(Phase::Fingerprint, 1);
-                Some(v)
-            }
-            None => None,
-        };
+    for ((m, fp), vector) in members.iter().zip(&fps).zip(vectors) {
         docs.push(StoredDoc {
             verdict: Verdict::Different,
             closest_match: None,
@@ -417,6 +460,11 @@ fn fingerprint_phase(
             closest_method: None,
             embedding_score: None,
             minhash_score: None,
+            embedding_calibrated: None,
+            minhash_calibrated: None,
+            duplicate_of: None,
+            similar_to: None,
+            similar_score: None,
             slug: m.slug.clone().unwrap_or_default(),
             path: m.path.clone(),
             sha256: m.doc.sha256.clone(),
@@ -437,18 +485,25 @@ fn fingerprint_phase(
 
 /// Phase 3: the comparison pass over `docs[m..]` (see [`crate::compare`]),
 /// and the verdict counts of the new documents.
+#[allow(clippy::too_many_arguments)]
 fn compare_phase(
     mut docs: Vec<StoredDoc>,
     fps: Vec<Fingerprint>,
     m: usize,
     settings: &ScanSettings,
+    calibrations: &Calibrations,
     embedding: bool,
     progress: &dyn Progress,
     summary: &mut ScanSummary,
 ) -> Result<Vec<StoredDoc>, Error> {
     if settings.enabled {
-        let matchers =
-            Matchers { params: &settings.params, policy: &settings.policy, minhash: settings.minhash, embedding };
+        let matchers = Matchers {
+            params: &settings.params,
+            policy: &settings.policy,
+            calibrations,
+            minhash: settings.minhash,
+            embedding,
+        };
         let stats = compare(&mut docs, fps, m, &matchers, progress)?;
         summary.comparisons = stats.comparisons;
         summary.back_updated = stats.back_updated.iter().filter(|&&j| j < m).map(|&j| docs[j].slug.clone()).collect();
@@ -488,21 +543,78 @@ fn discover_files<P: AsRef<Path>>(
     files
 }
 
-fn embedding_for(
+/// Documents embedded per call of [`embed_documents`]: their chunks share
+/// batches; the progress bar moves after each group.
+const EMBED_GROUP: usize = 64;
+
+/// The embedding of every member, in order. An embedding is reused, not
+/// recomputed, when the store has one from the same model and chunking for
+/// the same bytes or the same normalized text (content hash), or when an
+/// earlier member has the same normalized text; the rest are embedded
+/// together, [`EMBED_GROUP`] documents at a time.
+#[allow(clippy::too_many_arguments)]
+fn embed_members(
     embedder: &dyn Embedder,
-    doc: &ParsedDoc,
-    chunk_words: usize,
-    reusable: &mut HashMap<String, Vec<f32>>,
+    model_id: &str,
+    members: &[Member],
+    fps: &[Fingerprint],
+    old: &Store,
+    settings: &ScanSettings,
+    progress: &dyn Progress,
     summary: &mut ScanSummary,
-) -> Result<Vec<f32>, Error> {
-    if let Some(v) = reusable.get(&doc.sha256) {
-        summary.embeddings_reused += 1;
-        return Ok(v.clone());
+) -> Result<Vec<Vec<f32>>, Error> {
+    // The old store's embeddings are reusable only under the same chunking
+    // (its stamp names it; a store without the setting predates it).
+    let same_chunking = old.stamp_inputs.contains(&format!(";chunk_words={};", settings.chunk_words))
+        && old.stamp_inputs.contains(&format!(";max_chunks={};", settings.max_chunks));
+    let mut by_sha: HashMap<&str, &Vec<f32>> = HashMap::new();
+    let mut by_content: HashMap<&str, &Vec<f32>> = HashMap::new();
+    if same_chunking {
+        for d in &old.documents {
+            if let (Some(e), Some(m)) = (&d.embedding, &d.embedding_model) {
+                if m == model_id {
+                    by_sha.insert(d.sha256.as_str(), e);
+                    by_content.insert(d.content_hash.as_str(), e);
+                }
+            }
+        }
     }
-    let v = embed_document(embedder, &doc.text, chunk_words)?;
-    summary.embedded += 1;
-    reusable.insert(doc.sha256.clone(), v.clone());
-    Ok(v)
+    let hashes: Vec<String> = fps.iter().map(|f| f.content_hash.to_hex()).collect();
+    let mut out: Vec<Option<Vec<f32>>> = vec![None; members.len()];
+    // Members to embed, one per normalized text; the others copy it after.
+    let mut todo: Vec<usize> = Vec::new();
+    let mut first_with: HashMap<&str, usize> = HashMap::new();
+    let mut copies: Vec<(usize, usize)> = Vec::new();
+    for (k, m) in members.iter().enumerate() {
+        if let Some(v) = by_sha.get(m.doc.sha256.as_str()).or_else(|| by_content.get(hashes[k].as_str())) {
+            out[k] = Some((*v).clone());
+            summary.embeddings_reused += 1;
+            progress.advance(Phase::Fingerprint, 1);
+        } else if let Some(&first) = first_with.get(hashes[k].as_str()) {
+            copies.push((k, first));
+        } else {
+            first_with.insert(hashes[k].as_str(), k);
+            todo.push(k);
+        }
+    }
+    for group in todo.chunks(EMBED_GROUP) {
+        let texts: Vec<&str> = group.iter().map(|&k| members[k].doc.text.as_str()).collect();
+        let vectors = embed_documents(embedder, &texts, settings.chunk_words, settings.max_chunks)?;
+        for (&k, v) in group.iter().zip(vectors) {
+            out[k] = Some(v);
+        }
+        summary.embedded += group.len();
+        let per = settings.chunk_words.max(1);
+        summary.embedded_chunks +=
+            texts.iter().map(|t| t.split_whitespace().count().div_ceil(per).min(settings.max_chunks) as u64).sum::<u64>();
+        progress.advance(Phase::Fingerprint, group.len() as u64);
+    }
+    for (k, first) in copies {
+        out[k] = out[first].clone();
+        summary.embeddings_reused += 1;
+        progress.advance(Phase::Fingerprint, 1);
+    }
+    out.into_iter().map(|v| v.ok_or_else(|| Error::embedding("an embedding is missing"))).collect()
 }
 
 /// A stored document's fingerprint: signature and band keys are rebuilt

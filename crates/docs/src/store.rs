@@ -1,13 +1,13 @@
 //! The fingerprint store: `.neardup/dedup/fingerprints.json`, one entry per
 //! scanned document with its verdict and fingerprints.
 //!
-//! # Format (version 1)
+//! # Format (version 2)
 //!
 //! One JSON object, written compactly:
 //!
 //! | field              | type       | meaning                                                        |
 //! |--------------------|------------|----------------------------------------------------------------|
-//! | `format_version`   | integer    | [`STORE_FORMAT_VERSION`]; any other value is refused           |
+//! | `format_version`   | integer    | [`STORE_FORMAT_VERSION`]; version 1 is read too, others refused |
 //! | `stamp`            | hex string | SHA-256 of `stamp_inputs`: the fingerprint configuration        |
 //! | `stamp_inputs`     | string     | every config value that changes fingerprints or verdicts        |
 //! | `documents_sha256` | hex string | SHA-256 of the bytes of `documents` as written: the checksum    |
@@ -18,11 +18,16 @@
 //! | field             | type               | meaning                                                      |
 //! |-------------------|--------------------|--------------------------------------------------------------|
 //! | `verdict`         | string             | `identical`, `similar` or `different`                        |
-//! | `closest_match`   | string / null      | slug of the best-scoring other document                      |
-//! | `closest_score`   | float / null       | combined score = max(embedding, minhash) against it          |
-//! | `closest_method`  | string / null      | `embedding` or `minhash`: which score won                    |
-//! | `embedding_score` | float / null       | cosine of mean-pooled embeddings against the closest match   |
-//! | `minhash_score`   | float / null       | exact Jaccard of shingle sets against the closest match      |
+//! | `closest_match`   | string / null      | slug of the best-scoring other document, earlier or later    |
+//! | `closest_score`   | float / null       | combined calibrated score = max(embedding, minhash) against it |
+//! | `closest_method`  | string / null      | `embedding` or `minhash`: which calibrated score won         |
+//! | `embedding_score` | float / null       | raw cosine of the document embeddings against the closest match |
+//! | `minhash_score`   | float / null       | raw exact Jaccard of shingle sets against the closest match  |
+//! | `embedding_calibrated` | float / null  | `embedding_score` on the common scale (`crate::calibrate`)   |
+//! | `minhash_calibrated` | float / null    | `minhash_score` on the common scale                          |
+//! | `duplicate_of`    | string / null      | for an identical document: the earlier document it copies    |
+//! | `similar_to`      | string / null      | for a kept similar document: the closest *kept* document that is not one of its own copies (the export's callout names it) |
+//! | `similar_score`   | float / null       | the combined calibrated score against `similar_to`           |
 //! | `slug`            | string             | unique name, from the title or the file name                 |
 //! | `path`            | string             | absolute path of the source file                             |
 //! | `sha256`          | hex string         | SHA-256 of the file's bytes (the parse-cache key)            |
@@ -34,6 +39,12 @@
 //! | `features`        | array of u64       | sorted shingle hashes (empty when MinHash is off or degraded) |
 //! | `embedding`       | array of f32 / null| the document vector, when the embedding matcher ran          |
 //! | `embedding_model` | string / null      | provider id of the model that made `embedding`               |
+//!
+//! Version 1 had neither the two calibrated scores nor `duplicate_of`; it
+//! is still read (they are null), and its stamp, which names `store=v1`,
+//! differs from any running configuration's, so the next scan rebuilds it
+//! from the parse cache. `kept_original` follows `duplicate_of`, or
+//! `closest_match` in a version-1 entry.
 //!
 //! MinHash signatures and LSH band keys are not stored: they are recomputed
 //! from `features` when the store is loaded, which is cheaper than reading
@@ -58,7 +69,10 @@ use crate::format::Format;
 use crate::parse::sha256_hex;
 
 /// Version of the store layout described in the module docs.
-pub const STORE_FORMAT_VERSION: u32 = 1;
+pub const STORE_FORMAT_VERSION: u32 = 2;
+
+/// Store versions this build reads.
+const READABLE_VERSIONS: [u32; 2] = [1, 2];
 
 /// File name of the store inside `ROOT/dedup/`.
 pub const STORE_FILE: &str = "fingerprints.json";
@@ -99,6 +113,23 @@ pub struct StoredDoc {
     pub embedding_score: Option<f64>,
     /// Exact Jaccard against `closest_match`.
     pub minhash_score: Option<f64>,
+    /// `embedding_score` on the common scale.
+    #[serde(default)]
+    pub embedding_calibrated: Option<f64>,
+    /// `minhash_score` on the common scale.
+    #[serde(default)]
+    pub minhash_calibrated: Option<f64>,
+    /// For an identical document, the earlier document it is a copy of (the
+    /// chain of these leads to the kept original).
+    #[serde(default)]
+    pub duplicate_of: Option<String>,
+    /// For a kept document that is similar: the closest kept document that
+    /// is not one of its own identical copies.
+    #[serde(default)]
+    pub similar_to: Option<String>,
+    /// Combined calibrated score against `similar_to`.
+    #[serde(default)]
+    pub similar_score: Option<f64>,
     /// Unique name of this document.
     pub slug: String,
     /// Absolute source path.
@@ -180,9 +211,9 @@ impl Store {
             })
         };
         let file: StoreFileIn<'_> = serde_json::from_slice(raw).map_err(|e| bad(format!("malformed JSON: {e}")))?;
-        if file.format_version != STORE_FORMAT_VERSION {
+        if !READABLE_VERSIONS.contains(&file.format_version) {
             return Err(bad(format!(
-                "format version {} is not supported (this build reads {STORE_FORMAT_VERSION})",
+                "format version {} is not supported (this build reads {READABLE_VERSIONS:?})",
                 file.format_version
             )));
         }
@@ -224,9 +255,10 @@ impl Store {
         self.documents.iter().find(|d| d.slug == slug)
     }
 
-    /// Follows `closest_match` from an identical document to the document
-    /// that is kept in its place (the first non-identical one). `None` for a
-    /// document that is itself kept, or when the chain is broken.
+    /// Follows `duplicate_of` (in a version-1 entry, `closest_match`) from
+    /// an identical document to the document that is kept in its place (the
+    /// first non-identical one). `None` for a document that is itself kept,
+    /// or when the chain is broken.
     pub fn kept_original<'a>(&'a self, doc: &'a StoredDoc) -> Option<&'a StoredDoc> {
         let mut seen = HashSet::new();
         let mut current = doc;
@@ -234,7 +266,8 @@ impl Store {
             if !seen.insert(current.slug.as_str()) {
                 return None;
             }
-            current = self.get(current.closest_match.as_deref()?)?;
+            let next = current.duplicate_of.as_deref().or(current.closest_match.as_deref());
+            current = self.get(next?)?;
         }
         (current.slug != doc.slug).then_some(current)
     }
@@ -254,12 +287,23 @@ impl Store {
             if !is_hex(&d.sha256, 64) || !is_hex(&d.content_hash, 32) {
                 return Err(format!("{name}: malformed sha256 or content_hash"));
             }
-            if let Some(m) = &d.closest_match {
-                if !slugs.contains(m.as_str()) || m == name {
-                    return Err(format!("{name}: closest_match {m:?} is not another document in the store"));
+            let links = [("closest_match", &d.closest_match), ("duplicate_of", &d.duplicate_of), ("similar_to", &d.similar_to)];
+            for (field, m) in links {
+                if let Some(m) = m {
+                    if !slugs.contains(m.as_str()) || m == name {
+                        return Err(format!("{name}: {field} {m:?} is not another document in the store"));
+                    }
                 }
             }
-            for s in [d.closest_score, d.embedding_score, d.minhash_score].into_iter().flatten() {
+            let scores = [
+                d.closest_score,
+                d.embedding_score,
+                d.minhash_score,
+                d.embedding_calibrated,
+                d.minhash_calibrated,
+                d.similar_score,
+            ];
+            for s in scores.into_iter().flatten() {
                 if !(-1.0..=1.0).contains(&s) {
                     return Err(format!("{name}: score {s} out of range"));
                 }
@@ -289,6 +333,11 @@ mod tests {
             closest_method: closest.map(|_| Method::Minhash),
             embedding_score: None,
             minhash_score: closest.map(|_| 0.97),
+            embedding_calibrated: None,
+            minhash_calibrated: closest.map(|_| 0.97),
+            duplicate_of: closest.filter(|_| verdict == Verdict::Identical).map(str::to_owned),
+            similar_to: None,
+            similar_score: None,
             slug: slug.to_owned(),
             path: format!("/docs/{slug}.txt"),
             sha256: sha256_hex(slug.as_bytes()),
@@ -331,7 +380,9 @@ mod tests {
     fn seed_fields_come_first() {
         let json = String::from_utf8(store().to_json().unwrap()).unwrap();
         let i = json.find("{\"verdict\":\"different\",\"closest_match\":null,\"closest_score\":null,").unwrap();
-        assert!(json[i..].contains("\"closest_method\":null,\"embedding_score\":null,\"minhash_score\":null"));
+        assert!(json[i..].contains(
+            "\"closest_method\":null,\"embedding_score\":null,\"minhash_score\":null,\"embedding_calibrated\":null"
+        ));
     }
 
     #[test]
@@ -348,7 +399,7 @@ mod tests {
         let cases = [
             (good.replace("\"tokens\":3", "\"tokens\":4"), "checksum"),
             (good[..good.len() / 2].to_owned(), "malformed JSON"),
-            (good.replace("\"format_version\":1", "\"format_version\":9"), "format version 9"),
+            (good.replace("\"format_version\":2", "\"format_version\":9"), "format version 9"),
         ];
         for (bad, needle) in cases {
             let err = Store::from_json(bad.as_bytes()).unwrap_err().to_string();

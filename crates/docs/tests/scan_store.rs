@@ -150,21 +150,85 @@ fn a_stale_store_is_rebuilt_without_running_a_parser() {
     }
 }
 
+/// Two copies scanned in one batch name each other as closest match, with
+/// the same score, whichever comes first; a distractor scored in between
+/// (a revision) does not keep the earlier copy from naming the later one.
+#[test]
+fn copies_name_each_other_in_either_order() {
+    for (first, second) in [("paper.md", "paper.txt"), ("paper.txt", "paper.md")] {
+        let dir = tempfile::tempdir().unwrap();
+        let docs = dir.path().join("docs");
+        std::fs::create_dir_all(&docs).unwrap();
+        // Path order is ingest order: copy, revision, copy, unrelated.
+        std::fs::copy(fixture(first), docs.join(format!("1-{first}"))).unwrap();
+        std::fs::copy(fixture("paper-revised.md"), docs.join("2-paper-revised.md")).unwrap();
+        std::fs::copy(fixture(second), docs.join(format!("3-{second}"))).unwrap();
+        std::fs::copy(fixture("unrelated-orchestra.txt"), docs.join("4-unrelated-orchestra.txt")).unwrap();
+        let state = dir.path().join("state");
+        let summary = scan(&[&docs], &options(&state, minhash_only()), &NoProgress).unwrap();
+        assert_eq!(summary.new_documents, 4);
+        let store = Store::load(&Store::path_in(&state)).unwrap().unwrap();
+        let doc = |prefix: &str| store.documents.iter().find(|d| d.path.contains(&format!("/{prefix}-"))).unwrap();
+        let (a, revised, b) = (doc("1"), doc("2"), doc("3"));
+        assert_eq!(a.closest_match.as_deref(), Some(b.slug.as_str()), "{first} first: {a:?}");
+        assert_eq!(b.closest_match.as_deref(), Some(a.slug.as_str()), "{first} first: {b:?}");
+        assert_eq!(a.closest_score, b.closest_score);
+        assert_eq!(a.closest_score, Some(1.0));
+        assert_eq!(a.closest_method, b.closest_method);
+        assert_eq!((a.minhash_score, a.minhash_calibrated), (b.minhash_score, b.minhash_calibrated));
+        // The later copy is identical and skipped; the earlier one is kept,
+        // similar to the revision, not to its own copy.
+        assert_eq!(b.verdict, Verdict::Identical);
+        assert_eq!(b.duplicate_of.as_deref(), Some(a.slug.as_str()));
+        assert_eq!(a.verdict, Verdict::Similar);
+        assert_eq!(a.similar_to.as_deref(), Some(revised.slug.as_str()));
+        assert_eq!(store.kept_original(b).unwrap().slug, a.slug);
+        assert!(summary.back_updated.is_empty(), "nothing was stored before: {:?}", summary.back_updated);
+    }
+}
+
 /// A store written by the first version of this code: today's code must
-/// still read it, and write the same bytes for the same contents.
+/// still read it (the fields version 2 added are null), and writes it back
+/// as version 2 with the same entries; its stamp names `store=v1`, so the
+/// next scan rebuilds it.
 #[test]
 fn frozen_v1_store_still_reads() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/store-v1/fingerprints.json");
     let raw = std::fs::read(&path).unwrap();
     let store = Store::from_json(&raw).unwrap();
-    assert_eq!(store.to_json().unwrap(), raw, "re-encoding changed the bytes");
+    let v1: serde_json::Value = serde_json::from_slice(&raw).unwrap();
+    let v2: serde_json::Value = serde_json::from_slice(&store.to_json().unwrap()).unwrap();
+    assert_eq!((v1["format_version"].as_u64(), v2["format_version"].as_u64()), (Some(1), Some(2)));
+    for (old, new) in v1["documents"].as_array().unwrap().iter().zip(v2["documents"].as_array().unwrap()) {
+        for (key, value) in old.as_object().unwrap() {
+            assert_eq!(&new[key], value, "{key}");
+        }
+        assert!(new["duplicate_of"].is_null() && new["similar_to"].is_null(), "{new}");
+    }
+    assert_eq!(Store::from_json(&store.to_json().unwrap()).unwrap(), store);
     assert!(store.stamp_inputs.contains("store=v1"), "{}", store.stamp_inputs);
     let verdicts: Vec<(&str, Verdict)> = store.documents.iter().map(|d| (d.slug.as_str(), d.verdict)).collect();
     assert_eq!(verdicts.len(), 4);
     let b = store.documents.iter().find(|d| d.path.ends_with("b.md")).unwrap();
     assert_eq!(b.verdict, Verdict::Identical, "{verdicts:?}");
-    assert_eq!(store.kept_original(b).unwrap().slug, "a");
+    assert_eq!(store.kept_original(b).unwrap().slug, "a", "version 1: the closest_match chain");
     let c = store.documents.iter().find(|d| d.path.ends_with("c.txt")).unwrap();
     assert_eq!(c.verdict, Verdict::Similar);
     assert!(c.minhash_score.unwrap() > 0.5 && c.minhash_score.unwrap() < 0.95);
+}
+
+/// The version-2 layout, frozen: read back and written to the same bytes.
+#[test]
+fn frozen_v2_store_still_reads() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/store-v2/fingerprints.json");
+    let raw = std::fs::read(&path).unwrap();
+    let store = Store::from_json(&raw).unwrap();
+    assert_eq!(store.to_json().unwrap(), raw, "re-encoding changed the bytes");
+    assert!(store.stamp_inputs.contains("store=v2"), "{}", store.stamp_inputs);
+    let b = store.documents.iter().find(|d| d.path.ends_with("b.md")).unwrap();
+    assert_eq!(b.verdict, Verdict::Identical);
+    let a = store.kept_original(b).unwrap();
+    // The kept original names its later copy as closest match.
+    assert_eq!(a.closest_match.as_deref(), Some(b.slug.as_str()));
+    assert_eq!(b.duplicate_of.as_deref(), Some(a.slug.as_str()));
 }

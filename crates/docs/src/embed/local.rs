@@ -13,6 +13,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
@@ -34,6 +35,7 @@ pub struct LocalEmbedder {
     device: Device,
     batch_size: usize,
     id: String,
+    tokens: AtomicU64,
 }
 
 impl std::fmt::Debug for LocalEmbedder {
@@ -79,7 +81,7 @@ impl LocalEmbedder {
             .map_err(|e| Error::config(format!("{}: {e}", file("model.safetensors").display())))?;
         let model = Bert::load(vb, &config)
             .map_err(|e| Error::config(format!("{}: {e}", file("model.safetensors").display())))?;
-        Ok(LocalEmbedder { model, tokenizer, device, batch_size: batch_size.max(1), id })
+        Ok(LocalEmbedder { model, tokenizer, device, batch_size: batch_size.max(1), id, tokens: AtomicU64::new(0) })
     }
 
     fn embed_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, Error> {
@@ -99,6 +101,8 @@ impl LocalEmbedder {
             types.extend_from_slice(enc.get_type_ids());
             mask.extend_from_slice(enc.get_attention_mask());
         }
+        let real: u64 = mask.iter().map(|&m| u64::from(m)).sum();
+        self.tokens.fetch_add(real, Ordering::Relaxed);
         let run = || -> candle_core::Result<Vec<Vec<f32>>> {
             let shape = (texts.len(), seq);
             let ids = Tensor::from_vec(ids, shape, &self.device)?;
@@ -122,5 +126,9 @@ impl Embedder for LocalEmbedder {
 
     fn model_id(&self) -> String {
         self.id.clone()
+    }
+
+    fn tokens_embedded(&self) -> Option<u64> {
+        Some(self.tokens.load(Ordering::Relaxed))
     }
 }

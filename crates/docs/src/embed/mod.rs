@@ -11,8 +11,11 @@
 //! | `local:DIR`       | a sentence-transformers BERT model run in-process from `DIR`   |
 //!
 //! Base URLs, API key, timeout and retries come from [`ProviderConfig`].
-//! Documents longer than a model's input are split into word chunks whose
-//! vectors are mean-pooled ([`embed_document`]).
+//! Documents longer than a model's input are split into word chunks of
+//! near-equal size, at most [`DEFAULT_MAX_CHUNKS`] of them spread evenly over
+//! a longer document ([`document_chunks`]), whose vectors are averaged,
+//! weighted by their words ([`embed_documents`]). Chunks of many documents
+//! are embedded together, longest first, in batches run on every core.
 
 mod bert;
 mod http;
@@ -37,6 +40,12 @@ pub trait Embedder: Send + Sync + std::fmt::Debug {
     /// `ollama:nomic-embed-text`; it goes into the fingerprint store's
     /// version stamp, so it must change when the vectors would.
     fn model_id(&self) -> String;
+
+    /// Model input tokens embedded so far (padding excluded), when the
+    /// provider counts them (the `local:` one does).
+    fn tokens_embedded(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Settings shared by the embedding providers.
@@ -149,6 +158,12 @@ pub fn embedder_from_model(model: &str, config: &ProviderConfig) -> Result<Optio
 /// tokens of English, within a 256–512-token model input.
 pub const DEFAULT_CHUNK_WORDS: usize = 200;
 
+/// Default most chunks embedded per document: a 100-page PDF needs its
+/// embedding, not 200 of them. Sixteen evenly spread chunks of a long
+/// document average to within a cosine of 0.96 of all of its chunks on the
+/// benchmark corpus (bench/results/scan-accuracy.md).
+pub const DEFAULT_MAX_CHUNKS: usize = 16;
+
 /// Splits `text` into chunks of at most `words_per_chunk` whitespace-
 /// separated words (at least one word per chunk).
 pub fn chunk_words(text: &str, words_per_chunk: usize) -> Vec<String> {
@@ -156,31 +171,119 @@ pub fn chunk_words(text: &str, words_per_chunk: usize) -> Vec<String> {
     words.chunks(words_per_chunk.max(1)).map(|c| c.join(" ")).collect()
 }
 
-/// Embeds a whole document as one vector: the L2-normalised mean of the
-/// L2-normalised vectors of its word chunks.
-pub fn embed_document(embedder: &dyn Embedder, text: &str, words_per_chunk: usize) -> Result<Vec<f32>, Error> {
-    let chunks = chunk_words(text, words_per_chunk);
-    if chunks.is_empty() {
-        return Err(Error::embedding("document has no words to embed"));
+/// The chunks a document is embedded as, with their word counts: the words
+/// split into `ceil(words / words_per_chunk)` chunks of near-equal size (no
+/// short tail chunk to weigh as much as a full one); when that is more than
+/// `max_chunks`, `max_chunks` chunks of `words_per_chunk` words spread
+/// evenly from the first word to the last.
+///
+/// ```
+/// use neardup_docs::document_chunks;
+/// let text = (0..10).map(|i| i.to_string()).collect::<Vec<_>>().join(" ");
+/// let sizes: Vec<usize> = document_chunks(&text, 4, 16).iter().map(|c| c.1).collect();
+/// assert_eq!(sizes, [4, 3, 3]);
+/// let spread = document_chunks(&text, 2, 3);
+/// assert_eq!(spread.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(), ["0 1", "4 5", "8 9"]);
+/// ```
+pub fn document_chunks(text: &str, words_per_chunk: usize, max_chunks: usize) -> Vec<(String, usize)> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    let n = words.len();
+    if n == 0 {
+        return Vec::new();
     }
-    let vectors = embedder.embed(&chunks)?;
-    mean_pool(&vectors)
+    let per = words_per_chunk.max(1);
+    let max = max_chunks.max(1);
+    let k = n.div_ceil(per);
+    let ranges: Vec<(usize, usize)> = if k <= max {
+        (0..k).map(|i| (i * n / k, (i + 1) * n / k)).collect()
+    } else if max == 1 {
+        vec![(0, per)]
+    } else {
+        (0..max).map(|i| (i * (n - per) / (max - 1), i * (n - per) / (max - 1) + per)).collect()
+    };
+    ranges.into_iter().map(|(a, b)| (words[a..b].join(" "), b - a)).collect()
+}
+
+/// Embeds a whole document as one vector (see [`embed_documents`]), with at
+/// most [`DEFAULT_MAX_CHUNKS`] chunks.
+pub fn embed_document(embedder: &dyn Embedder, text: &str, words_per_chunk: usize) -> Result<Vec<f32>, Error> {
+    let mut v = embed_documents(embedder, &[text], words_per_chunk, DEFAULT_MAX_CHUNKS)?;
+    v.pop().ok_or_else(|| Error::embedding("document has no words to embed"))
+}
+
+/// Embeds documents, one vector each: the L2-normalised mean of the
+/// L2-normalised vectors of its [`document_chunks`], weighted by their
+/// words. The chunks of all `texts` are embedded together, longest first
+/// (so a batch pads little), in batches of `batch` chunks run in parallel
+/// on the rayon pool. A text without words is an error.
+pub fn embed_documents(
+    embedder: &dyn Embedder,
+    texts: &[&str],
+    words_per_chunk: usize,
+    max_chunks: usize,
+) -> Result<Vec<Vec<f32>>, Error> {
+    use rayon::prelude::*;
+
+    // (document, words, text) of every chunk.
+    let mut chunks: Vec<(usize, usize, String)> = Vec::new();
+    for (d, text) in texts.iter().enumerate() {
+        let before = chunks.len();
+        chunks.extend(document_chunks(text, words_per_chunk, max_chunks).into_iter().map(|(c, w)| (d, w, c)));
+        if chunks.len() == before {
+            return Err(Error::embedding("document has no words to embed"));
+        }
+    }
+    let mut order: Vec<usize> = (0..chunks.len()).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(chunks[i].2.len()));
+    const BATCH: usize = 32;
+    let batches: Vec<&[usize]> = order.chunks(BATCH).collect();
+    let vectors: Vec<Vec<Vec<f32>>> = batches
+        .par_iter()
+        .map(|batch| {
+            let texts: Vec<String> = batch.iter().map(|&i| chunks[i].2.clone()).collect();
+            let v = embedder.embed(&texts)?;
+            check_vectors(&v, texts.len(), "the embedding provider")?;
+            Ok(v)
+        })
+        .collect::<Result<_, Error>>()?;
+    let mut per_doc: Vec<Vec<(Vec<f32>, f32)>> = vec![Vec::new(); texts.len()];
+    for (batch, vs) in batches.iter().zip(vectors) {
+        for (&i, v) in batch.iter().zip(vs) {
+            per_doc[chunks[i].0].push((v, chunks[i].1 as f32));
+        }
+    }
+    per_doc
+        .into_iter()
+        .map(|parts| {
+            let (vs, ws): (Vec<Vec<f32>>, Vec<f32>) = parts.into_iter().unzip();
+            mean_pool_weighted(&vs, &ws)
+        })
+        .collect()
 }
 
 /// L2-normalised mean of L2-normalised vectors; all must have one length.
 pub fn mean_pool(vectors: &[Vec<f32>]) -> Result<Vec<f32>, Error> {
+    mean_pool_weighted(vectors, &vec![1.0; vectors.len()])
+}
+
+/// L2-normalised weighted mean of L2-normalised vectors; all must have one
+/// length, and there must be one weight per vector.
+pub fn mean_pool_weighted(vectors: &[Vec<f32>], weights: &[f32]) -> Result<Vec<f32>, Error> {
     let Some(first) = vectors.first() else {
         return Err(Error::embedding("no vectors to pool"));
     };
+    if weights.len() != vectors.len() {
+        return Err(Error::embedding("one weight per vector is needed"));
+    }
     let dim = first.len();
     let mut sum = vec![0f32; dim];
-    for v in vectors {
+    for (v, w) in vectors.iter().zip(weights) {
         if v.len() != dim {
             return Err(Error::embedding(format!("vectors of different lengths ({} and {dim})", v.len())));
         }
         let n = norm(v);
         if n > 0.0 {
-            sum.iter_mut().zip(v).for_each(|(s, x)| *s += x / n);
+            sum.iter_mut().zip(v).for_each(|(s, x)| *s += w * x / n);
         }
     }
     normalize(&mut sum);
@@ -252,6 +355,27 @@ mod tests {
         assert_eq!(chunk_words("a b  c\nd e", 2), ["a b", "c d", "e"]);
         assert!(chunk_words("  ", 2).is_empty());
         assert_eq!(chunk_words("a b", 0), ["a", "b"]);
+    }
+
+    #[test]
+    fn chunks_are_balanced_and_bounded() {
+        let text = (0..1000).map(|i| format!("w{i}")).collect::<Vec<_>>().join(" ");
+        let c = document_chunks(&text, 200, 16);
+        assert_eq!(c.iter().map(|c| c.1).collect::<Vec<_>>(), [200; 5]);
+        let c = document_chunks(&text, 300, 16);
+        assert_eq!(c.iter().map(|c| c.1).collect::<Vec<_>>(), [250; 4]);
+        let c = document_chunks(&text, 10, 4);
+        assert_eq!(c.len(), 4);
+        assert!(c[0].0.starts_with("w0 ") && c[3].0.ends_with(" w999"), "{:?}", c[3]);
+        assert_eq!(document_chunks(&text, 10, 1)[0].1, 10);
+        assert!(document_chunks(" \n", 10, 4).is_empty());
+    }
+
+    #[test]
+    fn weighted_pooling() {
+        let pooled = mean_pool_weighted(&[vec![1.0, 0.0], vec![0.0, 1.0]], &[3.0, 1.0]).unwrap();
+        assert!(pooled[0] > 0.9 && pooled[1] > 0.3, "{pooled:?}");
+        assert!(mean_pool_weighted(&[vec![1.0]], &[]).is_err());
     }
 
     #[test]
