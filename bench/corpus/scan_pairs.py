@@ -5,7 +5,8 @@ machine's own files: a folder of documents and a list of labelled pairs.
 Usage: python3 bench/corpus/scan_pairs.py OUT_DIR [--seed N] [--small]
 
 Writes OUT_DIR/docs/** (the documents) and OUT_DIR/pairs.tsv (one labelled
-pair a line: class, detail, path a, path b; paths relative to OUT_DIR/docs).
+pair a line: class, detail, path a, path b; paths relative to OUT_DIR,
+the labels file's folder, as `neardup scan --labels` reads them).
 Every label holds by construction:
 
   format     the same document in another format: a man page rendered by
@@ -44,6 +45,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 
 SEED = 17
 HTML_MANUALS = {
@@ -129,10 +131,13 @@ def words(text):
 
 def groff(source, device):
     args = ["groff", "-t", "-man", "-T" + device] + (["-P-cbou"] if device == "utf8" else [])
-    try:
-        r = subprocess.run(args, input=source, capture_output=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+    # groff's html device writes its images (grohtml-*.png) into the
+    # current folder: run it in a scratch one.
+    with tempfile.TemporaryDirectory() as scratch:
+        try:
+            r = subprocess.run(args, input=source, capture_output=True, timeout=60, cwd=scratch)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
     return r.stdout if r.returncode == 0 and r.stdout else None
 
 
@@ -379,9 +384,9 @@ def main():
             c.pair("unrelated", f"{c.source[a]}/{c.source[b]}", a, b)
 
     with open(os.path.join(out, "pairs.tsv"), "w", encoding="utf-8") as f:
-        f.write("# class\tdetail\ta\tb  (paths relative to docs/; built by bench/corpus/scan_pairs.py)\n")
+        f.write("# class\tdetail\ta\tb  (paths relative to this file's folder; built by bench/corpus/scan_pairs.py)\n")
         for cls, detail, a, b in c.pairs:
-            f.write(f"{cls}\t{detail}\t{a}\t{b}\n")
+            f.write(f"{cls}\t{detail}\tdocs/{a}\tdocs/{b}\n")
     counts = {}
     for cls, *_ in c.pairs:
         counts[cls] = counts.get(cls, 0) + 1

@@ -342,7 +342,8 @@ pub fn run_scan(args: ScanArgs) -> anyhow::Result<ExitCode> {
 
 /// The --labels results as text: one table per matcher.
 fn render_accuracy(a: &neardup_docs::Accuracy) -> String {
-    let pct = |n: usize, d: usize| if d == 0 { "-".to_owned() } else { format!("{:.1} %", 100.0 * n as f64 / d as f64) };
+    let pct =
+        |n: usize, d: usize| if d == 0 { "-".to_owned() } else { format!("{:.1} %", 100.0 * n as f64 / d as f64) };
     let mut out = format!(
         "labelled pairs: {} ({} missing from the store); model: {}; calibration: minhash {}, embedding {}\n",
         a.labels,

@@ -144,6 +144,29 @@ pub struct Accuracy {
     pub matchers: Vec<MatcherAccuracy>,
     /// Calibrations fitted from these pairs' raw scores.
     pub fitted: Vec<FittedCalibration>,
+    /// Every scored pair's raw scores, to fit another calibration from.
+    pub pairs: Vec<PairScores>,
+}
+
+/// One labelled pair's raw scores.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PairScores {
+    /// The reporting class (revisions by edit rate).
+    pub class: String,
+    /// The label's detail.
+    pub detail: String,
+    /// First document.
+    pub a: PathBuf,
+    /// Second document.
+    pub b: PathBuf,
+    /// Exact Jaccard of the shingle sets, when MinHash ran.
+    pub minhash: Option<f64>,
+    /// Cosine of the document embeddings, when both have one.
+    pub embedding: Option<f64>,
+    /// The same normalized text.
+    pub same_content: bool,
+    /// LSH would propose the pair (shares a band key).
+    pub lsh: bool,
 }
 
 /// The edit rate of a revision label, from its detail.
@@ -226,19 +249,42 @@ pub fn evaluate_labels(store: &Store, labels: &[Label], settings: &ScanSettings)
         scored.push(Scored { label, class, target, raw, lsh });
     }
 
+    if scored.is_empty() && !labels.is_empty() {
+        return Err(Error::config(format!(
+            "none of the {} labelled pairs has both documents in the store: label paths are relative to the \
+             labels file's folder, and both documents must be scanned",
+            labels.len()
+        )));
+    }
     let policy = &settings.policy;
     let mut matchers = Vec::new();
     type Pick = fn(&Scored<'_>, &Calibrations) -> Option<f64>;
     let picks: [(&'static str, Pick); 3] = [
         ("minhash", |s, c| {
             let m = c.minhash.apply(s.raw.minhash?);
-            Some(if s.raw.same_content { 1.0 } else if s.lsh { m } else { 0.0 })
+            Some(if s.raw.same_content {
+                1.0
+            } else if s.lsh {
+                m
+            } else {
+                0.0
+            })
         }),
-        ("embedding", |s, c| Some(if s.raw.same_content { 1.0 } else { c.embedding.apply(s.raw.embedding?) })),
+        ("embedding", |s, c| {
+            let e = c.embedding.apply(s.raw.embedding?);
+            Some(if s.raw.same_content { 1.0 } else { e })
+        }),
         ("combined", |s, c| s.raw.scored(c).map(|x| x.combined)),
     ];
+    let has_minhash = scored.iter().any(|s| s.raw.minhash.is_some());
+    let has_embedding = scored.iter().any(|s| s.raw.embedding.is_some());
     for (name, pick) in picks {
-        if scored.iter().all(|s| pick(s, &cal).is_none()) {
+        let ran = match name {
+            "minhash" => has_minhash,
+            "embedding" => has_embedding,
+            _ => has_minhash && has_embedding,
+        };
+        if !ran {
             continue;
         }
         let mut classes: BTreeMap<String, ClassCounts> = BTreeMap::new();
@@ -306,6 +352,19 @@ pub fn evaluate_labels(store: &Store, labels: &[Label], settings: &ScanSettings)
         embedding_calibration: embedding_cal.map(|c| c.to_string()),
         matchers,
         fitted,
+        pairs: scored
+            .iter()
+            .map(|s| PairScores {
+                class: s.class.clone(),
+                detail: s.label.detail.clone(),
+                a: s.label.a.clone(),
+                b: s.label.b.clone(),
+                minhash: s.raw.minhash,
+                embedding: s.raw.embedding,
+                same_content: s.raw.same_content,
+                lsh: s.lsh,
+            })
+            .collect(),
     })
 }
 

@@ -52,9 +52,10 @@ const KNOWN_EMBEDDING: &[(&str, &str, &str)] =
 /// assert!(neardup_docs::known_embedding_map("ollama:some-model").is_none());
 /// ```
 pub fn known_embedding_map(model_id: &str) -> Option<(&'static str, Calibration)> {
-    KNOWN_EMBEDDING.iter().find(|(suffix, _, _)| model_id.ends_with(suffix)).map(|(_, name, knots)| {
-        (*name, Calibration::parse(knots).unwrap_or_else(|_| Calibration::identity()))
-    })
+    KNOWN_EMBEDDING
+        .iter()
+        .find(|(suffix, _, _)| model_id.ends_with(suffix))
+        .map(|(_, name, knots)| (*name, Calibration::parse(knots).unwrap_or_else(|_| Calibration::identity())))
 }
 
 /// A monotone piecewise-linear map from a raw score onto the common scale.
@@ -104,7 +105,7 @@ impl Calibration {
         }
         let mut last = (0.0, 0.0);
         for &(r, c) in &knots {
-            if !(r > 0.0 && r < 1.0) || !(0.0..=1.0).contains(&c) {
+            if !(r > 0.0 && r < 1.0 && (0.0..=1.0).contains(&c)) {
                 return Err(format!("knot {r}:{c}: raw must be in (0, 1) and calibrated in [0, 1]"));
             }
             if r <= last.0 || c < last.1 {

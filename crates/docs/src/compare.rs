@@ -270,14 +270,7 @@ fn offer_similar(docs: &mut [StoredDoc], doc: usize, target: usize, score: f64, 
 /// only when it could be the larger calibrated score: the Jaccard is at most
 /// the ratio of the two set sizes, and when even that bound calibrates below
 /// the embedding's score the merge is skipped (it cannot change the ranking).
-fn complete(
-    mut pair: Pair,
-    a: usize,
-    b: usize,
-    index: &MemoryIndex,
-    matchers: &Matchers<'_>,
-    always: bool,
-) -> Pair {
+fn complete(mut pair: Pair, a: usize, b: usize, index: &MemoryIndex, matchers: &Matchers<'_>, always: bool) -> Pair {
     if !matchers.minhash || pair.minhash.is_some() {
         return pair;
     }

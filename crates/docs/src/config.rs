@@ -476,7 +476,10 @@ mod tests {
             (ConfigLayer { chunk_words: Some(0), ..Default::default() }, "chunk_words"),
             (ConfigLayer { max_file_bytes: Some(0), ..Default::default() }, "max_file_bytes"),
             (ConfigLayer { max_chunks: Some(0), ..Default::default() }, "max_chunks"),
-            (ConfigLayer { minhash_calibration: Some("0.9:0.8,0.5:0.9".into()), ..Default::default() }, "minhash_calibration"),
+            (
+                ConfigLayer { minhash_calibration: Some("0.9:0.8,0.5:0.9".into()), ..Default::default() },
+                "minhash_calibration",
+            ),
             (ConfigLayer { embedding_calibration: Some("high".into()), ..Default::default() }, "embedding_calibration"),
         ];
         for (layer, needle) in cases {

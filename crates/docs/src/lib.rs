@@ -69,7 +69,7 @@ pub use limits::Limits;
 pub use parse::{parse_bytes, pdf_cleanup, sha256_hex, ParsedDoc, PARSER_VERSION};
 pub use walk::{discover, DiscoverOptions, Discovery};
 
-pub use accuracy::{evaluate_labels, read_labels, Accuracy, ClassCounts, FittedCalibration, Label};
+pub use accuracy::{evaluate_labels, read_labels, Accuracy, ClassCounts, FittedCalibration, Label, PairScores};
 pub use calibrate::{fit_ceiling, fit_knot, known_embedding_map, Calibration, MINHASH_WORD5};
 pub use compare::all_pairs_total;
 pub use config::{ConfigLayer, ScanSettings, CONFIG_KEYS};

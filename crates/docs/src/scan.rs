@@ -605,8 +605,10 @@ fn embed_members(
         }
         summary.embedded += group.len();
         let per = settings.chunk_words.max(1);
-        summary.embedded_chunks +=
-            texts.iter().map(|t| t.split_whitespace().count().div_ceil(per).min(settings.max_chunks) as u64).sum::<u64>();
+        summary.embedded_chunks += texts
+            .iter()
+            .map(|t| t.split_whitespace().count().div_ceil(per).min(settings.max_chunks) as u64)
+            .sum::<u64>();
         progress.advance(Phase::Fingerprint, group.len() as u64);
     }
     for (k, first) in copies {

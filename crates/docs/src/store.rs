@@ -287,7 +287,8 @@ impl Store {
             if !is_hex(&d.sha256, 64) || !is_hex(&d.content_hash, 32) {
                 return Err(format!("{name}: malformed sha256 or content_hash"));
             }
-            let links = [("closest_match", &d.closest_match), ("duplicate_of", &d.duplicate_of), ("similar_to", &d.similar_to)];
+            let links =
+                [("closest_match", &d.closest_match), ("duplicate_of", &d.duplicate_of), ("similar_to", &d.similar_to)];
             for (field, m) in links {
                 if let Some(m) = m {
                     if !slugs.contains(m.as_str()) || m == name {

@@ -236,7 +236,27 @@ fn long_document_is_chunked_and_pooled() {
     assert_unit(&v);
     let reqs = server.requests();
     let chunk_words: Vec<usize> = inputs(&reqs[0]).iter().map(|c| c.split_whitespace().count()).collect();
-    assert_eq!(chunk_words, [200, 200, 50]);
+    // Near-equal chunks: no 50-word tail weighing as much as a full chunk.
+    assert_eq!(chunk_words, [150, 150, 150]);
+}
+
+/// A long document is embedded as at most `max_chunks` chunks spread over
+/// it, and the chunks of several documents travel in shared requests.
+#[test]
+fn chunks_are_bounded_and_shared_across_documents() {
+    let mut server = Server::start(vec![ollama_ok()]);
+    let embedder = embedder_from_model("ollama:m", &config(&server)).unwrap().unwrap();
+    let long = "word ".repeat(100_000);
+    let short = "other text here";
+    let v = neardup_docs::embed_documents(embedder.as_ref(), &[&long, short], 200, 4).unwrap();
+    assert_eq!(v.len(), 2);
+    v.iter().for_each(|v| assert_unit(v));
+    let reqs = server.requests();
+    assert_eq!(reqs.len(), 1, "one request for both documents");
+    let chunk_words: Vec<usize> = inputs(&reqs[0]).iter().map(|c| c.split_whitespace().count()).collect();
+    assert_eq!(chunk_words, [200, 200, 200, 200, 3]);
+    let err = neardup_docs::embed_documents(embedder.as_ref(), &["a", " \n "], 200, 4).unwrap_err();
+    assert!(err.to_string().contains("no words"), "{err}");
 }
 
 #[test]
