@@ -181,7 +181,7 @@ pub fn chunk_words(text: &str, words_per_chunk: usize) -> Vec<String> {
 /// use neardup_docs::document_chunks;
 /// let text = (0..10).map(|i| i.to_string()).collect::<Vec<_>>().join(" ");
 /// let sizes: Vec<usize> = document_chunks(&text, 4, 16).iter().map(|c| c.1).collect();
-/// assert_eq!(sizes, [4, 3, 3]);
+/// assert_eq!(sizes, [3, 3, 4]);
 /// let spread = document_chunks(&text, 2, 3);
 /// assert_eq!(spread.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(), ["0 1", "4 5", "8 9"]);
 /// ```
