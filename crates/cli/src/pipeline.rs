@@ -3,8 +3,8 @@
 //! Records arrive in chunks. Per chunk: parse and fingerprint in parallel →
 //! candidates and insertion, in input order (each item is compared with
 //! every earlier item) → exact verification in parallel → decisions in input
-//! order. The next chunk is fingerprinted while the current one is inserted,
-//! verified and decided (two chunks in the pipeline, a third being read).
+//! order. Up to three chunks are fingerprinted at once, as tasks of the
+//! thread pool, while earlier ones are inserted, verified and decided.
 //! One pass, bounded chunk memory; the index holds features of every item
 //! seen.
 //!
@@ -82,6 +82,20 @@ pub struct Batch {
 /// Each line parsed and fingerprinted, in input order.
 type Parsed = Vec<Result<(Option<String>, neardup_core::Fingerprint), String>>;
 
+/// Chunks being parsed and fingerprinted at once (each up to 4,096 records
+/// or 8 MB): enough that idle cores take up the next chunk while one
+/// finishes its longest record, few enough to bound memory.
+const CHUNKS_IN_FLIGHT: u64 = 3;
+
+/// A chunk back from the first stage.
+struct Fingerprinted {
+    seq: u64,
+    lines: Vec<Line>,
+    rejects: Vec<Reject>,
+    parsed: Parsed,
+    seconds: f64,
+}
+
 /// The parallel first stage: parse and fingerprint a chunk.
 struct Fingerprinting {
     fingerprinter: Fingerprinter,
@@ -132,53 +146,73 @@ impl Batch {
     }
 
     /// Runs the whole input through the pipeline: `f` sees each chunk's
-    /// lines with their outcomes, in input order. Chunk N+1 is parsed and
-    /// fingerprinted while chunk N is inserted, verified and decided, so a
-    /// straggler at the end of one chunk does not leave the other cores
-    /// idle. The order of insertion and decision is the input order, so
-    /// the results do not depend on the thread count. Returns the time spent
-    /// reading.
+    /// lines with their outcomes, in input order. Each chunk is parsed and
+    /// fingerprinted as a task of the thread pool as soon as it is read, up
+    /// to [`CHUNKS_IN_FLIGHT`] at once, so a long record at the end of one
+    /// chunk does not leave the other cores idle: they take up the next
+    /// chunk meanwhile. Chunks are inserted, verified and decided strictly
+    /// in input order, so the results do not depend on the thread count.
+    /// Returns the time spent reading.
     pub fn run<R, F>(&mut self, reader: R, max_line: usize, rejects: &mut Vec<Reject>, mut f: F) -> anyhow::Result<f64>
     where
         R: std::io::BufRead + Send,
         F: FnMut(&Batch, &[Line], &[Outcome]) -> anyhow::Result<()>,
     {
-        let stage = Fingerprinting {
+        let stage = std::sync::Arc::new(Fingerprinting {
             fingerprinter: self.fingerprinter.clone(),
             text_field: self.text_field.clone(),
             id_field: self.id_field.clone(),
-        };
-        let mut pending: Option<(Vec<Line>, Vec<Reject>, Parsed)> = None;
+        });
+        let (tx, rx) = std::sync::mpsc::channel::<Fingerprinted>();
+        let (mut sent, mut received, mut next) = (0u64, 0u64, 0u64);
+        let mut ready = std::collections::BTreeMap::new();
         let read_s = for_each_chunk(reader, max_line, |lines, chunk_rejects| {
-            let done = match pending.take() {
-                None => {
-                    let (parsed, secs) = stage.run(&lines);
-                    self.timings.fingerprint_s += secs;
-                    pending = Some((lines, chunk_rejects, parsed));
-                    return Ok(());
-                }
-                Some((prev, prev_rejects, prev_parsed)) => {
-                    let batch = &mut *self;
-                    let ((parsed, secs), done) = rayon::join(
-                        || stage.run(&lines),
-                        || {
-                            rejects.extend(prev_rejects);
-                            batch.apply(&prev, prev_parsed, rejects).map(|o| (prev, o))
-                        },
-                    );
-                    self.timings.fingerprint_s += secs;
-                    pending = Some((lines, chunk_rejects, parsed));
-                    done?
-                }
-            };
-            f(self, &done.0, &done.1)
+            let (stage, tx, seq) = (std::sync::Arc::clone(&stage), tx.clone(), sent);
+            rayon::spawn(move || {
+                let (parsed, seconds) = stage.run(&lines);
+                // The receiver is gone only when the run already failed.
+                let _ = tx.send(Fingerprinted { seq, lines, rejects: chunk_rejects, parsed, seconds });
+            });
+            sent += 1;
+            // Take every finished chunk; wait for one while too many are out.
+            loop {
+                let chunk = if sent - received >= CHUNKS_IN_FLIGHT { rx.recv().ok() } else { rx.try_recv().ok() };
+                let Some(chunk) = chunk else { break };
+                received += 1;
+                ready.insert(chunk.seq, chunk);
+                self.apply_ready(&mut ready, &mut next, rejects, &mut f)?;
+            }
+            Ok(())
         })?;
-        if let Some((prev, prev_rejects, prev_parsed)) = pending {
-            rejects.extend(prev_rejects);
-            let outcomes = self.apply(&prev, prev_parsed, rejects)?;
-            f(self, &prev, &outcomes)?;
+        drop(tx);
+        while received < sent {
+            let chunk = rx.recv().map_err(|_| anyhow::anyhow!("a fingerprinting task ended without its result"))?;
+            received += 1;
+            ready.insert(chunk.seq, chunk);
+            self.apply_ready(&mut ready, &mut next, rejects, &mut f)?;
         }
         Ok(read_s)
+    }
+
+    /// Applies the fingerprinted chunks that are next in input order.
+    fn apply_ready<F>(
+        &mut self,
+        ready: &mut std::collections::BTreeMap<u64, Fingerprinted>,
+        next: &mut u64,
+        rejects: &mut Vec<Reject>,
+        f: &mut F,
+    ) -> anyhow::Result<()>
+    where
+        F: FnMut(&Batch, &[Line], &[Outcome]) -> anyhow::Result<()>,
+    {
+        while let Some(chunk) = ready.remove(next) {
+            *next += 1;
+            self.timings.fingerprint_s += chunk.seconds;
+            rejects.extend(chunk.rejects);
+            let outcomes = self.apply(&chunk.lines, chunk.parsed, rejects)?;
+            f(self, &chunk.lines, &outcomes)?;
+        }
+        Ok(())
     }
 
     /// Inserts, verifies and decides one fingerprinted chunk; lines that
