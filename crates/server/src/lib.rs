@@ -58,6 +58,6 @@ pub use metrics::Metrics;
 pub use openapi::ApiDoc;
 pub use quota::QuotaConfig;
 pub use routes::app;
-pub use serve::{init_logging, run, serve};
+pub use serve::{init_logging, run, serve, serve_with, HEADER_READ_TIMEOUT};
 pub use state::{AppState, GatewayConfig};
 pub use tenant_spec::TenantSpec;

@@ -5,7 +5,7 @@
 use std::future::Future;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use neardup_index::Engine;
 use tokio::net::TcpListener;
@@ -60,6 +60,7 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
         let engine = Arc::new(engine);
         let state = AppState::new(Arc::clone(&engine), keys, cfg.gateway.clone());
         seed_snapshot_ages(&state, &cfg.data_dir);
+        raise_fd_limit();
         let listener =
             TcpListener::bind(cfg.listen).await.map_err(|e| ServeError::Io(format!("binding {}: {e}", cfg.listen)))?;
         let addr = listener.local_addr().map_err(|e| ServeError::Io(e.to_string()))?;
@@ -89,21 +90,77 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
     })
 }
 
+/// How long a connection may take to send a request's headers. A client
+/// that sends half a request is closed after it, so such connections cannot
+/// pile up until the process runs out of file descriptors.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Serves `state` on `listener` until `shutdown` resolves, then drains.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), ServeError> {
-    let s = state.clone();
-    axum::serve(listener, app(state))
-        .with_graceful_shutdown(async move {
-            shutdown.await;
-            s.set_ready(false);
-            tracing::info!("shutdown requested; draining in-flight requests");
-        })
-        .await
-        .map_err(|e| ServeError::Io(format!("serving: {e}")))
+    serve_with(listener, state, shutdown, HEADER_READ_TIMEOUT).await
+}
+
+/// [`serve`] with a chosen header-read timeout.
+pub async fn serve_with(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    header_read_timeout: Duration,
+) -> Result<(), ServeError> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    let app = app(state.clone());
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of file descriptors, or a connection gone before
+                    // it was accepted: back off a moment and keep serving.
+                    tracing::warn!(error = %e, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            },
+            () = &mut shutdown => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(TokioTimer::new()).header_read_timeout(header_read_timeout);
+        let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "connection closed with an error");
+            }
+        });
+    }
+    state.set_ready(false);
+    tracing::info!("shutdown requested; draining in-flight requests");
+    graceful.shutdown().await;
+    Ok(())
+}
+
+/// Raises the soft limit on open files to the hard limit (Unix), so that
+/// the service is not capped at an inherited 1,024 connections.
+fn raise_fd_limit() {
+    #[cfg(unix)]
+    {
+        use nix::sys::resource::{getrlimit, setrlimit, Resource};
+        match getrlimit(Resource::RLIMIT_NOFILE) {
+            Ok((soft, hard)) if soft < hard => match setrlimit(Resource::RLIMIT_NOFILE, hard, hard) {
+                Ok(()) => tracing::info!(from = soft, to = hard, "raised the open-file limit"),
+                Err(e) => tracing::warn!(soft, hard, error = %e, "could not raise the open-file limit"),
+            },
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "could not read the open-file limit"),
+        }
+    }
 }
 
 async fn shutdown_signal() {

@@ -526,3 +526,29 @@ async fn large_snapshots_stream_both_ways() {
     let got = h.call(Method::GET, "/v1/tenants/t1/items/i2999", Some(&key), None).await;
     assert_eq!(got.status, StatusCode::OK);
 }
+
+/// Issue 15 item 8: a connection that sends half a request used to stay
+/// open forever; it is closed once the header-read timeout passes, while a
+/// whole request on another connection is answered meanwhile.
+#[tokio::test]
+async fn half_sent_requests_are_closed_after_the_header_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let h = H::new();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let timeout = std::time::Duration::from_millis(500);
+    tokio::spawn(neardup_server::serve_with(listener, h.state.clone(), std::future::pending(), timeout));
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    slow.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await.unwrap();
+    // A whole request is still served.
+    let mut ok = tokio::net::TcpStream::connect(addr).await.unwrap();
+    ok.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").await.unwrap();
+    let mut answer = Vec::new();
+    ok.read_to_end(&mut answer).await.unwrap();
+    assert!(answer.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer));
+    // The half request: the server closes it (perhaps with a 408) well
+    // before this test's own limit.
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(5), slow.read_to_end(&mut rest)).await;
+    assert!(read.is_ok(), "the half-sent request was still open after 5 s");
+}
