@@ -351,6 +351,30 @@ fn bad_configuration_exits_2_with_a_clear_message() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("run `neardup scan` first"));
 }
 
+/// Issue 15 item 6: links planted in the export folder used to be followed,
+/// overwriting files outside it; now they are replaced, never followed.
+#[cfg(unix)]
+#[test]
+fn export_never_writes_through_links_in_its_folder() {
+    let s = Scratch::all();
+    s.scan(&[], 0);
+    let rows = s.report();
+    let out_dir = s.root().join("out");
+    std::fs::create_dir_all(&out_dir).unwrap();
+    let outside = s.root().join("outside.txt");
+    std::fs::write(&outside, "precious").unwrap();
+    let page = out_dir.join(format!("{}.md", slug(&rows, "unrelated-orchestra.txt")));
+    std::os::unix::fs::symlink(&outside, &page).unwrap();
+    std::os::unix::fs::symlink(&outside, out_dir.join("_index.md")).unwrap();
+    let out = s.run(&["export", "out", "--json"]);
+    json(&out, 0);
+    assert_eq!(std::fs::read_to_string(&outside).unwrap(), "precious");
+    for f in [page, out_dir.join("_index.md")] {
+        let meta = std::fs::symlink_metadata(&f).unwrap();
+        assert!(meta.file_type().is_file(), "{} is not a plain file", f.display());
+    }
+}
+
 #[test]
 fn export_skips_identical_and_flags_similar_with_the_seed_callout() {
     let s = Scratch::all();

@@ -101,13 +101,30 @@ pub fn export(store: &Store, cache: &ParseCache, out_dir: &Path) -> Result<Expor
             page.push_str("\n\n");
         }
         let file = out_dir.join(format!("{}.md", d.slug));
-        std::fs::write(&file, page.trim_end().to_owned() + "\n")
+        write_page(&file, (page.trim_end().to_owned() + "\n").as_bytes())
             .map_err(|e| Error::io("writing export", e).with_path(&file))?;
         let _ = writeln!(index, "| [{0}]({0}.md) | {1} | {note} |", d.slug, d.verdict.as_str());
         summary.written.push((d.slug.clone(), file));
     }
-    std::fs::write(&summary.index, index).map_err(|e| Error::io("writing export", e).with_path(&summary.index))?;
+    write_page(&summary.index, index.as_bytes())
+        .map_err(|e| Error::io("writing export", e).with_path(&summary.index))?;
     Ok(summary)
+}
+
+/// Writes a new file at `path`, never through a link: whatever is there (a
+/// page of an earlier export, or a symbolic link someone left in the
+/// folder) is removed first, and the file is created exclusively, so a link
+/// that reappears meanwhile makes the write fail instead of being followed
+/// out of the export folder.
+fn write_page(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    match std::fs::symlink_metadata(path) {
+        Ok(_) => std::fs::remove_file(path)?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(e),
+    }
+    let mut f = std::fs::OpenOptions::new().write(true).create_new(true).open(path)?;
+    f.write_all(bytes)
 }
 
 /// The page a similar document's callout names, and the score: the kept

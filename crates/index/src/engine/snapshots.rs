@@ -15,7 +15,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::snapshot::{self, Part, SnapshotHeader, SnapshotReader, SnapshotWriter, TenantMeta};
 use crate::store::{StoreBatch, StoreView};
 use crate::tenant::{Tenant, TenantImage};
-use crate::tenant_config::check_tenant_id;
+use crate::tenant_config::{check_item_id, check_tenant_id, TenantConfig};
 
 /// Largest version-1 snapshot read (they are read whole; version 2 streams).
 pub(super) const MAX_V1_SNAPSHOT: u64 = 1 << 30;
@@ -178,11 +178,37 @@ impl Engine {
             }
             let mut meta = None;
             while let Some(p) = r.next_part()? {
-                if let Part::Meta(m) = p {
-                    meta = Some(m);
+                match p {
+                    Part::Meta(m) => meta = Some(m),
+                    // Every id passes the API's own check: a restore cannot
+                    // bring in what a write could not.
+                    Part::Records(rs) => {
+                        for rec in &rs {
+                            check_item_id(&rec.item_id)
+                                .map_err(|e| Error::corrupt("snapshot", format!("record {:?}: {e}", rec.item_id)))?;
+                        }
+                    }
+                    _ => {}
                 }
             }
-            (header, meta.ok_or_else(|| Error::corrupt("snapshot", "no meta frame"))?)
+            let meta: TenantMeta = meta.ok_or_else(|| Error::corrupt("snapshot", "no meta frame"))?;
+            for (id, _) in &meta.tombstones {
+                check_item_id(id).map_err(|e| Error::corrupt("snapshot", format!("tombstone {id:?}: {e}")))?;
+            }
+            // The header names the parameters the records were made under;
+            // the payload's configuration must be those same parameters.
+            let (params, _) = TenantConfig::from_json(&meta.config_json)?.resolve()?;
+            if params.fingerprint_version() != header.fingerprint_version {
+                return Err(Error::corrupt(
+                    "snapshot",
+                    format!(
+                        "the header says fingerprint version {} but the payload's configuration makes {}",
+                        header.fingerprint_version,
+                        params.fingerprint_version()
+                    ),
+                ));
+            }
+            (header, meta)
         };
         let file = tee.copy.into_inner().map_err(|e| Error::io("writing an incoming snapshot", e.into_error()))?;
         file.sync_all().map_err(|e| Error::io("fsyncing an incoming snapshot", e))?;
@@ -279,5 +305,46 @@ impl Engine {
         }
         report.segments_removed = self.wal.remove_covered(covered)?;
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{EngineOptions, Item, TenantConfig};
+
+    /// Issue 15's weaker spots: without a snapshot key a CRC was the only
+    /// check, so an id the API refuses ("A\n") or a payload whose
+    /// configuration disagrees with its header restored. Both are refused
+    /// now, and the tenant is left as it was.
+    #[test]
+    fn restore_checks_ids_and_the_header_against_the_payload() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Engine::open(dir.path(), EngineOptions::default()).unwrap();
+        e.create_tenant("t", TenantConfig::new(neardup_core::Config::seed_example())).unwrap();
+        e.upsert("t", Item::text("A", "red fox runs very fast")).unwrap();
+        let good = e.snapshot("t").unwrap();
+        let reencode = |edit: &dyn Fn(&mut snapshot::TenantState)| {
+            let (h, mut s, _) = snapshot::decode_all(&good, None).unwrap();
+            edit(&mut s);
+            let (meta, items) = s.split();
+            let mut w = SnapshotWriter::start(Vec::new(), &h, &meta, None, false).unwrap();
+            for r in &items {
+                w.record(r).unwrap();
+            }
+            w.finish().unwrap()
+        };
+        let bad_id = reencode(&|s| s.items[0].item_id = "A\n".into());
+        let err = e.restore("t", &bad_id).unwrap_err();
+        assert_eq!(err.code(), "corrupt", "{err}");
+        assert!(err.to_string().contains("control characters"), "{err}");
+        let other_width =
+            reencode(&|s| s.config_json = s.config_json.replace("\"shingle_width\":2", "\"shingle_width\":3"));
+        assert_ne!(other_width, good);
+        let err = e.restore("t", &other_width).unwrap_err();
+        assert!(err.to_string().contains("fingerprint version"), "{err}");
+        // The tenant is untouched, and the good snapshot still restores.
+        assert_eq!(e.live_ids("t").unwrap(), ["A"]);
+        e.restore("t", &good).unwrap();
     }
 }
