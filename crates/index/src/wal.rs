@@ -486,6 +486,15 @@ impl Wal {
         Ok(lsns)
     }
 
+    /// Makes the log refuse every later write until the process restarts:
+    /// a command it holds could not be applied, so the state in memory no
+    /// longer follows it (the next start replays it).
+    pub(crate) fn refuse_writes(&self, why: String) {
+        if let Ok(mut w) = self.writer.lock() {
+            w.failed.get_or_insert(why);
+        }
+    }
+
     /// Closes the current segment and starts a new one at the next LSN.
     pub(crate) fn rotate(&self) -> Result<u64> {
         let mut w = self.writer.lock().map_err(|_| poisoned())?;

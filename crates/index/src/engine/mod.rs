@@ -191,7 +191,13 @@ impl Engine {
     fn log_and_apply(&self, t: &mut Tenant, cmd: Command) -> Result<u64> {
         let payload = cmd.encode()?;
         let lsn = self.wal.append(&[payload])?[0];
-        t.apply(&*self.store, cmd, lsn, ApplyMode { store: true, index: true })?;
+        if let Err(e) = t.apply(&*self.store, cmd, lsn, ApplyMode { store: true, index: true }) {
+            // Logged but not applied: later writes would be planned against
+            // a state the log does not describe. Refuse them until a restart
+            // replays the log.
+            self.wal.refuse_writes(format!("command {lsn} is logged but could not be applied ({e})"));
+            return Err(e);
+        }
         Ok(lsn)
     }
 
