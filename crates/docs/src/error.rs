@@ -58,7 +58,8 @@ pub enum ErrorKind {
         /// The parser's reason.
         reason: String,
     },
-    /// An archive (DOCX) would decompress past the configured limits.
+    /// An archive (DOCX), or the compressed streams of a PDF, would
+    /// decompress past the configured limits.
     ZipBomb {
         /// Which limit was hit and by how much.
         reason: String,
@@ -213,7 +214,7 @@ impl fmt::Display for Error {
                 write!(f, "corrupt or unreadable {format}: {reason}")
             }
             ErrorKind::ZipBomb { reason } => {
-                write!(f, "archive rejected as a possible zip bomb: {reason}")
+                write!(f, "rejected as a possible zip bomb (decompression bomb): {reason}")
             }
             ErrorKind::TextTooLarge { limit } => {
                 write!(f, "extracted text exceeds the limit of {limit} bytes")

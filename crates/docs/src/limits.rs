@@ -18,10 +18,11 @@ pub struct Limits {
     /// Largest input file accepted, in bytes (default 256 MiB).
     pub max_file_bytes: u64,
     /// Largest total decompressed size of the entries read from a DOCX
-    /// archive, in bytes (default 512 MiB).
+    /// archive, or of the Flate streams of a PDF that text extraction reads,
+    /// in bytes (default 512 MiB).
     pub max_decompressed_bytes: u64,
-    /// Largest ratio of decompressed to compressed size for an archive
-    /// (default 100). Only enforced once the decompressed size passes
+    /// Largest ratio of decompressed to compressed size for an archive, or
+    /// for a PDF's Flate streams against the file (default 100). Only enforced once the decompressed size passes
     /// [`Limits::ratio_check_min_bytes`], since small XML parts routinely
     /// compress very well.
     pub max_compression_ratio: u64,

@@ -39,6 +39,7 @@ fn extract_pages(bytes: &[u8], limits: &Limits) -> Result<(Vec<String>, Option<S
         // empty password; anything else we cannot read.
         doc.decrypt("").map_err(|e| Error::corrupt(Format::Pdf, format!("encrypted and needs a password ({e})")))?;
     }
+    check_inflated_size(&doc, bytes.len() as u64, limits)?;
     let page_numbers: Vec<u32> = doc.get_pages().keys().copied().collect();
     if page_numbers.is_empty() {
         return Err(Error::corrupt(Format::Pdf, "no pages"));
@@ -59,6 +60,54 @@ fn extract_pages(bytes: &[u8], limits: &Limits) -> Result<(Vec<String>, Option<S
         pages.push(text);
     }
     Ok((pages, title(&doc)))
+}
+
+/// Before text extraction inflates any stream into memory, inflates every
+/// Flate stream it may read (all but images) into a counting sink, a
+/// buffer at a time, and refuses the file past the archive limits: a 2 MB
+/// PDF can hold a 1 GiB content stream.
+fn check_inflated_size(doc: &Document, file_len: u64, limits: &Limits) -> Result<(), Error> {
+    use std::io::Read;
+    let mut total = 0u64;
+    for (id, obj) in &doc.objects {
+        let Object::Stream(s) = obj else { continue };
+        if s.dict.get(b"Subtype").and_then(Object::as_name).is_ok_and(|n| n == b"Image") {
+            continue;
+        }
+        let flate = match s.dict.get(b"Filter") {
+            Ok(Object::Name(n)) => n == b"FlateDecode",
+            Ok(Object::Array(a)) => a.iter().any(|f| matches!(f, Object::Name(n) if n == b"FlateDecode")),
+            _ => false,
+        };
+        if !flate {
+            continue;
+        }
+        let budget = limits.max_decompressed_bytes.saturating_sub(total);
+        let mut inflate = flate2::read::ZlibDecoder::new(&s.content[..]).take(budget.saturating_add(1));
+        // A damaged stream counts what inflated before the damage; the
+        // parser reports the damage itself.
+        let mut buf = [0u8; 64 << 10];
+        loop {
+            match inflate.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n as u64,
+            }
+        }
+        let bomb = |reason: String| Error::new(crate::ErrorKind::ZipBomb { reason });
+        if total > limits.max_decompressed_bytes {
+            return Err(bomb(format!(
+                "PDF streams inflate past {} bytes (object {} {})",
+                limits.max_decompressed_bytes, id.0, id.1
+            )));
+        }
+        if total >= limits.ratio_check_min_bytes && total / file_len.max(1) > limits.max_compression_ratio {
+            return Err(bomb(format!(
+                "PDF streams inflate to {total} bytes from a {file_len}-byte file, over the ratio limit of {}:1",
+                limits.max_compression_ratio
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn title(doc: &Document) -> Option<String> {
@@ -98,6 +147,49 @@ mod tests {
             let err = extract(bytes, &Limits::default()).err().expect("must fail");
             assert!(err.to_string().contains("PDF"), "{err}");
         }
+    }
+
+    /// Issue 15 item 4: a small PDF whose content stream inflates far past
+    /// its size used to be inflated whole (a 2 MB file took 18 GB); it is
+    /// refused before extraction, with the limit named.
+    #[test]
+    fn flate_bombs_are_refused_before_extraction() {
+        use pdf_extract::{dictionary, Stream};
+        let pdf = |content_bytes: usize| {
+            let mut doc = Document::with_version("1.5");
+            let pages_id = doc.new_object_id();
+            let mut content = b"BT /F1 12 Tf 72 712 Td (Hello) Tj ET\n".to_vec();
+            content.resize(content_bytes, b' ');
+            let mut stream = Stream::new(dictionary! {}, content);
+            stream.compress().unwrap();
+            let content_id = doc.add_object(stream);
+            let page_id = doc.add_object(dictionary! {
+                "Type" => "Page", "Parent" => pages_id, "Contents" => content_id,
+                "MediaBox" => vec![0.into(), 0.into(), 612.into(), 792.into()],
+            });
+            doc.objects.insert(
+                pages_id,
+                Object::Dictionary(dictionary! { "Type" => "Pages", "Kids" => vec![page_id.into()], "Count" => 1 }),
+            );
+            let catalog_id = doc.add_object(dictionary! { "Type" => "Catalog", "Pages" => pages_id });
+            doc.trailer.set("Root", catalog_id);
+            let mut bytes = Vec::new();
+            doc.save_to(&mut bytes).unwrap();
+            bytes
+        };
+        // 16 MiB of content in a file of a few tens of KB: over 100:1.
+        let bomb = pdf(16 << 20);
+        assert!(bomb.len() < 100_000, "{}", bomb.len());
+        let err = extract(&bomb, &Limits::default()).err().expect("must be refused");
+        assert!(err.to_string().contains("zip bomb"), "{err}");
+        // Under the absolute limit too, with the ratio check relaxed.
+        let limits = Limits { max_compression_ratio: u64::MAX, max_decompressed_bytes: 8 << 20, ..Limits::default() };
+        let err = extract(&bomb, &limits).err().expect("must be refused");
+        assert!(err.to_string().contains("inflate past"), "{err}");
+        // The same page with a small stream is not refused by the check.
+        let small = pdf(2_000);
+        let doc = Document::load_mem(&small).unwrap();
+        check_inflated_size(&doc, small.len() as u64, &Limits::default()).unwrap();
     }
 
     #[test]
