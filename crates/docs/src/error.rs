@@ -64,6 +64,12 @@ pub enum ErrorKind {
         /// Which limit was hit and by how much.
         reason: String,
     },
+    /// Parsing one document took longer than
+    /// [`Limits::parse_timeout`](crate::Limits); it was skipped.
+    ParseTimeout {
+        /// The limit that passed, in milliseconds.
+        timeout_ms: u128,
+    },
     /// The extracted text exceeds [`Limits::max_text_bytes`](crate::Limits).
     TextTooLarge {
         /// The configured limit.
@@ -179,6 +185,7 @@ impl Error {
             | ErrorKind::Binary { .. }
             | ErrorKind::Corrupt { .. }
             | ErrorKind::ZipBomb { .. }
+            | ErrorKind::ParseTimeout { .. }
             | ErrorKind::TextTooLarge { .. }
             | ErrorKind::NoText { .. } => true,
             // Reading one input file can fail on its own (permissions, a file
@@ -215,6 +222,9 @@ impl fmt::Display for Error {
             }
             ErrorKind::ZipBomb { reason } => {
                 write!(f, "rejected as a possible zip bomb (decompression bomb): {reason}")
+            }
+            ErrorKind::ParseTimeout { timeout_ms } => {
+                write!(f, "parsing took longer than the limit of {timeout_ms} ms; skipped")
             }
             ErrorKind::TextTooLarge { limit } => {
                 write!(f, "extracted text exceeds the limit of {limit} bytes")

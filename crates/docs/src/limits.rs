@@ -32,6 +32,10 @@ pub struct Limits {
     pub max_archive_entries: usize,
     /// Largest extracted text accepted, in bytes of UTF-8 (default 64 MiB).
     pub max_text_bytes: usize,
+    /// Longest time one document may take to parse (default 60 s). A file
+    /// over it is reported and skipped while the scan goes on; its parser
+    /// thread is left to finish or to end with the process.
+    pub parse_timeout: std::time::Duration,
 }
 
 impl Default for Limits {
@@ -43,6 +47,7 @@ impl Default for Limits {
             ratio_check_min_bytes: 1 << 20,
             max_archive_entries: 10_000,
             max_text_bytes: 64 << 20,
+            parse_timeout: std::time::Duration::from_secs(60),
         }
     }
 }

@@ -97,7 +97,7 @@ pub(crate) fn parse_with_sha(
     if bytes.is_empty() {
         return Err(Error::new(ErrorKind::Empty));
     }
-    let (format, extracted) = extract(bytes, hint_path, limits)?;
+    let (format, extracted) = extract_within_deadline(bytes, hint_path, limits)?;
     let text = extracted.text;
     if text.len() > limits.max_text_bytes {
         return Err(Error::new(ErrorKind::TextTooLarge { limit: limits.max_text_bytes }));
@@ -111,6 +111,38 @@ pub(crate) fn parse_with_sha(
     }
     let title = extracted.title.map(|t| t.split_whitespace().collect::<Vec<_>>().join(" ")).filter(|t| !t.is_empty());
     Ok(ParsedDoc { text, format, title, sha256, bytes: len })
+}
+
+/// Files at least this large parse on a thread of their own, under
+/// [`Limits::parse_timeout`]; smaller ones cannot take long.
+const DEADLINE_FROM_BYTES: usize = 64 << 10;
+
+/// [`extract`] under [`Limits::parse_timeout`]: a parser that is quadratic
+/// on crafted input (deeply nested HTML, PDFs of tens of thousands of
+/// pages) cannot hang a scan. The parse runs on its own thread; past the
+/// deadline the document is reported as [`ErrorKind::ParseTimeout`] and
+/// the thread is left behind, detached.
+fn extract_within_deadline(
+    bytes: &[u8],
+    hint_path: Option<&Path>,
+    limits: &Limits,
+) -> Result<(Format, Extracted), Error> {
+    if bytes.len() < DEADLINE_FROM_BYTES {
+        return extract(bytes, hint_path, limits);
+    }
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let (owned, hint, lim) = (bytes.to_vec(), hint_path.map(Path::to_path_buf), limits.clone());
+    let spawned = std::thread::Builder::new().name("neardup-parse".into()).spawn(move || {
+        let _ = tx.send(extract(&owned, hint.as_deref(), &lim));
+    });
+    if spawned.is_err() {
+        // No thread to be had (a process limit): parse here, without a deadline.
+        return extract(bytes, hint_path, limits);
+    }
+    match rx.recv_timeout(limits.parse_timeout) {
+        Ok(result) => result,
+        Err(_) => Err(Error::new(ErrorKind::ParseTimeout { timeout_ms: limits.parse_timeout.as_millis() })),
+    }
 }
 
 fn extract(bytes: &[u8], hint_path: Option<&Path>, limits: &Limits) -> Result<(Format, Extracted), Error> {
@@ -198,6 +230,24 @@ mod tests {
         let limits = Limits { max_text_bytes: 3, ..Limits::default() };
         let err = parse_bytes(b"hello", None, &limits).unwrap_err();
         assert!(matches!(err.kind(), ErrorKind::TextTooLarge { limit: 3 }));
+    }
+
+    /// Issue 15 item 5: deeply nested HTML parses in quadratic time, and a
+    /// scan used to wait for it without end; past the deadline it is
+    /// reported and skipped, and an ordinary page of the same size is not.
+    #[test]
+    fn a_parse_past_the_deadline_is_reported_and_skipped() {
+        let limits = Limits { parse_timeout: std::time::Duration::from_millis(150), ..Limits::default() };
+        let deep = format!("<html><body>{}deep{}</body></html>", "<div>".repeat(40_000), "</div>".repeat(40_000));
+        let started = std::time::Instant::now();
+        let err = parse_bytes(deep.as_bytes(), Some("deep.html".as_ref()), &limits).unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::ParseTimeout { timeout_ms: 150 }), "{err}");
+        assert!(err.is_document_error());
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
+        let flat = format!("<html><body>{}</body></html>", "<p>some words in a paragraph</p>".repeat(4_000));
+        assert!(flat.len() > DEADLINE_FROM_BYTES);
+        let doc = parse_bytes(flat.as_bytes(), Some("flat.html".as_ref()), &Limits::default()).unwrap();
+        assert!(doc.text.starts_with("some words"));
     }
 
     #[test]
