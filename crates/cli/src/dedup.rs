@@ -10,6 +10,7 @@ use clap::Args;
 
 use crate::args::{InputArgs, PipelineArgs};
 use crate::jsonl::{open_input, Reject};
+use crate::output::tsv_field;
 use crate::pipeline::{Batch, Timings};
 use crate::report::{ParamsOut, Percentiles};
 
@@ -28,14 +29,16 @@ pub struct DedupArgs {
     /// Write kept records (original lines, input order) here; `-` for stdout.
     #[arg(short, long, help_heading = "Output")]
     pub output: Option<String>,
-    /// Write verified pairs as TSV `left<TAB>right<TAB>score` (exact Jaccard).
+    /// Write verified pairs as TSV `left<TAB>right<TAB>score` (exact Jaccard);
+    /// a backslash, tab, newline or carriage return in an id is written
+    /// `\\`, `\t`, `\n`, `\r`.
     #[arg(long, help_heading = "Output")]
     pub pairs: Option<String>,
     /// Write clusters as JSONL `{"cluster", "size", "members", "kept"}`.
     #[arg(long, help_heading = "Output")]
     pub clusters: Option<String>,
-    /// Write dropped items as TSV `item<TAB>kept_item<TAB>score`: each dropped
-    /// item with the kept item it duplicates.
+    /// Write dropped items as TSV `item<TAB>kept_item<TAB>score` (ids escaped
+    /// as in --pairs): each dropped item with the kept item it duplicates.
     #[arg(long, help_heading = "Output")]
     pub dropped: Option<String>,
     /// Print the summary as JSON on stdout.
@@ -115,7 +118,8 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
             } else {
                 dropped += 1;
                 if let (Some(w), Some(m)) = (dropped_out.as_mut(), o.duplicate_of) {
-                    writeln!(w, "{}\t{}\t{}", batch.ids[o.id as usize], batch.ids[m.id as usize], m.score)?;
+                    let (a, b) = (tsv_field(&batch.ids[o.id as usize]), tsv_field(&batch.ids[m.id as usize]));
+                    writeln!(w, "{a}\t{b}\t{}", m.score)?;
                 }
             }
             if o.degraded {
@@ -131,7 +135,8 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
             for m in &o.matches {
                 pairs += 1;
                 if let Some(w) = pairs_out.as_mut() {
-                    writeln!(w, "{}\t{}\t{}", batch.ids[m.id as usize], batch.ids[o.id as usize], m.score)?;
+                    let (a, b) = (tsv_field(&batch.ids[m.id as usize]), tsv_field(&batch.ids[o.id as usize]));
+                    writeln!(w, "{a}\t{b}\t{}", m.score)?;
                 }
             }
         }

@@ -112,6 +112,8 @@ pub struct Record<'a> {
 
 /// Extracts `text_field` and `id_field` from a JSON object line.
 pub fn parse_record<'a>(line: &'a [u8], text_field: &str, id_field: &str) -> Result<Record<'a>, String> {
+    // A UTF-8 byte-order mark (editors put one before the first line) is not content.
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     let s = std::str::from_utf8(line).map_err(|e| format!("invalid UTF-8 at byte {}", e.valid_up_to()))?;
     let mut de = serde_json::Deserializer::from_str(s);
     let (id, text) =
@@ -172,11 +174,17 @@ impl<'de> Visitor<'de> for Extract<'_> {
         let (mut id, mut text) = (None, None);
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
             if key == self.text_field {
+                if text.is_some() {
+                    return Err(de::Error::custom(format!("field {:?} appears twice", self.text_field)));
+                }
                 let v: Cow<'de, str> = map
                     .next_value::<Option<Cow<'de, str>>>()?
                     .ok_or_else(|| de::Error::custom(format!("field {:?} is null", self.text_field)))?;
                 text = Some(v);
             } else if key == self.id_field {
+                if id.is_some() {
+                    return Err(de::Error::custom(format!("field {:?} appears twice", self.id_field)));
+                }
                 id = Some(map.next_value::<IdValue<'de>>()?.0);
             } else {
                 map.next_value::<IgnoredAny>()?;
@@ -209,6 +217,12 @@ mod tests {
         assert!(parse_record(br#"{"text": 5}"#, "text", "id").unwrap_err().contains("malformed"));
         assert!(parse_record(b"{\"text\": \"\xff\"}", "text", "id").unwrap_err().contains("UTF-8"));
         assert!(parse_record(br#"{"text": "a"} x"#, "text", "id").unwrap_err().contains("malformed"));
+        // Issue 15: a repeated field used to take its last value silently;
+        // a byte-order mark made the first line malformed.
+        let twice = parse_record(br#"{"text": "a", "text": "b"}"#, "text", "id").unwrap_err();
+        assert!(twice.contains("appears twice"), "{twice}");
+        assert!(parse_record(br#"{"id": 1, "id": 2, "text": "a"}"#, "text", "id").unwrap_err().contains("twice"));
+        assert_eq!(parse_record(b"\xEF\xBB\xBF{\"text\": \"a\"}", "text", "id").unwrap().text, "a");
         assert!(parse_record(br#"[1]"#, "text", "id").unwrap_err().contains("malformed"));
     }
 

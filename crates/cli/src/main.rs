@@ -6,6 +6,15 @@ use clap::{Parser, Subcommand};
 
 use crate::usage::UsageError;
 
+/// `eprintln!` that cannot panic: a closed or broken standard error (a
+/// caller that closed fd 2) loses the message instead of aborting the run.
+macro_rules! eprintln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 mod args;
 mod bench;
 mod dedup;

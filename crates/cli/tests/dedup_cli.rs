@@ -250,3 +250,30 @@ fn identical_groups_give_pairs_linear_in_the_records() {
     // Quadratic would be 8 x 300 x 299 / 2 = 358,800 lines.
     assert!((2392..=2400 * 2 * 5).contains(&lines), "{lines} pair lines");
 }
+
+/// Issue 15's weaker spots: an id holding a tab or newline used to break the
+/// TSV rows; a standard error whose reader is gone (EPIPE) used to make
+/// `dedup` panic (exit 101) when it reported a rejected line.
+#[test]
+fn tsv_ids_are_escaped_and_a_broken_stderr_is_no_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let text = "the same words in both records so that they are near duplicates of each other";
+    std::fs::write(
+        &input,
+        format!("{{\"id\": \"a\\tb\", \"text\": \"{text}\"}}\n{{\"id\": \"c\\nd\", \"text\": \"{text}\"}}\nnot json\n"),
+    )
+    .unwrap();
+    let pairs = dir.path().join("pairs.tsv");
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["dedup", input.to_str().unwrap(), "-q", "--pairs", pairs.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(writer)
+        .status()
+        .unwrap();
+    // 3: finished with a rejected line (whose report had nowhere to go).
+    assert_eq!(status.code(), Some(3));
+    assert_eq!(std::fs::read_to_string(&pairs).unwrap(), "a\\tb\tc\\nd\t1\n");
+}
