@@ -151,13 +151,26 @@ pub(crate) fn check_tenant_id(id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Checks an item id: 1..=256 bytes, no control characters.
+/// Checks an item id: 1..=256 bytes, no control characters, and none of
+/// the invisible characters that make two different ids look the same or
+/// reorder how an id is shown (bidirectional overrides and isolates,
+/// zero-width spaces and joiners, the byte-order mark, the soft hyphen).
 pub(crate) fn check_item_id(id: &str) -> Result<()> {
     if id.is_empty() || id.len() > MAX_ITEM_ID {
         return Err(Error::input("item_id", format!("must be 1..={MAX_ITEM_ID} bytes")));
     }
     if id.chars().any(char::is_control) {
         return Err(Error::input("item_id", "control characters are not allowed"));
+    }
+    let invisible = |c: char| {
+        matches!(c, '\u{00AD}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}')
+            || matches!(c, '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+    };
+    if let Some(c) = id.chars().find(|&c| invisible(c)) {
+        return Err(Error::input(
+            "item_id",
+            format!("invisible formatting character U+{:04X} (bidi control or zero-width) is not allowed", c as u32),
+        ));
     }
     Ok(())
 }
@@ -194,6 +207,12 @@ mod tests {
         assert!(check_tenant_id("..").is_err());
         assert!(check_item_id("x").is_ok());
         assert!(check_item_id("a\nb").is_err());
+        // Issue 15: ids that look alike or display reordered.
+        for id in ["a\u{202E}gpj.exe", "a\u{200B}b", "\u{FEFF}a", "a\u{2066}b"] {
+            let e = check_item_id(id).unwrap_err().to_string();
+            assert!(e.contains("invisible"), "{e}");
+        }
+        assert!(check_item_id("café-ü-日本").is_ok());
         assert!(check_item_id(&"x".repeat(257)).is_err());
     }
 }
