@@ -486,6 +486,11 @@ impl Wal {
         Ok(lsns)
     }
 
+    /// Why the log refuses writes until a restart, if it does.
+    pub(crate) fn refusal(&self) -> Option<String> {
+        self.writer.lock().map_or_else(|_| Some("the command log's lock is poisoned".into()), |w| w.failed.clone())
+    }
+
     /// Makes the log refuse every later write until the process restarts:
     /// a command it holds could not be applied, so the state in memory no
     /// longer follows it (the next start replays it).
@@ -600,6 +605,19 @@ mod tests {
         assert!(rep.cuts.is_empty(), "{rep:?}");
         let payloads: Vec<&[u8]> = recs.iter().map(|(_, p)| &p[..]).collect();
         assert_eq!(payloads, [&b"first"[..], b"after", b"space came back"]);
+    }
+
+    #[test]
+    fn a_refusing_log_takes_no_write_and_says_why() {
+        let d = tempfile::tempdir().unwrap();
+        let wal = Wal::open(d.path(), 1, FsyncPolicy::Always).unwrap();
+        assert_eq!(wal.append(&[b"first".to_vec()]).unwrap(), [1]);
+        assert!(wal.refusal().is_none());
+        wal.refuse_writes("command 1 is logged but could not be applied".into());
+        assert!(wal.refusal().unwrap().contains("could not be applied"));
+        let e = wal.append(&[b"second".to_vec()]).unwrap_err().to_string();
+        assert!(e.contains("refuses writes until a restart"), "{e}");
+        assert!(wal.sync().is_err());
     }
 
     #[test]

@@ -225,6 +225,13 @@ impl Engine {
         self.wal.sync()
     }
 
+    /// Why the engine refuses every write until the process restarts (a
+    /// failed fsync, a torn append that could not be cut back, a logged
+    /// command that could not be applied); `None` while writes are taken.
+    pub fn write_refusal(&self) -> Option<String> {
+        self.wal.refusal()
+    }
+
     /// Bytes in the command log.
     pub fn log_bytes(&self) -> u64 {
         self.wal.disk_bytes()

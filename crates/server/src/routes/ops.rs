@@ -18,10 +18,12 @@ pub(crate) async fn healthz() -> Json<Health> {
     Json(Health { status: "ok".into() })
 }
 
-/// Readiness: the engine is open and the service is not shutting down.
+/// Readiness: the engine is open and takes writes, and the service is not
+/// shutting down. After a storage failure the command log refuses writes
+/// until a restart, and readiness says so (503).
 #[utoipa::path(get, path = "/readyz", tag = "ops", responses((status = 200, body = Health), StdErrors))]
 pub(crate) async fn readyz(State(s): State<AppState>) -> ApiResult<Json<Health>> {
-    if s.is_ready() {
+    if s.is_ready() && s.engine.write_refusal().is_none() {
         Ok(Json(Health { status: "ok".into() }))
     } else {
         Err(ApiError::gateway(GatewayKind::Unavailable))
