@@ -351,6 +351,37 @@ fn bad_configuration_exits_2_with_a_clear_message() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("run `neardup scan` first"));
 }
 
+/// Issue 15's weaker spots: the PDF parser's panics are caught (the file is
+/// skipped as corrupt) but used to print "thread panicked at ..." on stderr
+/// for each; now the skip report is the only line.
+#[test]
+fn caught_pdf_parser_panics_print_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let docs = dir.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    let pdf = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/docs/paper.pdf")).unwrap();
+    let mut x = 0x2545_f491_4f6c_dd1du64;
+    for i in 0..60 {
+        let mut b = pdf.clone();
+        for _ in 0..8 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let at = (x % b.len() as u64) as usize;
+            b[at] = (x >> 40) as u8;
+        }
+        std::fs::write(docs.join(format!("f{i}.pdf")), b).unwrap();
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["scan", docs.to_str().unwrap(), "--store", dir.path().join("store").to_str().unwrap()])
+        .args(["--matchers", "minhash", "-q"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("parser failed"), "no corrupted copy made the parser panic:\n{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+}
+
 /// Issue 15 item 6: links planted in the export folder used to be followed,
 /// overwriting files outside it; now they are replaced, never followed.
 #[cfg(unix)]

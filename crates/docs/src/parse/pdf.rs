@@ -16,8 +16,32 @@ use crate::error::Error;
 use crate::format::Format;
 use crate::limits::Limits;
 
+thread_local! {
+    /// Set while this thread runs the PDF parser, whose panics are caught
+    /// and reported as errors: the panic hook stays quiet for them.
+    static IN_PARSER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Installs, once, a panic hook that prints nothing for panics inside the
+/// PDF parser (they become `Corrupt` errors with the message) and passes
+/// every other panic to the hook that was there before.
+fn quiet_parser_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !IN_PARSER.with(std::cell::Cell::get) {
+                previous(info);
+            }
+        }));
+    });
+}
+
 pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Extracted, Error> {
+    quiet_parser_panics();
+    IN_PARSER.with(|p| p.set(true));
     let result = catch_unwind(AssertUnwindSafe(|| extract_pages(bytes, limits)));
+    IN_PARSER.with(|p| p.set(false));
     match result {
         Ok(Ok((pages, title))) => Ok(Extracted { text: clean_pages(&pages), title }),
         Ok(Err(e)) => Err(e),
