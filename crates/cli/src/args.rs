@@ -80,7 +80,8 @@ impl PipelineArgs {
 /// Where records come from.
 #[derive(Debug, Clone, Args)]
 pub struct InputArgs {
-    /// JSONL input, one object per line; `-` reads standard input.
+    /// JSONL input, one object per line, plain or compressed with zstd or
+    /// gzip (recognised by content); `-` reads standard input.
     #[arg(default_value = "-")]
     pub input: String,
     /// Field holding the text.

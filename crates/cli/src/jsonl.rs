@@ -194,14 +194,62 @@ impl<'de> Visitor<'de> for Extract<'_> {
     }
 }
 
-/// Opens the input; returns the reader and its size when known.
+/// Opens the input; returns the reader and its size when known (only for
+/// an uncompressed file: progress counts the bytes of the lines). JSONL
+/// compressed with zstd or gzip is recognised by its first bytes, whatever
+/// the file is called, and read as it decompresses; a read error (a
+/// truncated or damaged stream) names the input.
 pub fn open_input(path: &str) -> anyhow::Result<(Box<dyn BufRead + Send>, Option<u64>)> {
-    if path == "-" {
-        return Ok((Box::new(BufReader::with_capacity(1 << 20, io::stdin())), None));
+    let (raw, len): (Box<dyn io::Read + Send>, Option<u64>) = if path == "-" {
+        (Box::new(io::stdin()), None)
+    } else {
+        let f = File::open(path).with_context(|| format!("cannot open {path}"))?;
+        let len = f.metadata().ok().map(|m| m.len());
+        (Box::new(f), len)
+    };
+    let mut buffered = BufReader::with_capacity(1 << 20, raw);
+    let head = buffered.fill_buf().with_context(|| format!("cannot read {path}"))?;
+    let name = if path == "-" { "standard input".to_owned() } else { path.to_owned() };
+    let decoded: Box<dyn io::Read + Send> = if head.starts_with(&[0x28, 0xB5, 0x2F, 0xFD]) {
+        Box::new(zstd::stream::read::Decoder::with_buffer(buffered).with_context(|| format!("cannot read {path}"))?)
+    } else if head.starts_with(&[0x1F, 0x8B]) {
+        Box::new(flate2::bufread::MultiGzDecoder::new(buffered))
+    } else {
+        return Ok((Box::new(Named { inner: buffered, name }), len));
+    };
+    Ok((Box::new(BufReader::with_capacity(1 << 20, Named { inner: decoded, name })), None))
+}
+
+/// A reader whose errors name the input they came from.
+struct Named<R> {
+    inner: R,
+    name: String,
+}
+
+impl<R> Named<R> {
+    fn wrap(&self, e: io::Error) -> io::Error {
+        io::Error::new(e.kind(), format!("{}: {e}", self.name))
     }
-    let f = File::open(path).with_context(|| format!("cannot open {path}"))?;
-    let len = f.metadata().ok().map(|m| m.len());
-    Ok((Box::new(BufReader::with_capacity(1 << 20, f)), len))
+}
+
+impl<R: io::Read> io::Read for Named<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.inner.read(buf).map_err(|e| self.wrap(e))
+    }
+}
+
+impl<R: BufRead> BufRead for Named<R> {
+    fn fill_buf(&mut self) -> io::Result<&[u8]> {
+        // The borrow checker cannot see that the error path does not hold
+        // the buffer; ask twice on an error.
+        if let Err(e) = self.inner.fill_buf() {
+            return Err(self.wrap(e));
+        }
+        self.inner.fill_buf()
+    }
+    fn consume(&mut self, amt: usize) {
+        self.inner.consume(amt)
+    }
 }
 
 #[cfg(test)]

@@ -277,3 +277,41 @@ fn tsv_ids_are_escaped_and_a_broken_stderr_is_no_panic() {
     assert_eq!(status.code(), Some(3));
     assert_eq!(std::fs::read_to_string(&pairs).unwrap(), "a\\tb\tc\\nd\t1\n");
 }
+
+/// Issue 13, first part: JSONL compressed with zstd or gzip is recognised by
+/// its first bytes (whatever the file is called) and gives the same pairs as
+/// the plain file; a truncated stream is an error naming the file, never a
+/// panic or a silent short run.
+#[test]
+fn zstd_and_gzip_inputs_give_the_same_pairs() {
+    use std::io::Write as _;
+    let dir = tempfile::tempdir().unwrap();
+    let (corpus, _) = gen_corpus(dir.path(), "60");
+    let plain = std::fs::read(&corpus).unwrap();
+    let zst = dir.path().join("shard-1.data");
+    std::fs::write(&zst, zstd::stream::encode_all(&plain[..], 3).unwrap()).unwrap();
+    let gz = dir.path().join("shard-2");
+    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    enc.write_all(&plain).unwrap();
+    std::fs::write(&gz, enc.finish().unwrap()).unwrap();
+    let pairs_of = |input: &Path| {
+        let pairs = dir.path().join(format!("{}.pairs", input.file_name().unwrap().to_str().unwrap()));
+        let out = neardup(&["dedup", input.to_str().unwrap(), "-q", "--pairs", pairs.to_str().unwrap()], None);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        std::fs::read_to_string(pairs).unwrap()
+    };
+    let want = pairs_of(Path::new(&corpus));
+    assert!(!want.is_empty());
+    assert_eq!(pairs_of(&zst), want);
+    assert_eq!(pairs_of(&gz), want);
+    // Standard input too.
+    let compressed = std::fs::read(&zst).unwrap();
+    let out = neardup(&["dedup", "-", "-q", "--json"], Some(&compressed));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    // Truncated: an error that names the file.
+    let cut = dir.path().join("cut.zst");
+    std::fs::write(&cut, &compressed[..compressed.len() / 2]).unwrap();
+    let out = neardup(&["dedup", cut.to_str().unwrap(), "-q"], None);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("cut.zst"), "{}", text(&out.stderr));
+}
