@@ -84,11 +84,13 @@ pub struct InputArgs {
     /// gzip (recognised by content); `-` reads standard input.
     #[arg(default_value = "-")]
     pub input: String,
-    /// Field holding the text.
+    /// Field holding the text; a dotted path reaches into nested objects
+    /// (`meta.body`).
     #[arg(long, default_value = "text", help_heading = "Input")]
     pub text_field: String,
-    /// Field holding the item id (string or integer); records without it are
-    /// named by their line number.
+    /// Field holding the item id (string or integer; a dotted path reaches
+    /// into nested objects); records without it are named by their line
+    /// number.
     #[arg(long, default_value = "id", help_heading = "Input")]
     pub id_field: String,
     /// Longest accepted line; longer lines are skipped and reported.

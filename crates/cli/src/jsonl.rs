@@ -110,22 +110,30 @@ pub struct Record<'a> {
     pub text: Cow<'a, str>,
 }
 
-/// Extracts `text_field` and `id_field` from a JSON object line.
+/// Extracts `text_field` and `id_field` from a JSON object line. A field
+/// name with dots is also a path into nested objects (`meta.body` is the
+/// `body` of the object under `meta`), unless the record has a key spelled
+/// exactly so.
 pub fn parse_record<'a>(line: &'a [u8], text_field: &str, id_field: &str) -> Result<Record<'a>, String> {
     // A UTF-8 byte-order mark (editors put one before the first line) is not content.
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     let s = std::str::from_utf8(line).map_err(|e| format!("invalid UTF-8 at byte {}", e.valid_up_to()))?;
     let mut de = serde_json::Deserializer::from_str(s);
-    let (id, text) =
-        Extract { text_field, id_field }.deserialize(&mut de).map_err(|e| format!("malformed JSON: {e}"))?;
+    let extract = Extract { text: Some(text_field), id: Some(id_field), text_field, id_field, top: true };
+    let (id, text) = extract.deserialize(&mut de).map_err(|e| format!("malformed JSON: {e}"))?;
     de.end().map_err(|e| format!("malformed JSON: {e}"))?;
     let text = text.ok_or_else(|| format!("missing string field {text_field:?}"))?;
     Ok(Record { id, text })
 }
 
+/// Looks for the text and the id in one object: `text` and `id` are what
+/// is left of each path at this depth (`None` once it cannot be here).
 struct Extract<'f> {
+    text: Option<&'f str>,
+    id: Option<&'f str>,
     text_field: &'f str,
     id_field: &'f str,
+    top: bool,
 }
 
 type Fields<'a> = (Option<Cow<'a, str>>, Option<Cow<'a, str>>);
@@ -133,8 +141,18 @@ type Fields<'a> = (Option<Cow<'a, str>>, Option<Cow<'a, str>>);
 impl<'de> DeserializeSeed<'de> for Extract<'_> {
     type Value = Fields<'de>;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
-        d.deserialize_map(self)
+        if self.top {
+            d.deserialize_map(self)
+        } else {
+            // A nested value on the way to a field: an object, or null (absent).
+            d.deserialize_any(self)
+        }
     }
+}
+
+/// The rest of `path` below `key`, when `path` goes through `key`.
+fn below<'f>(path: Option<&'f str>, key: &str) -> Option<&'f str> {
+    path?.strip_prefix(key)?.strip_prefix('.')
 }
 
 /// An id may be a JSON string or integer.
@@ -170,22 +188,39 @@ impl<'de> Visitor<'de> for Extract<'_> {
     fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
         f.write_str("a JSON object")
     }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok((None, None))
+    }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let (mut id, mut text) = (None, None);
+        let (mut id, mut text): Fields<'de> = (None, None);
+        let twice = |field: &str| de::Error::custom(format!("field {field:?} appears twice"));
         while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            if key == self.text_field {
+            if self.text == Some(&*key) {
                 if text.is_some() {
-                    return Err(de::Error::custom(format!("field {:?} appears twice", self.text_field)));
+                    return Err(twice(self.text_field));
                 }
                 let v: Cow<'de, str> = map
                     .next_value::<Option<Cow<'de, str>>>()?
                     .ok_or_else(|| de::Error::custom(format!("field {:?} is null", self.text_field)))?;
                 text = Some(v);
-            } else if key == self.id_field {
+            } else if self.id == Some(&*key) {
                 if id.is_some() {
-                    return Err(de::Error::custom(format!("field {:?} appears twice", self.id_field)));
+                    return Err(twice(self.id_field));
                 }
                 id = Some(map.next_value::<IdValue<'de>>()?.0);
+            } else if below(self.text, &key).is_some() || below(self.id, &key).is_some() {
+                let nested = Extract { text: below(self.text, &key), id: below(self.id, &key), top: false, ..self };
+                let (i, t) = map.next_value_seed(nested)?;
+                if let Some(t) = t {
+                    if text.replace(t).is_some() {
+                        return Err(twice(self.text_field));
+                    }
+                }
+                if let Some(i) = i {
+                    if id.replace(i).is_some() {
+                        return Err(twice(self.id_field));
+                    }
+                }
             } else {
                 map.next_value::<IgnoredAny>()?;
             }
@@ -271,6 +306,17 @@ mod tests {
         assert!(twice.contains("appears twice"), "{twice}");
         assert!(parse_record(br#"{"id": 1, "id": 2, "text": "a"}"#, "text", "id").unwrap_err().contains("twice"));
         assert_eq!(parse_record(b"\xEF\xBB\xBF{\"text\": \"a\"}", "text", "id").unwrap().text, "a");
+        // Issue 13: nested fields by a dotted path; a flat key spelled with
+        // dots still matches itself.
+        let nested = br#"{"meta": {"doc": {"id": 9}, "body": "deep"}, "text": "top"}"#;
+        let r = parse_record(nested, "meta.body", "meta.doc.id").unwrap();
+        assert_eq!((r.id.as_deref(), &*r.text), (Some("9"), "deep"));
+        let r = parse_record(br#"{"meta.body": "flat", "x": 1}"#, "meta.body", "id").unwrap();
+        assert_eq!(r.text, "flat");
+        assert!(parse_record(br#"{"meta": null}"#, "meta.body", "id").unwrap_err().contains("missing"));
+        assert!(parse_record(br#"{"meta": {"body": 5}}"#, "meta.body", "id").unwrap_err().contains("malformed"));
+        let twice = parse_record(br#"{"meta": {"body": "a"}, "meta.body": "b"}"#, "meta.body", "id").unwrap_err();
+        assert!(twice.contains("appears twice"), "{twice}");
         assert!(parse_record(br#"[1]"#, "text", "id").unwrap_err().contains("malformed"));
     }
 
