@@ -130,11 +130,15 @@ fn main() {
         text_bytes as f64 / 1e6,
         load_cpu / n as f64 * 1e6
     );
+    let store_resident = e.store_resident_bytes();
     println!(
-        "resident after load: {} MB, growth {:.0} B/item; engine estimate {:.0} B/item",
+        "resident after load: {} MB, growth {:.0} B/item; engine estimate {:.0} B/item \
+         (index {:.0} + store cache and memtables {:.0})",
         rss >> 20,
         rss.saturating_sub(rss0) as f64 / n as f64,
-        st.resident_bytes_estimate as f64 / n as f64
+        (st.resident_bytes_estimate + store_resident) as f64 / n as f64,
+        st.resident_bytes_estimate as f64 / n as f64,
+        store_resident as f64 / n as f64
     );
     let mut lat = Vec::new();
     for i in 0..2_000u64 {

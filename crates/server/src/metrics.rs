@@ -89,6 +89,8 @@ pub struct DiskGauges {
     pub log_bytes: u64,
     /// Bytes under the data directory.
     pub data_dir_bytes: u64,
+    /// Bytes the item store holds in memory (cache, memtables).
+    pub store_resident_bytes: u64,
 }
 
 /// The process's own resident memory and CPU time, where the platform
@@ -348,6 +350,13 @@ impl Metrics {
                 let _ = writeln!(out, "{name} {v:.0}");
             }
         }
+        help(
+            &mut out,
+            "neardup_store_resident_bytes",
+            "gauge",
+            "Bytes the item store holds in memory (cache, memtables).",
+        );
+        let _ = writeln!(out, "neardup_store_resident_bytes {}", disk.store_resident_bytes);
         help(&mut out, "neardup_data_dir_bytes", "gauge", "Bytes under the data directory (store, log, checkpoints).");
         let _ = writeln!(out, "neardup_data_dir_bytes {}", disk.data_dir_bytes);
         help(&mut out, "neardup_http_responses_total", "counter", "HTTP responses by route and status.");
@@ -413,7 +422,7 @@ mod tests {
             shadow_queries: None,
         };
         let gauges = BTreeMap::from([("t".to_string(), g)]);
-        let text = m.render(&gauges, DiskGauges { log_bytes: 10, data_dir_bytes: 8_000 });
+        let text = m.render(&gauges, DiskGauges { log_bytes: 10, data_dir_bytes: 8_000, store_resident_bytes: 0 });
         assert!(text.contains("neardup_cost_disk_bytes_per_million_items 2000000000\n"), "{text}");
         assert!(text.contains("neardup_data_dir_bytes 8000\n"), "{text}");
         if cfg!(target_os = "linux") {

@@ -225,6 +225,13 @@ impl Engine {
         self.wal.sync()
     }
 
+    /// Bytes the item store holds in memory now beyond the tenants' own
+    /// estimates (fjall's block cache and memtables; 0 for the memory
+    /// store, whose records are not counted).
+    pub fn store_resident_bytes(&self) -> u64 {
+        self.store.resident_bytes()
+    }
+
     /// Why the engine refuses every write until the process restarts (a
     /// failed fsync, a torn append that could not be cut back, a logged
     /// command that could not be applied); `None` while writes are taken.

@@ -158,4 +158,8 @@ impl Store for FjallStore {
     fn persist(&self) -> Result<()> {
         self.db.persist(PersistMode::SyncAll).map_err(err)
     }
+
+    fn resident_bytes(&self) -> u64 {
+        self.db.cache_size() + self.db.write_buffer_size()
+    }
 }

@@ -81,6 +81,12 @@ pub trait Store: Send + Sync + fmt::Debug {
 
     /// Makes everything applied so far durable (a no-op in RAM).
     fn persist(&self) -> Result<()>;
+
+    /// Bytes the store itself holds in memory now, beyond what the tenants
+    /// count (fjall: its block cache and memtables); 0 where unknown.
+    fn resident_bytes(&self) -> u64 {
+        0
+    }
 }
 
 #[cfg(test)]

@@ -53,7 +53,14 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> ApiResult<impl IntoRes
                     },
                 );
             }
-            Ok((out, DiskGauges { log_bytes: e.log_bytes(), data_dir_bytes: e.disk_bytes() }))
+            Ok((
+                out,
+                DiskGauges {
+                    log_bytes: e.log_bytes(),
+                    data_dir_bytes: e.disk_bytes(),
+                    store_resident_bytes: e.store_resident_bytes(),
+                },
+            ))
         })
         .await?;
     let text = s.metrics.render(&gauges.0, gauges.1);
