@@ -80,17 +80,19 @@ impl PipelineArgs {
 /// Where records come from.
 #[derive(Debug, Clone, Args)]
 pub struct InputArgs {
-    /// JSONL input, one object per line, plain or compressed with zstd or
-    /// gzip (recognised by content); `-` reads standard input.
-    #[arg(default_value = "-")]
-    pub input: String,
+    /// JSONL inputs, one object per line, plain or compressed with zstd or
+    /// gzip (recognised by content), read in the order given as one
+    /// dataset; a folder stands for its files (recursively, sorted by
+    /// path); `-` reads standard input.
+    #[arg(default_value = "-", num_args = 1..)]
+    pub inputs: Vec<String>,
     /// Field holding the text; a dotted path reaches into nested objects
     /// (`meta.body`).
     #[arg(long, default_value = "text", help_heading = "Input")]
     pub text_field: String,
     /// Field holding the item id (string or integer; a dotted path reaches
     /// into nested objects); records without it are named by their line
-    /// number.
+    /// number (`FILE:LINE` when a run reads several inputs).
     #[arg(long, default_value = "id", help_heading = "Input")]
     pub id_field: String,
     /// Longest accepted line; longer lines are skipped and reported.

@@ -75,9 +75,13 @@ pub fn run(a: BenchArgs) -> anyhow::Result<ExitCode> {
 
 fn floor(a: FloorArgs) -> anyhow::Result<ExitCode> {
     crate::usage::init_threads(a.input.threads)?;
-    if a.input.input == "-" {
-        return Err(crate::usage::UsageError("bench floor reads its input several times: give a file".into()).into());
-    }
+    let input = match a.input.inputs.as_slice() {
+        [one] if one != "-" && !std::path::Path::new(one).is_dir() => one.clone(),
+        _ => {
+            let why = "bench floor reads its input several times: give one file";
+            return Err(crate::usage::UsageError(why.into()).into());
+        }
+    };
     if a.repeat == 0 {
         return Err(crate::usage::UsageError("--repeat must be at least 1".into()).into());
     }
@@ -88,12 +92,12 @@ fn floor(a: FloorArgs) -> anyhow::Result<ExitCode> {
     let (mut bytes, mut records, mut checksum, mut kept) = (0u64, 0u64, 0u64, None);
     for _ in 0..a.repeat {
         let t = Instant::now();
-        let (b, r, c) = floor_once(&a.input, width, seed)?;
+        let (b, r, c) = floor_once(&input, &a.input, width, seed)?;
         floor_runs.push(t.elapsed().as_secs_f64());
         (bytes, records, checksum) = (b, r, c);
 
         let t = Instant::now();
-        let k = dedup_once(&a.input, params.clone())?;
+        let k = dedup_once(&input, &a.input, params.clone())?;
         dedup_runs.push(t.elapsed().as_secs_f64());
         if kept.is_some_and(|prev| prev != k) {
             anyhow::bail!("dedup kept {k} items in one run and {} in another", kept.unwrap_or_default());
@@ -103,7 +107,7 @@ fn floor(a: FloorArgs) -> anyhow::Result<ExitCode> {
     let best = |runs: &[f64]| runs.iter().copied().fold(f64::INFINITY, f64::min);
     let mb = bytes as f64 / 1e6;
     let report = FloorReport {
-        input: a.input.input.clone(),
+        input: input.clone(),
         bytes,
         records,
         threads: rayon::current_num_threads(),
@@ -134,8 +138,8 @@ fn floor(a: FloorArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// One floor pass: (bytes of accepted lines, records, checksum).
-fn floor_once(input: &InputArgs, width: usize, seed: u64) -> anyhow::Result<(u64, u64, u64)> {
-    let (reader, _) = open_input(&input.input)?;
+fn floor_once(path: &str, input: &InputArgs, width: usize, seed: u64) -> anyhow::Result<(u64, u64, u64)> {
+    let (reader, _) = open_input(path)?;
     let (mut bytes, mut records, mut checksum) = (0u64, 0u64, 0u64);
     let (tf, idf) = (input.text_field.as_str(), input.id_field.as_str());
     for_each_chunk(reader, input.max_line_bytes, |lines, _| {
@@ -186,8 +190,8 @@ fn hash_word_grams(text: &str, width: usize, seed: u64, spans: &mut Vec<(usize, 
 }
 
 /// One dedup pass without outputs: the items kept.
-fn dedup_once(input: &InputArgs, params: neardup_core::Params) -> anyhow::Result<u64> {
-    let (reader, _) = open_input(&input.input)?;
+fn dedup_once(path: &str, input: &InputArgs, params: neardup_core::Params) -> anyhow::Result<u64> {
+    let (reader, _) = open_input(path)?;
     let mut batch = Batch::new(params, &input.text_field, &input.id_field)?;
     let mut rejects = Vec::new();
     let mut kept = 0u64;

@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 
 use crate::args::{InputArgs, PipelineArgs};
-use crate::jsonl::{open_input, Reject};
+use crate::jsonl::{open_inputs, Reject};
 use crate::output::tsv_field;
 use crate::pipeline::{Batch, Timings};
 use crate::report::{ParamsOut, Percentiles};
@@ -92,11 +92,12 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
             crate::usage::UsageError("--json and --output - both want stdout; write one to a file".into()).into()
         );
     }
-    let (reader, size) = open_input(&a.input.input)?;
+    let (reader, size, sources) = open_inputs(&a.input.inputs)?;
     let mut kept_out = a.output.as_deref().map(create).transpose()?;
     let mut pairs_out = a.pairs.as_deref().map(create).transpose()?;
     let mut dropped_out = a.dropped.as_deref().map(create).transpose()?;
     let mut batch = Batch::new(params.clone(), &a.input.text_field, &a.input.id_field)?;
+    batch.sources = sources.clone();
     let bar = crate::progress::bar(size, true, "dedup", !a.quiet);
     let started = Instant::now();
     let mut rejects = Vec::new();
@@ -173,6 +174,9 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     let mut counts = std::mem::take(&mut batch.candidate_counts);
     let (p50, p99, max) = neardup_core::eval::percentiles(&mut counts);
     rejects.sort_by_key(|r| r.line);
+    if let Some(s) = &sources {
+        s.place_rejects(&mut rejects);
+    }
     let summary = Summary {
         records: kept + dropped,
         bytes: batch.bytes,
@@ -193,7 +197,7 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         timings: batch.timings.clone(),
     };
     for r in &summary.rejected {
-        eprintln!("neardup: line {}: {}", r.line, r.reason);
+        eprintln!("neardup: {}: {}", r.place(), r.reason);
     }
     if a.json {
         crate::output::print_stdout(&serde_json::to_string_pretty(&summary)?)?;

@@ -13,7 +13,7 @@ use neardup_core::oracle::all_pairs;
 use neardup_core::{Config, Fingerprinter, MemoryIndex};
 
 use crate::args::{InputArgs, PipelineArgs};
-use crate::jsonl::open_input;
+use crate::jsonl::open_inputs;
 use crate::pipeline::Batch;
 use crate::report::{ParamsOut, Percentiles};
 
@@ -65,8 +65,9 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
     crate::usage::init_threads(a.input.threads)?;
     let params = a.pipeline.config()?.resolve()?;
     let base_t = params.threshold();
-    let (reader, _) = open_input(&a.input.input)?;
+    let (reader, _, sources) = open_inputs(&a.input.inputs)?;
     let mut batch = Batch::new(params.clone(), &a.input.text_field, &a.input.id_field)?;
+    batch.sources = sources.clone();
     batch.candidate_pairs = Some(Vec::new());
     let started = Instant::now();
     let mut rejects = Vec::new();
@@ -82,8 +83,11 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
         Ok(())
     })?;
     let fast_path_s = started.elapsed().as_secs_f64();
+    if let Some(s) = &sources {
+        s.place_rejects(&mut rejects);
+    }
     for r in &rejects {
-        eprintln!("neardup: line {}: {}", r.line, r.reason);
+        eprintln!("neardup: {}: {}", r.place(), r.reason);
     }
     let n = batch.ids.len() as u32;
     let sets: Vec<Vec<u64>> = (0..n).map(|i| batch.index.features(i).unwrap_or(&[]).to_vec()).collect();

@@ -21,8 +21,168 @@ pub struct Line {
 /// A line that could not be read as a record.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct Reject {
+    /// The input it is in, when a run reads several.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file: Option<String>,
+    /// Its line: in `file` when set, else in the (single) input.
     pub line: u64,
     pub reason: String,
+}
+
+impl Reject {
+    /// A reject at a line of the whole run's input.
+    pub fn at(line: u64, reason: String) -> Reject {
+        Reject { file: None, line, reason }
+    }
+
+    /// `FILE:LINE` or `line N`, for messages.
+    pub fn place(&self) -> String {
+        match &self.file {
+            Some(f) => format!("{f}:{}", self.line),
+            None => format!("line {}", self.line),
+        }
+    }
+}
+
+/// Where each input begins in the run's line numbering, when a run reads
+/// several inputs one after the other: filled in as reading reaches each.
+#[derive(Debug, Default)]
+pub struct Sources {
+    /// (first line of the run that is in it, name), in reading order.
+    starts: std::sync::Mutex<Vec<(u64, String)>>,
+}
+
+impl Sources {
+    /// The input holding line `n` of the run, and the line's number in it.
+    pub fn locate(&self, n: u64) -> Option<(String, u64)> {
+        let starts = self.starts.lock().ok()?;
+        let i = starts.partition_point(|(first, _)| *first <= n).checked_sub(1)?;
+        let (first, name) = &starts[i];
+        Some((name.clone(), n - first + 1))
+    }
+
+    /// Rewrites run line numbers in `rejects` as `file` and line in it.
+    pub fn place_rejects(&self, rejects: &mut [Reject]) {
+        for r in rejects.iter_mut().filter(|r| r.file.is_none()) {
+            if let Some((file, line)) = self.locate(r.line) {
+                (r.file, r.line) = (Some(file), line);
+            }
+        }
+    }
+}
+
+/// The run's input as one stream: the reader, its size when known, and
+/// where each input begins when there are several.
+pub type Opened = (Box<dyn BufRead + Send>, Option<u64>, Option<std::sync::Arc<Sources>>);
+
+/// Opens every input in order as one stream of lines. One input is opened
+/// as by [`open_input`]; with several (or a folder: its files, recursively,
+/// in byte order of their paths) each is opened when reading reaches it, a
+/// newline is added after one that does not end with one, and `Sources`
+/// records where each begins. The size is known when every input is an
+/// uncompressed file.
+pub fn open_inputs(paths: &[String]) -> anyhow::Result<Opened> {
+    let mut files = Vec::new();
+    for p in paths {
+        let path = std::path::Path::new(p);
+        if p != "-" && path.is_dir() {
+            let mut found = Vec::new();
+            walk_files(path, &mut found).with_context(|| format!("cannot read folder {p}"))?;
+            found.sort();
+            files.extend(found.into_iter().map(|f| f.to_string_lossy().into_owned()));
+        } else {
+            files.push(p.clone());
+        }
+    }
+    if files.is_empty() {
+        anyhow::bail!("no input files in {}", paths.join(", "));
+    }
+    if files.iter().filter(|f| *f == "-").count() > 1 {
+        anyhow::bail!("standard input (-) can be read only once");
+    }
+    if files.len() == 1 {
+        let (reader, size) = open_input(&files[0])?;
+        return Ok((reader, size, None));
+    }
+    // Check every input can be opened before the run starts.
+    let mut size = Some(0u64);
+    for f in files.iter().filter(|f| *f != "-") {
+        let meta = std::fs::metadata(f).with_context(|| format!("cannot open {f}"))?;
+        size = size.map(|s| s + meta.len());
+    }
+    if files.iter().any(|f| f == "-") {
+        size = None;
+    }
+    let sources = std::sync::Arc::new(Sources::default());
+    let chain = Chain {
+        pending: files.into_iter().collect(),
+        current: None,
+        lines: 0,
+        ended_line: true,
+        sources: std::sync::Arc::clone(&sources),
+    };
+    Ok((Box::new(BufReader::with_capacity(1 << 20, chain)), size, Some(sources)))
+}
+
+fn walk_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) -> io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            walk_files(&entry.path(), out)?;
+        } else if kind.is_file() {
+            out.push(entry.path());
+        }
+    }
+    Ok(())
+}
+
+/// Several inputs read one after the other (see [`open_inputs`]).
+struct Chain {
+    pending: std::collections::VecDeque<String>,
+    current: Option<Box<dyn BufRead + Send>>,
+    /// Newlines passed so far (the run's line count).
+    lines: u64,
+    /// The last byte passed was a newline (or nothing was passed yet).
+    ended_line: bool,
+    sources: std::sync::Arc<Sources>,
+}
+
+impl io::Read for Chain {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        loop {
+            let Some(reader) = self.current.as_mut() else {
+                let Some(name) = self.pending.pop_front() else { return Ok(0) };
+                let (reader, _) = open_input(&name).map_err(|e| io::Error::other(format!("{e:#}")))?;
+                if let Ok(mut starts) = self.sources.starts.lock() {
+                    starts.push((self.lines + 1, name));
+                }
+                self.current = Some(reader);
+                continue;
+            };
+            let n = reader.read(buf)?;
+            if n == 0 {
+                self.current = None;
+                if !self.ended_line {
+                    buf[0] = b'\n';
+                    self.lines += 1;
+                    self.ended_line = true;
+                    return Ok(1);
+                }
+                continue;
+            }
+            self.lines += memchr_count(&buf[..n]);
+            self.ended_line = buf[n - 1] == b'\n';
+            return Ok(n);
+        }
+    }
+}
+
+fn memchr_count(bytes: &[u8]) -> u64 {
+    bytes.iter().filter(|&&b| b == b'\n').count() as u64
 }
 
 /// Reads up to `max_records` lines or `max_bytes` bytes (whichever first),
@@ -47,6 +207,7 @@ pub fn read_chunk<R: BufRead>(
         *next_line += 1;
         if !complete {
             rejects.push(Reject {
+                file: None,
                 line: *next_line,
                 reason: format!("line longer than the {max_line}-byte limit (--max-line-bytes); skipped"),
             });

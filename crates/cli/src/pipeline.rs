@@ -77,6 +77,9 @@ pub struct Batch {
     pub candidate_counts: Vec<usize>,
     /// Every LSH candidate pair (earlier, later), collected only for `eval`.
     pub candidate_pairs: Option<Vec<(u32, u32)>>,
+    /// Where each input begins, when the run reads several: records
+    /// without an id are then named `FILE:LINE`.
+    pub sources: Option<std::sync::Arc<crate::jsonl::Sources>>,
 }
 
 /// Each line parsed and fingerprinted, in input order.
@@ -138,6 +141,7 @@ impl Batch {
             bytes: 0,
             candidate_counts: Vec::new(),
             candidate_pairs: None,
+            sources: None,
         })
     }
 
@@ -227,14 +231,18 @@ impl Batch {
             let (id, fp) = match result {
                 Ok(x) => x,
                 Err(reason) => {
-                    rejects.push(Reject { line: line.number, reason });
+                    rejects.push(Reject::at(line.number, reason));
                     continue;
                 }
             };
-            let external = id.unwrap_or_else(|| line.number.to_string());
+            let external = id.unwrap_or_else(|| match self.sources.as_ref().and_then(|s| s.locate(line.number)) {
+                Some((file, n)) => format!("{file}:{n}"),
+                None => line.number.to_string(),
+            });
             if let Some(&first) = self.id_to_item.get(&external) {
                 let first_line = &self.ids[first as usize];
                 rejects.push(Reject {
+                    file: None,
                     line: line.number,
                     reason: format!(
                         "duplicate item id {external:?} (first seen as item {first_line:?}); ids must be unique"

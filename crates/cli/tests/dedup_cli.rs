@@ -315,3 +315,40 @@ fn zstd_and_gzip_inputs_give_the_same_pairs() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("cut.zst"), "{}", text(&out.stderr));
 }
+
+/// Issue 13: several inputs (or a folder) are one dataset read in order;
+/// records without an id are named `FILE:LINE`, a file without a final
+/// newline does not merge into the next, and a rejected line names its file.
+#[test]
+fn several_inputs_and_folders_are_one_dataset() {
+    let dir = tempfile::tempdir().unwrap();
+    let shards = dir.path().join("shards");
+    std::fs::create_dir_all(shards.join("part2")).unwrap();
+    let same = "the quick brown fox jumps over the lazy dog and keeps running far away";
+    let a = shards.join("a.jsonl");
+    let b = shards.join("part2").join("b.jsonl");
+    // No final newline in a: its last record must not merge with b's first.
+    std::fs::write(&a, format!("{{\"text\": \"{same}\"}}\n{{\"text\": \"something else entirely, nothing alike\"}}"))
+        .unwrap();
+    std::fs::write(&b, format!("{{\"text\": \"{same}\"}}\nnot json\n")).unwrap();
+    let (a, b) = (a.to_str().unwrap().to_owned(), b.to_str().unwrap().to_owned());
+    let run = |inputs: &[&str]| {
+        let pairs = dir.path().join("pairs.tsv");
+        let mut args = vec!["dedup"];
+        args.extend_from_slice(inputs);
+        args.extend(["-q", "--json", "--pairs", pairs.to_str().unwrap()]);
+        let out = neardup(&args, None);
+        assert_eq!(out.status.code(), Some(3), "{}", text(&out.stderr));
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        (std::fs::read_to_string(pairs).unwrap(), summary, text(&out.stderr))
+    };
+    let (pairs, summary, stderr) = run(&[&a, &b]);
+    assert_eq!(pairs, format!("{a}:1\t{b}:1\t1\n"));
+    assert_eq!(summary["records"], 3, "{summary}");
+    assert_eq!(summary["rejected"][0]["file"], b.as_str(), "{summary}");
+    assert_eq!(summary["rejected"][0]["line"], 2, "{summary}");
+    assert!(stderr.contains(&format!("{b}:2: malformed JSON")), "{stderr}");
+    // The folder stands for the same files in path order.
+    let (by_folder, _, _) = run(&[shards.to_str().unwrap()]);
+    assert_eq!(by_folder, pairs);
+}
