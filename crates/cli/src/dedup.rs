@@ -74,6 +74,19 @@ struct Summary {
     #[serde(skip)]
     params_max_candidates: u32,
     timings: Timings,
+    /// Per input, when the run reads several.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    inputs: Vec<InputSummary>,
+}
+
+/// What one of several inputs held and what became of it.
+#[derive(Debug, Default, serde::Serialize)]
+struct InputSummary {
+    file: String,
+    records: u64,
+    kept: u64,
+    dropped: u64,
+    rejected: u64,
 }
 
 fn create(path: &str) -> anyhow::Result<Box<dyn Write>> {
@@ -104,9 +117,23 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     let (mut degraded, mut over_cap) = (Vec::new(), Vec::new());
     let (mut kept, mut dropped, mut pairs, mut capped_queries, mut saturated) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut output_s = 0.0;
+    let mut per_input: std::collections::BTreeMap<String, InputSummary> = Default::default();
     let read_s = batch.run(reader, a.input.max_line_bytes, &mut rejects, |batch, lines, outcomes| {
         let t = Instant::now();
         let mut by_line = lines.iter().peekable();
+        if let Some(s) = &sources {
+            for o in outcomes {
+                if let Some((file, _)) = s.locate(o.line) {
+                    let entry = per_input.entry(file).or_default();
+                    entry.records += 1;
+                    if o.kept {
+                        entry.kept += 1;
+                    } else {
+                        entry.dropped += 1;
+                    }
+                }
+            }
+        }
         for o in outcomes {
             if o.kept {
                 kept += 1;
@@ -176,7 +203,25 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     rejects.sort_by_key(|r| r.line);
     if let Some(s) = &sources {
         s.place_rejects(&mut rejects);
+        for r in &rejects {
+            if let Some(f) = &r.file {
+                per_input.entry(f.clone()).or_default().rejected += 1;
+            }
+        }
     }
+    // In reading order.
+    let inputs: Vec<InputSummary> = match &sources {
+        Some(s) => s
+            .files()
+            .into_iter()
+            .map(|f| {
+                let mut entry = per_input.remove(&f).unwrap_or_default();
+                entry.file = f;
+                entry
+            })
+            .collect(),
+        None => Vec::new(),
+    };
     let summary = Summary {
         records: kept + dropped,
         bytes: batch.bytes,
@@ -195,6 +240,7 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         params: ParamsOut::of(&params),
         params_max_candidates: params.config().max_candidates,
         timings: batch.timings.clone(),
+        inputs,
     };
     for r in &summary.rejected {
         eprintln!("neardup: {}: {}", r.place(), r.reason);

@@ -61,6 +61,11 @@ impl Sources {
         Some((name.clone(), n - first + 1))
     }
 
+    /// The inputs reached so far, in reading order.
+    pub fn files(&self) -> Vec<String> {
+        self.starts.lock().map(|s| s.iter().map(|(_, f)| f.clone()).collect()).unwrap_or_default()
+    }
+
     /// Rewrites run line numbers in `rejects` as `file` and line in it.
     pub fn place_rejects(&self, rejects: &mut [Reject]) {
         for r in rejects.iter_mut().filter(|r| r.file.is_none()) {

@@ -348,6 +348,20 @@ fn several_inputs_and_folders_are_one_dataset() {
     assert_eq!(summary["rejected"][0]["file"], b.as_str(), "{summary}");
     assert_eq!(summary["rejected"][0]["line"], 2, "{summary}");
     assert!(stderr.contains(&format!("{b}:2: malformed JSON")), "{stderr}");
+    // Per input, in reading order.
+    let per: Vec<_> = summary["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| {
+            (i["file"].as_str().unwrap().to_owned(), i["records"].clone(), i["dropped"].clone(), i["rejected"].clone())
+        })
+        .collect();
+    assert_eq!(
+        per,
+        [(a.clone(), 2.into(), 0.into(), 0.into()), (b.clone(), 1.into(), 1.into(), 1.into())],
+        "{summary}"
+    );
     // The folder stands for the same files in path order.
     let (by_folder, _, _) = run(&[shards.to_str().unwrap()]);
     assert_eq!(by_folder, pairs);
