@@ -37,6 +37,29 @@ pub fn write_atomic_with<E: From<io::Error>>(
     path: &Path,
     write: impl FnOnce(&mut dyn Write) -> Result<(), E>,
 ) -> Result<(), E> {
+    replace(path, |f, tmp| {
+        let mut w = io::BufWriter::with_capacity(1 << 20, f);
+        write(&mut w)?;
+        Ok(w.into_inner().map_err(|e| with_context("writing", tmp, e.into_error()))?)
+    })
+}
+
+/// Replaces `path` with `bytes` atomically and durably (see the crate
+/// docs). The temporary file is named `.{name}.{pid}.{n}.tmp` in the same
+/// folder, so concurrent writers never share one, and is removed when a
+/// step fails. Errors name the step and the path.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    replace(path, |mut f, tmp| {
+        f.write_all(bytes).map_err(|e| with_context("writing", tmp, e))?;
+        Ok(f)
+    })
+}
+
+/// The one replace-by-rename of the crate: creates the temporary file
+/// beside `path`, lets `fill` write it (and hand the file back), fsyncs and
+/// renames it over `path`, then fsyncs the folder; on any failure the
+/// temporary file is removed and `path` is untouched.
+fn replace<E: From<io::Error>>(path: &Path, fill: impl FnOnce(File, &Path) -> Result<File, E>) -> Result<(), E> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => Path::new("."),
@@ -46,9 +69,7 @@ pub fn write_atomic_with<E: From<io::Error>>(
     let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
     let result = (|| {
         let f = File::create(&tmp).map_err(|e| with_context("creating", &tmp, e))?;
-        let mut w = io::BufWriter::with_capacity(1 << 20, f);
-        write(&mut w)?;
-        let f = w.into_inner().map_err(|e| with_context("writing", &tmp, e.into_error()))?;
+        let f = fill(f, &tmp)?;
         f.sync_all().map_err(|e| with_context("fsyncing", &tmp, e))?;
         fs::rename(&tmp, path).map_err(|e| with_context("renaming onto", path, e))?;
         Ok::<(), E>(())
@@ -58,31 +79,6 @@ pub fn write_atomic_with<E: From<io::Error>>(
         return Err(e);
     }
     sync_dir(dir).map_err(E::from)
-}
-
-/// Replaces `path` with `bytes` atomically and durably (see the crate
-/// docs). The temporary file is named `.{name}.{pid}.{n}.tmp` in the same
-/// folder, so concurrent writers never share one, and is removed when a
-/// step fails. Errors name the step and the path.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("file");
-    let n = TMP_COUNTER.fetch_add(1, Ordering::Relaxed);
-    let tmp = dir.join(format!(".{name}.{}.{n}.tmp", std::process::id()));
-    let written = (|| {
-        let mut f = File::create(&tmp).map_err(|e| with_context("creating", &tmp, e))?;
-        f.write_all(bytes).map_err(|e| with_context("writing", &tmp, e))?;
-        f.sync_all().map_err(|e| with_context("fsyncing", &tmp, e))?;
-        fs::rename(&tmp, path).map_err(|e| with_context("renaming onto", path, e))
-    })();
-    if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
-        return Err(e);
-    }
-    sync_dir(dir)
 }
 
 #[cfg(test)]
