@@ -179,36 +179,11 @@ pub(crate) fn decode(bytes: &[u8], key: Option<&[u8; 32]>) -> Result<(SnapshotHe
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sample() -> (SnapshotHeader, TenantState) {
-        let items = vec![crate::store::tests::record("a", 1)];
-        (
-            SnapshotHeader {
-                tenant: "t".into(),
-                covered_lsn: 7,
-                normalization_version: "seed-v1".into(),
-                feature_hash_version: "xxh3-64".into(),
-                content_hash_version: "blake3-128".into(),
-                signature_version: "minhash-mulshift-v1".into(),
-                lsh_version: "8x4".into(),
-                policy_version: "default@v1".into(),
-                fingerprint_version: "f".into(),
-                items: 1,
-            },
-            TenantState {
-                config_json: "{}".into(),
-                previous_json: None,
-                tombstones: vec![],
-                idempotency: vec![],
-                labels: vec![],
-                items,
-            },
-        )
-    }
+    use crate::snapshot::tests::sample;
 
     #[test]
     fn round_trip_plain_and_encrypted() {
-        let (h, s) = sample();
+        let (h, s) = sample(1);
         let key = [9u8; 32];
         for k in [None, Some(&key)] {
             let bytes = encode(&h, &s, k).unwrap();
@@ -221,7 +196,7 @@ mod tests {
 
     #[test]
     fn truncated_and_flipped_detected() {
-        let (h, s) = sample();
+        let (h, s) = sample(1);
         let bytes = encode(&h, &s, None).unwrap();
         for cut in [0, 10, 43, bytes.len() / 2, bytes.len() - 1] {
             assert_eq!(decode(&bytes[..cut], None).unwrap_err().code(), "corrupt");
@@ -235,7 +210,7 @@ mod tests {
 
     #[test]
     fn tampered_encrypted_snapshot_not_decoded() {
-        let (h, s) = sample();
+        let (h, s) = sample(1);
         let key = [3u8; 32];
         let bytes = encode(&h, &s, Some(&key)).unwrap();
         // An attacker who recomputes the CRC still fails authentication.
