@@ -51,10 +51,16 @@
 use crate::config::Params;
 use crate::error::{Error, Result};
 use crate::fingerprint::Fingerprint;
-use crate::hash::{fmix64, ContentHash};
+use crate::hash::ContentHash;
 use crate::lsh::postings::{Postings, LIST_BIT};
 use crate::lsh::{LshParams, QueryLimits};
 use crate::pages::Pages;
+
+mod rank;
+mod view;
+
+use rank::Query;
+pub use view::{ImageRow, IndexView};
 
 /// Largest item id a [`CandidateIndex`] hands out.
 pub const MAX_ITEM_ID: u32 = LIST_BIT - 1;
@@ -440,140 +446,6 @@ impl CandidateIndex {
         }
     }
 
-    /// Positions of `sketch` that agree with item `id`'s sketch.
-    fn agreement(&self, sketch: &[u8], id: u32) -> u32 {
-        let other = self.sketch(id);
-        match self.rank_bytes {
-            1 => equal_bytes(sketch, other),
-            w => sketch.chunks_exact(w).zip(other.chunks_exact(w)).map(|(a, b)| u32::from(a == b)).sum(),
-        }
-    }
-
-    /// Estimated Jaccard from an agreement count (b-bit minwise hashing:
-    /// agreement probability `J + (1 - J) / 2^b`).
-    fn estimate(&self, agreement: u32) -> f64 {
-        let c = 0.5f64.powi(8 * self.rank_bytes as i32);
-        ((f64::from(agreement) / self.num_perm as f64 - c) / (1.0 - c)).clamp(0.0, 1.0)
-    }
-
-    /// How far below `threshold` an estimate must be for a cut candidate to
-    /// be ruled out: three standard deviations of the estimator at the
-    /// threshold, plus one position (a pair at the threshold is estimated
-    /// lower with probability about 0.1 %).
-    fn margin(&self, threshold: f64) -> f64 {
-        let k = self.num_perm as f64;
-        let t = threshold.clamp(0.0, 1.0);
-        3.0 * (t * (1.0 - t) / k).sqrt() + 1.0 / k
-    }
-
-    fn query(&self, q: &Query<'_>, limits: QueryLimits, keep: &dyn Fn(u32) -> bool) -> CandidateSet {
-        let mut out = CandidateSet::default();
-        let visible = |bucket: &'_ [u32]| -> usize {
-            match q.before {
-                None => bucket.len(),
-                Some(b) => bucket.partition_point(|&x| x < b),
-            }
-        };
-        // Bands shared per id, counted in a per-thread table indexed by id
-        // (linear in the entries read; only the touched counters are reset).
-        let mut ranked: Vec<(u32, u16)> = SHARED_BANDS.with(|table| {
-            let mut counts = table.borrow_mut();
-            if counts.len() < self.flags.len() {
-                counts.resize(self.flags.len(), 0);
-            }
-            let mut distinct: Vec<u32> = Vec::new();
-            let mut count = |ids: &[u32]| {
-                for &id in ids {
-                    let c = &mut counts[id as usize];
-                    if *c == 0 {
-                        distinct.push(id);
-                    }
-                    *c += 1;
-                }
-            };
-            for (band, &key) in q.band_keys.iter().enumerate() {
-                let bucket = self.postings.bucket(band, key);
-                let bucket = &bucket[..visible(bucket)];
-                let n = bucket.len();
-                if n > limits.max_bucket_read {
-                    out.hot_buckets += 1;
-                    // Read `max_bucket_read` entries from a rotation point that
-                    // depends on the bucket, not always the oldest ones.
-                    let start = (fmix64(u64::from(key) ^ ((band as u64) << 40) ^ n as u64) % n as u64) as usize;
-                    let first = &bucket[start..(start + limits.max_bucket_read).min(n)];
-                    count(first);
-                    count(&bucket[..limits.max_bucket_read - first.len()]);
-                    out.entries_read += limits.max_bucket_read;
-                } else {
-                    count(bucket);
-                    out.entries_read += n;
-                }
-            }
-            let ranked =
-                distinct.iter().filter(|&&id| Some(id) != q.exclude).map(|&id| (id, counts[id as usize])).collect();
-            for id in distinct {
-                counts[id as usize] = 0;
-            }
-            ranked
-        });
-        ranked.retain(|&(id, _)| keep(id));
-        out.distinct = ranked.len();
-        if ranked.len() > limits.max_candidates {
-            out.over_cap = true;
-            let mut scored: Vec<(u32, u32, u16)> =
-                ranked.iter().map(|&(id, bands)| (self.agreement(q.sketch, id), id, bands)).collect();
-            let by_estimate =
-                |a: &(u32, u32, u16), b: &(u32, u32, u16)| b.0.cmp(&a.0).then(b.2.cmp(&a.2)).then(a.1.cmp(&b.1));
-            let cap = limits.max_candidates;
-            scored.select_nth_unstable_by(cap, by_estimate);
-            // Everything after position `cap` ranks at most as high as it.
-            let cut = self.estimate(scored[cap].0);
-            let floor = limits.threshold - self.margin(limits.threshold);
-            out.cut_estimate = Some(cut);
-            out.cut_close = cut >= floor;
-            if out.cut_close {
-                // The next best, for a caller that must look further among a
-                // subset (a batch among its kept items) without asking again.
-                let mut close: Vec<(u32, u32, u16)> =
-                    scored[cap..].iter().copied().filter(|c| self.estimate(c.0) >= floor).collect();
-                close.sort_unstable_by(by_estimate);
-                out.close_cut_truncated = close.len() > cap;
-                close.truncate(cap);
-                out.close_cut = close
-                    .into_iter()
-                    .map(|(_, id, bands)| Candidate {
-                        id,
-                        bands,
-                        same_content: self.hashes.row(id as usize)[0] == q.hash.0,
-                    })
-                    .collect();
-            }
-            scored.truncate(cap);
-            scored.sort_unstable_by(by_estimate);
-            ranked = scored.into_iter().map(|(_, id, bands)| (id, bands)).collect();
-        } else {
-            ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
-        }
-        out.ids = ranked
-            .into_iter()
-            .map(|(id, bands)| Candidate { id, bands, same_content: self.hashes.row(id as usize)[0] == q.hash.0 })
-            .collect();
-        let copies = self.postings.bucket(self.lsh.bands as usize, hash_key(&q.hash.0));
-        let same = copies[..visible(copies)]
-            .iter()
-            .copied()
-            .filter(|&id| Some(id) != q.exclude && self.hashes.row(id as usize)[0] == q.hash.0 && keep(id))
-            .take(limits.max_candidates);
-        let banded = out.ids.len();
-        for id in same {
-            if !out.ids[..banded].iter().any(|c| c.id == id) {
-                out.ids.push(Candidate { id, bands: 0, same_content: true });
-                out.distinct += 1;
-            }
-        }
-        out
-    }
-
     /// The largest band buckets, for metrics: `(band, folded key, size)`, largest first.
     pub fn largest_buckets(&self, top: usize) -> Vec<(u32, u32, usize)> {
         self.postings.largest(self.lsh.bands as usize, top)
@@ -587,105 +459,6 @@ impl CandidateIndex {
             + self.sketches.heap_bytes()
             + self.flags.heap_bytes()
     }
-}
-
-/// Equal bytes at equal positions of two slices of one length (up to
-/// 255 · 32 bytes). Counted in 32-byte blocks with byte counters, which the
-/// compiler turns into vector compares; compiled for AVX2 where the CPU has
-/// it (chosen at run time) and for the baseline otherwise.
-fn equal_bytes(a: &[u8], b: &[u8]) -> u32 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2, the only feature the function enables.
-            return unsafe { equal_bytes_avx2(a, b) };
-        }
-    }
-    equal_bytes_blocks(a, b)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn equal_bytes_avx2(a: &[u8], b: &[u8]) -> u32 {
-    equal_bytes_blocks(a, b)
-}
-
-#[inline(always)]
-fn equal_bytes_blocks(a: &[u8], b: &[u8]) -> u32 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0u8; 32];
-    let (ca, cb) = (a.chunks_exact(32), b.chunks_exact(32));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for i in 0..32 {
-            acc[i] = acc[i].wrapping_add(u8::from(x[i] == y[i]));
-        }
-    }
-    let tail: u32 = ra.iter().zip(rb).map(|(x, y)| u32::from(x == y)).sum();
-    acc.iter().map(|&c| u32::from(c)).sum::<u32>() + tail
-}
-
-thread_local! {
-    /// Per-thread counters of bands shared, indexed by item id; all zero
-    /// between queries.
-    static SHARED_BANDS: std::cell::RefCell<Vec<u16>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// A frozen copy of a [`CandidateIndex`]'s per-item data (see
-/// [`CandidateIndex::view`]); postings are not copied: they are rebuilt
-/// from the keys when an image is loaded.
-#[derive(Debug, Clone)]
-pub struct IndexView {
-    keys: Pages<u32>,
-    sketches: Pages<u8>,
-    hashes: Pages<[u8; 16]>,
-    flags: Pages<u8>,
-}
-
-/// One item of an [`IndexView`].
-#[derive(Debug, Clone, Copy)]
-pub struct ImageRow<'a> {
-    /// Folded band keys (empty when the item has none).
-    pub folded: &'a [u32],
-    /// Sketch bytes (empty when the item has no band keys).
-    pub sketch: &'a [u8],
-    /// Content hash.
-    pub content_hash: ContentHash,
-}
-
-impl IndexView {
-    /// Ids in the view (live or removed).
-    pub fn slots(&self) -> u32 {
-        self.flags.len() as u32
-    }
-
-    /// Item `id` as [`CandidateIndex::insert_row`] takes it, when it was live.
-    pub fn row(&self, id: u32) -> Option<ImageRow<'_>> {
-        let i = id as usize;
-        if i >= self.flags.len() {
-            return None;
-        }
-        let f = self.flags.row(i)[0];
-        if f & LIVE == 0 {
-            return None;
-        }
-        let banded = f & BANDED != 0;
-        Some(ImageRow {
-            folded: if banded { self.keys.row(i) } else { &[] },
-            sketch: if banded { self.sketches.row(i) } else { &[] },
-            content_hash: ContentHash(self.hashes.row(i)[0]),
-        })
-    }
-}
-
-/// One query's inputs.
-struct Query<'a> {
-    band_keys: &'a [u32],
-    hash: ContentHash,
-    sketch: &'a [u8],
-    exclude: Option<u32>,
-    before: Option<u32>,
 }
 
 #[cfg(test)]
@@ -851,17 +624,6 @@ mod tests {
         }
         for (i, want) in then.iter().enumerate() {
             assert_eq!(&idx.candidates_before(i as u32, lim), want, "item {i}");
-        }
-    }
-
-    #[test]
-    fn equal_bytes_counts_every_length() {
-        for n in [0, 1, 31, 32, 33, 64, 128, 200, 1024] {
-            let a: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
-            let b: Vec<u8> = (0..n).map(|i| if i % 3 == 0 { (i * 7 % 251) as u8 } else { 255 }).collect();
-            let want = a.iter().zip(&b).filter(|(x, y)| x == y).count() as u32;
-            assert_eq!(equal_bytes(&a, &b), want, "n {n}");
-            assert_eq!(equal_bytes(&a, &a), n as u32);
         }
     }
 
