@@ -121,20 +121,13 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     let read_s = batch.run(reader, a.input.max_line_bytes, &mut rejects, |batch, lines, outcomes| {
         let t = Instant::now();
         let mut by_line = lines.iter().peekable();
-        if let Some(s) = &sources {
-            for o in outcomes {
-                if let Some((file, _)) = s.locate(o.line) {
-                    let entry = per_input.entry(file).or_default();
-                    entry.records += 1;
-                    if o.kept {
-                        entry.kept += 1;
-                    } else {
-                        entry.dropped += 1;
-                    }
-                }
-            }
-        }
         for o in outcomes {
+            if let Some((file, _)) = sources.as_ref().and_then(|s| s.locate(o.line)) {
+                let entry = per_input.entry(file).or_default();
+                entry.records += 1;
+                entry.kept += u64::from(o.kept);
+                entry.dropped += u64::from(!o.kept);
+            }
             if o.kept {
                 kept += 1;
                 if let Some(w) = kept_out.as_mut() {

@@ -179,14 +179,14 @@ impl io::Read for Chain {
                 }
                 continue;
             }
-            self.lines += memchr_count(&buf[..n]);
+            self.lines += count_newlines(&buf[..n]);
             self.ended_line = buf[n - 1] == b'\n';
             return Ok(n);
         }
     }
 }
 
-fn memchr_count(bytes: &[u8]) -> u64 {
+fn count_newlines(bytes: &[u8]) -> u64 {
     bytes.iter().filter(|&&b| b == b'\n').count() as u64
 }
 
@@ -211,11 +211,10 @@ pub fn read_chunk<R: BufRead>(
         }
         *next_line += 1;
         if !complete {
-            rejects.push(Reject {
-                file: None,
-                line: *next_line,
-                reason: format!("line longer than the {max_line}-byte limit (--max-line-bytes); skipped"),
-            });
+            rejects.push(Reject::at(
+                *next_line,
+                format!("line longer than the {max_line}-byte limit (--max-line-bytes); skipped"),
+            ));
             continue;
         }
         if buf.last() == Some(&b'\n') {

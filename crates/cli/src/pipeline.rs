@@ -241,13 +241,10 @@ impl Batch {
             });
             if let Some(&first) = self.id_to_item.get(&external) {
                 let first_line = &self.ids[first as usize];
-                rejects.push(Reject {
-                    file: None,
-                    line: line.number,
-                    reason: format!(
-                        "duplicate item id {external:?} (first seen as item {first_line:?}); ids must be unique"
-                    ),
-                });
+                rejects.push(Reject::at(
+                    line.number,
+                    format!("duplicate item id {external:?} (first seen as item {first_line:?}); ids must be unique"),
+                ));
                 continue;
             }
             self.bytes += line.bytes.len() as u64;
