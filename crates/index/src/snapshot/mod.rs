@@ -223,6 +223,18 @@ pub(crate) fn decode_rows(
     Ok(n)
 }
 
+/// A keyed engine reads only encrypted snapshots, an engine without a key
+/// only plain ones (so encryption cannot be stripped): the one check, for
+/// both format versions.
+fn check_key_matches(encrypted: bool, key: Option<&[u8; 32]>) -> Result<()> {
+    let detail = match (encrypted, key) {
+        (true, None) => "the snapshot is encrypted and no key is configured",
+        (false, Some(_)) => "a key is configured and the snapshot is not encrypted",
+        _ => return Ok(()),
+    };
+    Err(Error::new(ErrorKind::SnapshotAuth { detail: detail.into() }))
+}
+
 fn corrupt(detail: impl Into<String>) -> Error {
     Error::corrupt("snapshot", detail)
 }

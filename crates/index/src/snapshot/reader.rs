@@ -88,19 +88,7 @@ impl<R: Read> SnapshotReader<R> {
             return Err(corrupt(format!("unknown flags {flags:#x}")));
         }
         let encrypted = flags & FLAG_ENCRYPTED != 0;
-        match (encrypted, key) {
-            (true, None) => {
-                return Err(Error::new(ErrorKind::SnapshotAuth {
-                    detail: "the snapshot is encrypted and no key is configured".into(),
-                }))
-            }
-            (false, Some(_)) => {
-                return Err(Error::new(ErrorKind::SnapshotAuth {
-                    detail: "a key is configured and the snapshot is not encrypted".into(),
-                }))
-            }
-            _ => {}
-        }
+        check_key_matches(encrypted, key)?;
         let h = u32::from_le_bytes([prefix[16], prefix[17], prefix[18], prefix[19]]);
         if h > MAX_HEADER {
             return Err(corrupt("header too long"));

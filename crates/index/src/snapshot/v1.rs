@@ -140,6 +140,7 @@ fn split(bytes: &[u8]) -> Result<Parts<'_>> {
 /// snapshots are accepted.
 pub(crate) fn decode(bytes: &[u8], key: Option<&[u8; 32]>) -> Result<(SnapshotHeader, TenantState)> {
     let parts = split(bytes)?;
+    super::check_key_matches(parts.encrypted, key)?;
     let plain;
     let payload = match (parts.encrypted, key) {
         (true, Some(k)) => {
@@ -153,17 +154,7 @@ pub(crate) fn decode(bytes: &[u8], key: Option<&[u8; 32]>) -> Result<(SnapshotHe
                 })?;
             &plain[..]
         }
-        (true, None) => {
-            return Err(Error::new(ErrorKind::SnapshotAuth {
-                detail: "the snapshot is encrypted and no key is configured".into(),
-            }))
-        }
-        (false, Some(_)) => {
-            return Err(Error::new(ErrorKind::SnapshotAuth {
-                detail: "a key is configured and the snapshot is not encrypted".into(),
-            }))
-        }
-        (false, None) => parts.payload,
+        _ => parts.payload,
     };
     let state: TenantState =
         postcard::from_bytes(payload).map_err(|e| Error::corrupt("snapshot", format!("payload: {e}")))?;
