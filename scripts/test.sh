@@ -6,4 +6,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export NEARDUP_TEST_MINILM_DIR="${NEARDUP_TEST_MINILM_DIR:-$PWD/target/minilm}"
 [ -s "$NEARDUP_TEST_MINILM_DIR/model.safetensors" ] || bash scripts/fetch-minilm.sh "$NEARDUP_TEST_MINILM_DIR"
+bash scripts/install-nats.sh
 cargo test --workspace --locked --no-fail-fast

@@ -103,6 +103,16 @@ pub struct ServeArgs {
     #[arg(long, env = "NEARDUP_LOG_FORMAT", value_name = "FORMAT")]
     log_format: Option<String>,
 
+    /// Cluster mode: join the NATS JetStream cluster at these servers
+    /// (comma-separated `nats://HOST:PORT`); writes go through its
+    /// replicated stream and every node is a replica. See docs/cluster.md.
+    #[arg(long, env = "NEARDUP_CLUSTER", value_name = "URLS")]
+    cluster: Option<String>,
+
+    /// This node's id in the cluster ([A-Za-z0-9_-], up to 64).
+    #[arg(long, env = "NEARDUP_NODE_ID", value_name = "ID")]
+    node_id: Option<String>,
+
     /// TOML file with any of the options above (snake_case keys, e.g.
     /// `listen = "0.0.0.0:8080"`, `fsync = "everysec"`); flags and
     /// environment variables win over it.
@@ -140,6 +150,8 @@ pub fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         checkpoint_interval_secs: a.checkpoint_interval_secs,
         keep_snapshots: a.keep_snapshots,
         log_format: a.log_format,
+        cluster: a.cluster,
+        node_id: a.node_id,
     };
     let cfg = raw.or_file(file).validate().map_err(usage)?;
     neardup_server::init_logging(cfg.json_logs);

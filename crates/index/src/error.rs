@@ -136,6 +136,23 @@ pub enum ErrorKind {
         /// What failed.
         detail: String,
     },
+    /// Cluster mode: another node logged a command of this tenant first.
+    /// The engine waits until it has applied that command and plans again,
+    /// so callers see this only when that wait ran out.
+    LogConflict {
+        /// The tenant.
+        tenant: String,
+        /// The tenant's last command in the replicated log (its sequence).
+        last: u64,
+    },
+    /// Cluster mode: the replicated log did not answer in time (no quorum,
+    /// no connection) or this node has not applied the position asked for.
+    /// A write that failed this way may still land: retry with the same
+    /// idempotency key.
+    Unavailable {
+        /// What did not answer.
+        detail: String,
+    },
 }
 
 impl Error {
@@ -169,7 +186,26 @@ impl Error {
             ErrorKind::TenantMismatch { .. } => "tenant_mismatch",
             ErrorKind::Io { .. } => "io",
             ErrorKind::Store { .. } => "store",
+            ErrorKind::LogConflict { .. } => "log_conflict",
+            ErrorKind::Unavailable { .. } => "unavailable",
         }
+    }
+
+    /// The replicated log did not answer (cluster mode; see
+    /// [`ErrorKind::Unavailable`]).
+    pub fn unavailable(detail: impl Into<String>) -> Error {
+        Error::new(ErrorKind::Unavailable { detail: detail.into() })
+    }
+
+    /// Another node logged a command of `tenant` first, at `last` (see
+    /// [`ErrorKind::LogConflict`]).
+    pub fn log_conflict(tenant: &str, last: u64) -> Error {
+        Error::new(ErrorKind::LogConflict { tenant: tenant.into(), last })
+    }
+
+    /// Something is over a size limit.
+    pub fn too_large(limit: &'static str, max: usize, actual: usize) -> Error {
+        Error::new(ErrorKind::TooLarge { limit, max: max as u64, actual: actual as u64 })
     }
 
     pub(crate) fn input(field: &'static str, reason: impl Into<String>) -> Error {
@@ -265,6 +301,11 @@ impl fmt::Display for Error {
             }
             ErrorKind::Io { context, source } => write!(f, "{context}: {source}"),
             ErrorKind::Store { backend, detail } => write!(f, "{backend} store: {detail}"),
+            ErrorKind::LogConflict { tenant, last } => write!(
+                f,
+                "another node wrote tenant {tenant:?} at log position {last} and this node has not applied it yet; retry"
+            ),
+            ErrorKind::Unavailable { detail } => write!(f, "unavailable: {detail}"),
         }
     }
 }

@@ -105,6 +105,10 @@ pub struct FileConfig {
     pub keep_snapshots: Option<usize>,
     /// `json` or `text`.
     pub log_format: Option<String>,
+    /// `cluster = "nats://h1:4222,nats://h2:4222,nats://h3:4222"`.
+    pub cluster: Option<String>,
+    /// `node_id = "node-1"`.
+    pub node_id: Option<String>,
 }
 
 impl FileConfig {
@@ -139,6 +143,8 @@ pub struct ServerConfig {
     pub keep_snapshots: usize,
     /// JSON logs (else human-readable).
     pub json_logs: bool,
+    /// Cluster mode: the NATS servers and this node's id.
+    pub cluster: Option<neardup_cluster::ClusterOptions>,
 }
 
 /// Raw values before validation (what the CLI collected).
@@ -178,6 +184,10 @@ pub struct RawConfig {
     pub keep_snapshots: Option<usize>,
     /// Log format.
     pub log_format: Option<String>,
+    /// NATS server URLs (cluster mode).
+    pub cluster: Option<String>,
+    /// This node's id (cluster mode).
+    pub node_id: Option<String>,
 }
 
 impl RawConfig {
@@ -202,7 +212,9 @@ impl RawConfig {
             admin_token_file,
             checkpoint_interval_secs,
             keep_snapshots,
-            log_format
+            log_format,
+            cluster,
+            node_id
         );
         self
     }
@@ -280,6 +292,14 @@ impl RawConfig {
             "text" => false,
             other => return Err(bad(format!("--log-format must be json or text, not {other:?}"))),
         };
+        let cluster = match (self.cluster.filter(|c| !c.trim().is_empty()), self.node_id) {
+            (None, None) => None,
+            (Some(_), None) => return Err(bad("--cluster needs --node-id (NEARDUP_NODE_ID)".into())),
+            (None, Some(_)) => {
+                return Err(bad("--node-id is for cluster mode: add --cluster (NEARDUP_CLUSTER)".into()))
+            }
+            (Some(c), Some(id)) => Some(neardup_cluster::ClusterOptions::new(&c, &id).map_err(|e| bad(e.to_string()))?),
+        };
         let checkpoint_interval = match self.checkpoint_interval_secs.unwrap_or(300) {
             0 => None,
             s => Some(Duration::from_secs(s)),
@@ -301,6 +321,7 @@ impl RawConfig {
             checkpoint_interval,
             keep_snapshots,
             json_logs,
+            cluster,
         })
     }
 }

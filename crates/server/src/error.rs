@@ -171,6 +171,9 @@ impl ApiError {
                     | EngineKind::UnsupportedFormat { .. }
                     | EngineKind::TenantMismatch { .. } => (StatusCode::UNPROCESSABLE_ENTITY, e.to_string()),
                     EngineKind::Io { .. } | EngineKind::Store { .. } => (StatusCode::INTERNAL_SERVER_ERROR, internal),
+                    EngineKind::LogConflict { .. } | EngineKind::Unavailable { .. } => {
+                        (StatusCode::SERVICE_UNAVAILABLE, e.to_string())
+                    }
                 };
                 (status, e.code(), message)
             }

@@ -39,10 +39,22 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
         let keys = KeyStore::open(Some(cfg.data_dir.join("keys.json")), Some(&cfg.admin_token))
             .map_err(|e| ServeError::Config(e.to_string()))?;
         let (dir, opts) = (cfg.data_dir.clone(), cfg.engine_options());
-        let engine = tokio::task::spawn_blocking(move || Engine::open(&dir, opts))
-            .await
-            .map_err(|e| ServeError::Io(format!("opening the engine: {e}")))?
-            .map_err(ServeError::Engine)?;
+        // Cluster mode: the node (and its applier) lives as long as serving.
+        let (engine, _node) = match cfg.cluster.clone() {
+            None => {
+                let engine = tokio::task::spawn_blocking(move || Engine::open(&dir, opts))
+                    .await
+                    .map_err(|e| ServeError::Io(format!("opening the engine: {e}")))?
+                    .map_err(ServeError::Engine)?;
+                (Arc::new(engine), None)
+            }
+            Some(c) => {
+                let node =
+                    neardup_cluster::Node::start(&dir, opts, c).await.map_err(|e| ServeError::Config(e.to_string()))?;
+                tracing::info!(node = node.node_id(), lag = node.lag(), "joined the cluster");
+                (Arc::clone(&node.engine), Some(node))
+            }
+        };
         let r = engine.recovery_report();
         tracing::info!(
             snapshots_loaded = r.snapshots_loaded.len(),
@@ -57,7 +69,6 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
         for rej in &r.snapshots_rejected {
             tracing::warn!(snapshot = %rej, "snapshot rejected; an older one or the log was used");
         }
-        let engine = Arc::new(engine);
         let state = AppState::new(Arc::clone(&engine), keys, cfg.gateway.clone());
         seed_snapshot_ages(&state, &cfg.data_dir);
         raise_fd_limit();

@@ -17,11 +17,15 @@ impl Engine {
     pub fn compact(&self, tenant: &str) -> Result<u64> {
         let dropped = {
             let t = self.tenant(tenant)?;
-            let mut t = t.write().map_err(|_| poisoned())?;
-            let before = t.stored_records;
-            let cmd = Command::Compact { tenant: t.name.clone() };
-            self.log_apply_durable(&mut t, cmd)?;
-            before - t.stored_records
+            let (before, _) = self.replicated(tenant, || {
+                let mut t = t.write().map_err(|_| poisoned())?;
+                let before = t.stored_records;
+                let cmd = Command::Compact { tenant: t.name.clone() };
+                Ok((before, self.log_apply_durable(&mut t, cmd)?))
+            })?;
+            // Read after the command applied (in cluster mode, by the applier).
+            let after = t.read().map_err(|_| poisoned())?.stored_records;
+            before.saturating_sub(after)
         };
         self.checkpoint_keeping(1)?;
         Ok(dropped)
@@ -33,11 +37,11 @@ impl Engine {
     /// for [`Engine::rollback`].
     pub fn rebuild(&self, tenant: &str, config: TenantConfig) -> Result<()> {
         let t = self.tenant(tenant)?;
-        let mut t = t.write().map_err(|_| poisoned())?;
-        self.rebuild_locked(&mut t, config, true)
+        self.replicated(tenant, || self.rebuild_locked(&mut *t.write().map_err(|_| poisoned())?, config.clone(), true))
+            .map(|_| ())
     }
 
-    fn rebuild_locked(&self, t: &mut Tenant, config: TenantConfig, keep_previous: bool) -> Result<()> {
+    fn rebuild_locked(&self, t: &mut Tenant, config: TenantConfig, keep_previous: bool) -> Result<((), u64)> {
         config.resolve()?;
         check_rebuild(&*self.store, &t.name, &t.config, &config)?;
         let cmd = Command::Rebuild {
@@ -45,9 +49,9 @@ impl Engine {
             config_json: config.to_json()?,
             previous_json: if keep_previous { Some(t.config.to_json()?) } else { None },
         };
-        self.log_apply_durable(t, cmd)?;
+        let lsn = self.log_apply_durable(t, cmd)?;
         t.shadow = None;
-        Ok(())
+        Ok(((), lsn))
     }
 
     /// Builds a shadow index under `config` that answers alongside the live
@@ -78,10 +82,16 @@ impl Engine {
     /// is kept for rollback.
     pub fn promote_shadow(&self, tenant: &str) -> Result<()> {
         let t = self.tenant(tenant)?;
-        let mut t = t.write().map_err(|_| poisoned())?;
-        let config =
-            t.shadow.as_ref().map(|s| s.config.clone()).ok_or_else(|| Error::state("no shadow index to promote"))?;
-        self.rebuild_locked(&mut t, config, true)
+        self.replicated(tenant, || {
+            let mut t = t.write().map_err(|_| poisoned())?;
+            let config = t
+                .shadow
+                .as_ref()
+                .map(|s| s.config.clone())
+                .ok_or_else(|| Error::state("no shadow index to promote"))?;
+            self.rebuild_locked(&mut t, config, true)
+        })
+        .map(|_| ())
     }
 
     /// Discards the shadow index.
@@ -95,8 +105,11 @@ impl Engine {
     /// Returns to the configuration before the last rebuild or promotion.
     pub fn rollback(&self, tenant: &str) -> Result<()> {
         let t = self.tenant(tenant)?;
-        let mut t = t.write().map_err(|_| poisoned())?;
-        let prev = t.previous.clone().ok_or_else(|| Error::state("nothing to roll back to"))?;
-        self.rebuild_locked(&mut t, prev, false)
+        self.replicated(tenant, || {
+            let mut t = t.write().map_err(|_| poisoned())?;
+            let prev = t.previous.clone().ok_or_else(|| Error::state("nothing to roll back to"))?;
+            self.rebuild_locked(&mut t, prev, false)
+        })
+        .map(|_| ())
     }
 }

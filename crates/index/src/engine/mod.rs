@@ -27,6 +27,7 @@
 mod lifecycle;
 mod queries;
 mod recovery;
+mod replica;
 mod snapshots;
 mod writes;
 
@@ -40,6 +41,8 @@ use crate::store::Store;
 use crate::tenant::{ApplyMode, Tenant, TenantCounters};
 use crate::tenant_config::TenantConfig;
 use crate::wal::{FsyncPolicy, LogRepair, Wal};
+pub use replica::Proposer;
+use replica::Replica;
 
 /// Which item store backs the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,6 +150,9 @@ pub struct Engine {
     tenants: RwLock<BTreeMap<String, Arc<RwLock<Tenant>>>>,
     recovery: RecoveryReport,
     admin: Mutex<()>,
+    /// Cluster mode: the replicated log this engine follows (the local
+    /// command log then stays empty).
+    replica: Option<Replica>,
 }
 
 impl std::fmt::Debug for Engine {
@@ -185,12 +191,24 @@ impl Engine {
         Ok(t.config.clone())
     }
 
-    /// Appends `cmd` to the log and applies it. Not yet durable: the
+    /// Appends `cmd` to the log and applies it (cluster mode: proposes it;
+    /// the applier applies it). Not yet durable: the
     /// caller releases its locks and calls `wal.make_durable(lsn)` before
     /// acknowledging (group commit).
     fn log_and_apply(&self, t: &mut Tenant, cmd: Command) -> Result<u64> {
         let payload = cmd.encode()?;
-        let lsn = self.wal.append(&[payload])?[0];
+        let lsn = match &self.replica {
+            None => self.wal.append(&[payload])?[0],
+            Some(r) => {
+                if let Some(why) = self.wal.refusal() {
+                    return Err(Error::state(format!("this node refuses writes until a restart: {why}")));
+                }
+                // Stored by a quorum when this returns; applied (or refused,
+                // had another command of the tenant come first) by the
+                // applier, which the caller waits for (`replicated`).
+                return r.propose(&t.name, t.applied_lsn, &payload);
+            }
+        };
         if let Err(e) = t.apply(&*self.store, cmd, lsn, ApplyMode { store: true, index: true }) {
             // Logged but not applied: later writes would be planned against
             // a state the log does not describe. Refuse them until a restart
@@ -205,8 +223,17 @@ impl Engine {
     /// administrative commands that may hold their lock through the fsync.
     fn log_apply_durable(&self, t: &mut Tenant, cmd: Command) -> Result<u64> {
         let lsn = self.log_and_apply(t, cmd)?;
-        self.wal.make_durable(lsn)?;
+        self.make_durable(lsn)?;
         Ok(lsn)
+    }
+
+    /// Returns once `lsn` is as durable as the policy promises. In cluster
+    /// mode a command is durable once proposed (a quorum stored it).
+    fn make_durable(&self, lsn: u64) -> Result<()> {
+        match self.replica {
+            Some(_) => Ok(()),
+            None => self.wal.make_durable(lsn),
+        }
     }
 
     /// The highest log position known to be on disk: every acknowledged

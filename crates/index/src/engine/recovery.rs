@@ -8,8 +8,9 @@ use std::io::BufReader;
 use std::path::Path;
 use std::sync::{Arc, Mutex, RwLock};
 
+use super::replica::Replica;
 use super::snapshots::{snapshot_files, MAX_V1_SNAPSHOT};
-use super::{Engine, EngineOptions, RecoveryReport, StoreKind};
+use super::{Engine, EngineOptions, Proposer, RecoveryReport, StoreKind};
 use crate::command::Command;
 use crate::error::{Error, Result};
 use crate::snapshot::{self, Part, SnapshotHeader, SnapshotReader};
@@ -23,7 +24,21 @@ impl Engine {
     /// snapshot of each tenant, repairs and replays the log tail, and
     /// rebuilds the in-memory postings.
     pub fn open(dir: impl AsRef<Path>, opts: EngineOptions) -> Result<Engine> {
-        let dir = dir.as_ref().to_path_buf();
+        Engine::open_with(dir.as_ref(), opts, None)
+    }
+
+    /// Opens (or creates) a cluster node's engine in `dir`: a replica of the
+    /// replicated log behind `proposer` (see `replica.rs`). It loads the
+    /// node's checkpoints; the caller then feeds it the log from
+    /// [`Engine::applied_position`]` + 1` through
+    /// [`Engine::apply_replicated`]. A directory holding a single-node
+    /// command log is refused (its commands are not in the replicated log).
+    pub fn open_replica(dir: impl AsRef<Path>, opts: EngineOptions, proposer: Arc<dyn Proposer>) -> Result<Engine> {
+        Engine::open_with(dir.as_ref(), opts, Some(proposer))
+    }
+
+    fn open_with(dir: &Path, opts: EngineOptions, proposer: Option<Arc<dyn Proposer>>) -> Result<Engine> {
+        let dir = dir.to_path_buf();
         if opts.keep_snapshots == 0 {
             return Err(Error::config("keep_snapshots", "must be at least 1"));
         }
@@ -60,6 +75,8 @@ impl Engine {
                         max_lsn = max_lsn.max(h.covered_lsn);
                         report.snapshots_loaded.push((name.clone(), h.covered_lsn));
                         bases.insert(name.clone(), (h.covered_lsn, store_lsn));
+                        let mut tenant = tenant;
+                        tenant.applied_lsn = h.covered_lsn;
                         tenants.insert(name.clone(), tenant);
                         break;
                     }
@@ -83,7 +100,15 @@ impl Engine {
 
         let wal_dir = dir.join("wal");
         let store_ref: &dyn Store = &*store;
+        let replica = proposer.is_some();
         let (last, repair) = wal::replay(&wal_dir, |lsn, payload| {
+            if replica {
+                return Err(Error::state(format!(
+                    "{} holds a single-node command log (record {lsn}); a cluster node starts from an empty data \
+                     directory or from its own checkpoints",
+                    wal_dir.display()
+                )));
+            }
             let cmd = Command::decode(payload)?;
             let name = cmd.tenant().to_string();
             if let Command::CreateTenant { config_json, .. } = &cmd {
@@ -97,6 +122,9 @@ impl Engine {
                     }
                     tenants.insert(name.clone(), t);
                     bases.insert(name, (lsn, store_lsn));
+                    if let Some(t) = tenants.get_mut(cmd.tenant()) {
+                        t.applied_lsn = lsn;
+                    }
                     report.records_replayed += 1;
                 }
                 return Ok(());
@@ -119,6 +147,13 @@ impl Engine {
         for (name, t) in tenants.iter_mut() {
             if let Some(s) = store.applied_lsn(name)? {
                 max_lsn = max_lsn.max(s);
+                // A replica's store may hold commands no checkpoint covers:
+                // its index comes from the store, and the log replays only
+                // the small state up to there.
+                if replica && s > t.applied_lsn {
+                    t.store_ahead = s;
+                    changed.insert(name.clone());
+                }
             }
             // An image is the index as of its checkpoint: good while the log
             // changed nothing of the tenant since; otherwise read the store.
@@ -129,6 +164,10 @@ impl Engine {
             }
         }
         let wal = Wal::open(&wal_dir, max_lsn + 1, opts.fsync)?;
+        let replica = match proposer {
+            Some(p) => Some(Replica::new(p, super::replica::read_position(&dir)?)),
+            None => None,
+        };
         Ok(Engine {
             dir,
             opts,
@@ -137,6 +176,7 @@ impl Engine {
             tenants: RwLock::new(tenants.into_iter().map(|(k, t)| (k, Arc::new(RwLock::new(t)))).collect()),
             recovery: report,
             admin: Mutex::new(()),
+            replica,
         })
     }
 }

@@ -72,8 +72,12 @@ impl Engine {
         let t = t.read().map_err(|_| poisoned())?;
         // Under the tenant's read lock no command of this tenant is between
         // its log append and its apply, so the store view holds exactly the
-        // tenant's commands up to `covered`.
-        let covered = self.wal.next_lsn()?.saturating_sub(1);
+        // tenant's commands up to `covered`. A replica's tenants move on
+        // their own: the cut is at the tenant's last command.
+        let covered = match self.replica {
+            Some(_) => t.applied_lsn,
+            None => self.wal.next_lsn()?.saturating_sub(1),
+        };
         if mark {
             self.store.apply(&t.name, StoreBatch::default(), covered)?;
         }
@@ -151,6 +155,13 @@ impl Engine {
     /// into the store, a frame at a time.
     pub fn restore_from(&self, tenant: &str, input: &mut dyn Read) -> Result<SnapshotHeader> {
         check_tenant_id(tenant)?;
+        if self.replica.is_some() {
+            // A restore is not a command of the log: replicas would diverge.
+            return Err(Error::state(
+                "restoring a snapshot is not available in cluster mode yet; restore into a single-node service, \
+                 or re-ingest the items",
+            ));
+        }
         let dir = self.snapshot_dir(tenant);
         fs::create_dir_all(&dir).map_err(|e| Error::io("creating snapshot directory", e))?;
         let n = INCOMING.fetch_add(1, Ordering::Relaxed);
@@ -250,6 +261,7 @@ impl Engine {
         }
         self.store.apply(tenant, StoreBatch::default(), lsn)?;
         fresh.load_index(&*self.store)?;
+        fresh.applied_lsn = lsn;
         *t = fresh;
         Ok(header)
     }
@@ -264,6 +276,9 @@ impl Engine {
 
     pub(super) fn checkpoint_keeping(&self, keep: usize) -> Result<CheckpointReport> {
         let _g = self.admin.lock().map_err(|_| poisoned())?;
+        // A replica: every command up to here is applied now, so every cut
+        // below covers it; recorded once the files are written.
+        let position = self.replica.as_ref().map(|_| self.applied_position());
         let first = self.wal.rotate()?;
         let mut report = CheckpointReport::default();
         let persistent = self.store.is_persistent();
@@ -304,6 +319,9 @@ impl Engine {
             }
         }
         report.segments_removed = self.wal.remove_covered(covered)?;
+        if let Some(p) = position {
+            super::replica::write_position(&self.dir, p)?;
+        }
         Ok(report)
     }
 }

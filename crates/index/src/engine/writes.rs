@@ -17,16 +17,26 @@ impl Engine {
     /// Creates a tenant with its own parameters, policy, limits and postings.
     pub fn create_tenant(&self, id: &str, config: TenantConfig) -> Result<()> {
         check_tenant_id(id)?;
-        let tenant = Tenant::new(id, config.clone())?;
+        let ((), lsn) = self.replicated(id, || self.create_tenant_once(id, config.clone()))?;
+        self.make_durable(lsn)
+    }
+
+    fn create_tenant_once(&self, id: &str, config: TenantConfig) -> Result<((), u64)> {
+        let mut tenant = Tenant::new(id, config.clone())?;
         let mut map = self.tenants.write().map_err(|_| poisoned())?;
         if map.contains_key(id) {
             return Err(Error::new(ErrorKind::TenantExists { tenant: id.into() }));
         }
         let cmd = Command::CreateTenant { tenant: id.into(), config_json: config.to_json()? };
-        let lsn = self.wal.append(&[cmd.encode()?])?[0];
+        let payload = cmd.encode()?;
+        let lsn = match &self.replica {
+            None => self.wal.append(&[payload])?[0],
+            // The applier creates it (unless another node's creation came first).
+            Some(r) => return Ok(((), r.propose(id, 0, &payload)?)),
+        };
+        tenant.applied_lsn = lsn;
         map.insert(id.to_string(), Arc::new(RwLock::new(tenant)));
-        drop(map);
-        self.wal.make_durable(lsn)
+        Ok(((), lsn))
     }
 
     /// Inserts or replaces an item and returns the decision for it.
@@ -39,26 +49,44 @@ impl Engine {
     pub fn upsert(&self, tenant: &str, item: Item) -> Result<UpsertOutcome> {
         let t = self.tenant(tenant)?;
         let pre = t.read().map_err(|_| poisoned())?.prefingerprint(&item);
-        let (outcome, depends_on) = {
+        // Single-node writes are never planned twice: the item is moved.
+        let mut once = Some((item, pre));
+        let (outcome, depends_on) = self.replicated(tenant, || {
+            let (item, pre) = self.take_or_copy(&mut once)?;
             let mut t = t.write().map_err(|_| poisoned())?;
-            self.upsert_locked(&mut t, item, pre)?
-        };
+            self.upsert_locked(&mut t, item, pre)
+        })?;
         // Acknowledged only once durable; the tenant lock is free meanwhile,
         // so concurrent writers share the fsync (group commit).
-        self.wal.make_durable(depends_on)?;
+        self.make_durable(depends_on)?;
         Ok(outcome)
     }
 
     /// Upserts many items under one tenant lock and one fsync. Items see
     /// earlier items of the same batch. Each gets its own result; the outer
     /// error means the batch could not be made durable and none of it is
-    /// acknowledged.
+    /// acknowledged. In cluster mode each item is proposed and applied in
+    /// turn (a batch is not yet one command of the replicated log).
     pub fn upsert_batch(&self, tenant: &str, items: Vec<Item>) -> Result<Vec<Result<UpsertOutcome>>> {
         let t = self.tenant(tenant)?;
         let pre: Vec<_> = {
             let t = t.read().map_err(|_| poisoned())?;
             prefingerprint_all(&t, &items)
         };
+        if self.replica.is_some() {
+            return Ok(items
+                .into_iter()
+                .zip(pre)
+                .map(|(item, pre)| {
+                    let once = Some((item, pre));
+                    self.replicated(tenant, || {
+                        let (item, pre) = self.take_or_copy(&mut once.clone())?;
+                        self.upsert_locked(&mut *t.write().map_err(|_| poisoned())?, item, pre)
+                    })
+                    .map(|(o, _)| o)
+                })
+                .collect());
+        }
         let (out, depends_on) = {
             let mut t = t.write().map_err(|_| poisoned())?;
             let mut last = 0;
@@ -74,8 +102,15 @@ impl Engine {
                 .collect();
             (out, last)
         };
-        self.wal.make_durable(depends_on)?;
+        self.make_durable(depends_on)?;
         Ok(out)
+    }
+
+    /// The item of a write that may be planned again: moved out on a single
+    /// node (it never is), copied in cluster mode.
+    fn take_or_copy<T: Clone>(&self, slot: &mut Option<T>) -> Result<T> {
+        let v = if self.replica.is_some() { slot.clone() } else { slot.take() };
+        v.ok_or_else(|| Error::state("a single-node write was planned twice"))
     }
 
     /// Plans, logs and applies one upsert; returns the answer and the LSN
@@ -103,8 +138,10 @@ impl Engine {
     /// compaction; the item stops being a candidate at once. Returns the LSN.
     pub fn tombstone(&self, tenant: &str, item_id: &str, epoch: u64) -> Result<u64> {
         let t = self.tenant(tenant)?;
-        let lsn = self.tombstone_locked(&mut *t.write().map_err(|_| poisoned())?, item_id, epoch)?;
-        self.wal.make_durable(lsn)?;
+        let ((), lsn) = self.replicated(tenant, || {
+            Ok(((), self.tombstone_locked(&mut *t.write().map_err(|_| poisoned())?, item_id, epoch)?))
+        })?;
+        self.make_durable(lsn)?;
         Ok(lsn)
     }
 
@@ -130,8 +167,12 @@ impl Engine {
     pub fn label(&self, tenant: &str, label: NewLabel) -> Result<LabelEvent> {
         label.check()?;
         let t = self.tenant(tenant)?;
-        let event = self.label_locked(&mut *t.write().map_err(|_| poisoned())?, label)?;
-        self.wal.make_durable(event.lsn)?;
+        let (event, _) = self.replicated(tenant, || {
+            let event = self.label_locked(&mut *t.write().map_err(|_| poisoned())?, label.clone())?;
+            let lsn = event.lsn;
+            Ok((event, lsn))
+        })?;
+        self.make_durable(event.lsn)?;
         Ok(event)
     }
 

@@ -66,6 +66,19 @@ pub(crate) struct Tenant {
     pub labels: Vec<LabelEvent>,
     pub shadow: Option<Shadow>,
     pub counters: std::sync::Mutex<TenantCounters>,
+    /// The log position of the last command of this tenant applied (its
+    /// snapshot's position after a restart). In cluster mode, the position
+    /// a proposal must follow for the tenant's state to be the one it was
+    /// planned against.
+    pub applied_lsn: u64,
+    /// Cluster mode, after a restart: the store already holds this tenant's
+    /// commands up to here (its index was read from the store), so
+    /// replaying them from the stream updates only the small state.
+    pub store_ahead: u64,
+    /// Cluster mode: the most recent log positions of this tenant whose
+    /// command was refused (it was planned against a state another
+    /// command had already changed), so its proposer plans again.
+    pub refused: VecDeque<u64>,
 }
 
 /// Where an image's rows go, one call per row.
@@ -124,6 +137,9 @@ impl Tenant {
             labels: Vec::new(),
             shadow: None,
             counters: std::sync::Mutex::new(TenantCounters::default()),
+            applied_lsn: 0,
+            store_ahead: 0,
+            refused: VecDeque::new(),
         })
     }
 
@@ -309,6 +325,12 @@ impl Tenant {
 
     /// Applies a logged command. `CreateTenant` is the engine's.
     pub(crate) fn apply(&mut self, store: &dyn Store, cmd: Command, lsn: u64, mode: ApplyMode) -> Result<()> {
+        self.apply_command(store, cmd, lsn, mode)?;
+        self.applied_lsn = self.applied_lsn.max(lsn);
+        Ok(())
+    }
+
+    fn apply_command(&mut self, store: &dyn Store, cmd: Command, lsn: u64, mode: ApplyMode) -> Result<()> {
         match cmd {
             Command::CreateTenant { .. } => Ok(()),
             Command::Upsert { mut record, idem, .. } => {

@@ -113,14 +113,17 @@ pub(crate) async fn batch(
 
 /// A live item's metadata (never its content); `404` once tombstoned.
 #[utoipa::path(get, path = "/v1/tenants/{tenant}/items/{item_id}", tag = "items",
-    params(("tenant" = String, Path, description = "Tenant id"), ("item_id" = String, Path, description = "Item id")),
+    params(("tenant" = String, Path, description = "Tenant id"), ("item_id" = String, Path, description = "Item id"),
+        super::MinLsn),
     responses((status = 200, body = ItemView), StdErrors), security(("bearer" = [])))]
 pub(crate) async fn get(
     State(s): State<AppState>,
     p: Principal,
     P((tenant, item_id)): P<(String, String)>,
+    Q(min): Q<super::MinLsn>,
 ) -> ApiResult<Json<ItemView>> {
     s.enter(&p, &tenant, Scope::Query, 0)?;
+    min.wait(&s, &tenant).await?;
     let (t, id) = (tenant.clone(), item_id.clone());
     match s.run(move |e| e.get(&t, &id)).await? {
         Some(info) if info.tombstone.is_none() => Ok(Json(ItemView::from(&info))),

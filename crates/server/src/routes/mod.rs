@@ -17,6 +17,25 @@ use tracing::Instrument;
 use crate::error::{ApiError, GatewayKind};
 use crate::state::AppState;
 
+/// Read your writes: answer for the state at or after a log position.
+#[derive(Debug, Default, serde::Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct MinLsn {
+    /// Wait (up to the request timeout) until this node has applied this
+    /// log position — the `lsn` a write answered — then answer. On a single
+    /// node every acknowledged write is applied already.
+    pub min_lsn: Option<u64>,
+}
+
+impl MinLsn {
+    /// Waits for `min_lsn` on `tenant`, if one was given.
+    pub(crate) async fn wait(&self, s: &AppState, tenant: &str) -> crate::error::ApiResult<()> {
+        let Some(lsn) = self.min_lsn else { return Ok(()) };
+        let (t, timeout) = (tenant.to_string(), s.config.request_timeout);
+        s.run(move |e| e.wait_applied(&t, lsn, timeout)).await
+    }
+}
+
 pub(crate) mod items;
 pub(crate) mod lifecycle;
 pub(crate) mod ops;

@@ -20,10 +20,11 @@ pub(crate) async fn healthz() -> Json<Health> {
 
 /// Readiness: the engine is open and takes writes, and the service is not
 /// shutting down. After a storage failure the command log refuses writes
-/// until a restart, and readiness says so (503).
+/// until a restart, and readiness says so (503). A cluster node is ready
+/// once it has applied the replicated log as it was when the node started.
 #[utoipa::path(get, path = "/readyz", tag = "ops", responses((status = 200, body = Health), StdErrors))]
 pub(crate) async fn readyz(State(s): State<AppState>) -> ApiResult<Json<Health>> {
-    if s.is_ready() && s.engine.write_refusal().is_none() {
+    if s.is_ready() && s.engine.write_refusal().is_none() && s.engine.caught_up() {
         Ok(Json(Health { status: "ok".into() }))
     } else {
         Err(ApiError::gateway(GatewayKind::Unavailable))

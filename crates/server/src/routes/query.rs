@@ -32,6 +32,8 @@ pub(crate) struct LimitParams {
     /// Most candidates returned (default 10).
     #[param(minimum = 1, maximum = 10000)]
     limit: Option<u32>,
+    /// Answer for the state at or after this log position (see `MinLsn`).
+    min_lsn: Option<u64>,
 }
 
 /// Verified candidates of a stored item, best first (the item itself excluded).
@@ -47,6 +49,7 @@ pub(crate) async fn item_candidates(
 ) -> ApiResult<Json<DecisionView>> {
     s.enter(&p, &tenant, Scope::Query, 0)?;
     let limit = check_limit(params.limit)?;
+    super::MinLsn { min_lsn: params.min_lsn }.wait(&s, &tenant).await?;
     let started = Instant::now();
     let (t, id) = (tenant.clone(), item_id.clone());
     let d = s.run(move |e| e.candidates(&t, Query::Item(&id), limit)).await?;
@@ -56,16 +59,18 @@ pub(crate) async fn item_candidates(
 
 /// Verified candidates for content that is not stored.
 #[utoipa::path(post, path = "/v1/tenants/{tenant}/candidates", tag = "query", request_body = ContentQuery,
-    params(("tenant" = String, Path, description = "Tenant id")),
+    params(("tenant" = String, Path, description = "Tenant id"), super::MinLsn),
     responses((status = 200, body = DecisionView), StdErrors), security(("bearer" = [])))]
 pub(crate) async fn content_candidates(
     State(s): State<AppState>,
     p: Principal,
     P(tenant): P<String>,
+    Q(min): Q<super::MinLsn>,
     ApiJson(req, len): ApiJson<ContentQuery>,
 ) -> ApiResult<Json<DecisionView>> {
     s.enter(&p, &tenant, Scope::Query, len)?;
     let limit = check_limit(req.limit)?;
+    min.wait(&s, &tenant).await?;
     let started = Instant::now();
     let t = tenant.clone();
     let d = s
@@ -78,15 +83,17 @@ pub(crate) async fn content_candidates(
 
 /// The decision content would get, without writing anything.
 #[utoipa::path(post, path = "/v1/tenants/{tenant}/decide", tag = "query", request_body = ContentQuery,
-    params(("tenant" = String, Path, description = "Tenant id")),
+    params(("tenant" = String, Path, description = "Tenant id"), super::MinLsn),
     responses((status = 200, body = DecisionView), StdErrors), security(("bearer" = [])))]
 pub(crate) async fn decide(
     State(s): State<AppState>,
     p: Principal,
     P(tenant): P<String>,
+    Q(min): Q<super::MinLsn>,
     ApiJson(req, len): ApiJson<ContentQuery>,
 ) -> ApiResult<Json<DecisionView>> {
     s.enter(&p, &tenant, Scope::Query, len)?;
+    min.wait(&s, &tenant).await?;
     let started = Instant::now();
     let t = tenant.clone();
     let d = s.run(move |e| e.decide(&t, &req.content)).await.inspect_err(|e| note_error(&s, &tenant, e))?;

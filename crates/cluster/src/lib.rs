@@ -1,0 +1,401 @@
+//! neardup's cluster mode: the engine's command log as a NATS JetStream
+//! stream, every service node a replica that applies it.
+//!
+//! We do not build consensus: JetStream's RAFT-replicated stream orders and
+//! stores the commands (R = 3 on a three-server cluster), and the engine is
+//! already a deterministic state machine over its commands. A write is
+//! planned by the node that takes the request, proposed to the stream with
+//! the tenant's last position as JetStream's *expected last subject
+//! sequence* (each tenant has its own subject), and acknowledged once a
+//! quorum stored it and the node applied it. Another node's command of the
+//! same tenant in between makes the proposal fail, and the engine plans
+//! again once it has applied that command: two nodes racing on one item
+//! give exactly one winner, and the loser the answer it would get on one
+//! node. Every node consumes the stream in order and applies each command
+//! with the same code as single-node replay (`Engine::apply_replicated`),
+//! so replicas reach the same state at the same position.
+//!
+//! See `docs/cluster.md` for running it and what each failure does.
+
+pub mod testkit;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, stream};
+use futures_util::StreamExt;
+use neardup_index::{Engine, EngineOptions, Error as EngineError, Proposer};
+use tokio::runtime::Handle;
+
+/// The stream holding the command log.
+pub const STREAM: &str = "NEARDUP_LOG";
+/// Subjects of the stream: one per tenant under this prefix.
+pub const SUBJECT_PREFIX: &str = "neardup.log.t.";
+
+/// How a node joins a cluster.
+#[derive(Debug, Clone)]
+pub struct ClusterOptions {
+    /// NATS server URLs (`nats://host:port`), any of the cluster's servers.
+    pub servers: Vec<String>,
+    /// This node's name (connection name, logs, metrics).
+    pub node_id: String,
+    /// Stream replicas (1..=5; JetStream needs that many servers).
+    pub replicas: usize,
+    /// How long a proposal waits for the stream's acknowledgement.
+    pub propose_timeout: Duration,
+}
+
+impl ClusterOptions {
+    /// Options for `servers` (comma-separated or repeated), replicas = the
+    /// number of servers given, at most 3.
+    pub fn new(servers: &str, node_id: &str) -> Result<ClusterOptions, ClusterError> {
+        let servers: Vec<String> =
+            servers.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_string).collect();
+        if servers.is_empty() {
+            return Err(ClusterError("--cluster needs at least one NATS server URL (nats://host:port)".into()));
+        }
+        for s in &servers {
+            s.parse::<async_nats::ServerAddr>().map_err(|e| ClusterError(format!("--cluster: {s:?}: {e}")))?;
+        }
+        if node_id.is_empty()
+            || node_id.len() > 64
+            || !node_id.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+        {
+            return Err(ClusterError(format!("--node-id {node_id:?}: use 1..=64 of [A-Za-z0-9_-]")));
+        }
+        Ok(ClusterOptions {
+            replicas: servers.len().min(3),
+            servers,
+            node_id: node_id.to_string(),
+            propose_timeout: Duration::from_secs(10),
+        })
+    }
+}
+
+/// A cluster error at start-up (connecting, creating the stream).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterError(pub String);
+
+impl std::fmt::Display for ClusterError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ClusterError {}
+
+/// The stream subject of `tenant`. Tenant ids are `[A-Za-z0-9_.-]`; `.`
+/// separates subject tokens, so it is written `~` (which ids never hold).
+pub fn tenant_subject(tenant: &str) -> String {
+    format!("{SUBJECT_PREFIX}{}", tenant.replace('.', "~"))
+}
+
+fn unavailable(detail: impl Into<String>) -> EngineError {
+    EngineError::unavailable(detail)
+}
+
+/// Proposes commands to the stream (see [`Proposer`]).
+struct NatsProposer {
+    js: jetstream::Context,
+    runtime: Handle,
+    timeout: Duration,
+    client: async_nats::Client,
+}
+
+impl NatsProposer {
+    async fn propose_async(&self, tenant: &str, after: u64, payload: &[u8]) -> Result<u64, EngineError> {
+        use jetstream::context::PublishErrorKind as K;
+        let subject = tenant_subject(tenant);
+        let payload = bytes::Bytes::copy_from_slice(payload);
+        let deadline = tokio::time::Instant::now() + self.timeout;
+        loop {
+            let publish =
+                jetstream::context::Publish::build().payload(payload.clone()).expected_last_subject_sequence(after);
+            let ack = async {
+                let fut = self.js.send_publish(subject.clone(), publish).await?;
+                fut.await
+            };
+            let e = match tokio::time::timeout_at(deadline, ack).await {
+                Err(_) => {
+                    return Err(unavailable(format!(
+                        "the NATS stream did not acknowledge within {:?}; the write may still land",
+                        self.timeout
+                    )))
+                }
+                Ok(Ok(ack)) => return Ok(ack.sequence),
+                Ok(Err(e)) => e,
+            };
+            match e.kind() {
+                K::WrongLastSequence => {
+                    let last = self.last_of(&subject).await?;
+                    return Err(EngineError::log_conflict(tenant, last));
+                }
+                // No responders: the stream has no leader right now (an
+                // election after a server died) or the client is between
+                // servers. Nothing was stored, so trying again is safe.
+                K::StreamNotFound | K::BrokenPipe if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                _ => return Err(unavailable(format!("the NATS stream refused or lost the write ({e})"))),
+            }
+        }
+    }
+
+    /// The position of the last command of `subject` (0: none).
+    async fn last_of(&self, subject: &str) -> Result<u64, EngineError> {
+        let stream = self.js.get_stream(STREAM).await.map_err(|e| unavailable(format!("reading the stream: {e}")))?;
+        match stream.get_last_raw_message_by_subject(subject).await {
+            Ok(m) => Ok(m.sequence),
+            Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(0),
+            Err(e) => Err(unavailable(format!("reading the stream: {e}"))),
+        }
+    }
+}
+
+impl Proposer for NatsProposer {
+    fn propose(&self, tenant: &str, after: u64, payload: &[u8]) -> neardup_index::Result<u64> {
+        // The server's limit (1 MiB unless its max_payload says more); 0
+        // until the first connection told it.
+        let max = self.client.server_info().max_payload;
+        if max > 0 && payload.len() > max {
+            return Err(EngineError::too_large("command bytes (the NATS server's max_payload)", max, payload.len()));
+        }
+        // Called from blocking threads (the service runs engine calls with
+        // spawn_blocking), never from inside the runtime.
+        self.runtime.block_on(self.propose_async(tenant, after, payload))
+    }
+}
+
+/// What the applier has done, for readiness and metrics.
+#[derive(Debug, Default)]
+pub struct ApplierState {
+    /// The stream's last position when the node started: the node is
+    /// caught up once it has applied it.
+    pub start_target: AtomicU64,
+    /// The stream's last position as last seen (for lag).
+    pub stream_last: AtomicU64,
+    /// Commands applied since start.
+    pub applied: AtomicU64,
+    /// The last position handed to the applying thread (a reconnect
+    /// resumes after it).
+    pub stream_last_handed: AtomicU64,
+    /// Why the applier stopped (the node then answers 503 on /readyz).
+    pub failed: Mutex<Option<String>>,
+}
+
+/// A running cluster node: its engine and the task applying the stream.
+#[derive(Debug)]
+pub struct Node {
+    /// The replica engine: reads and writes go here as on a single node.
+    pub engine: Arc<Engine>,
+    /// The applier's progress.
+    pub state: Arc<ApplierState>,
+    options: ClusterOptions,
+    reader: tokio::task::AbortHandle,
+}
+
+impl Drop for Node {
+    /// Stops reading the stream; the applying thread ends with it.
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+impl Node {
+    /// Connects to the cluster, creates the stream if it is missing, opens
+    /// the engine in `dir` as a replica and starts applying the stream from
+    /// the node's last checkpoint. Must run inside a multi-threaded tokio
+    /// runtime.
+    pub async fn start(
+        dir: &std::path::Path,
+        opts: EngineOptions,
+        cluster: ClusterOptions,
+    ) -> Result<Node, ClusterError> {
+        let addrs: Vec<async_nats::ServerAddr> = cluster
+            .servers
+            .iter()
+            .map(|s| s.parse().map_err(|e| ClusterError(format!("{s}: {e}"))))
+            .collect::<Result<_, _>>()?;
+        let connect = |role: &str| {
+            async_nats::ConnectOptions::new()
+                .name(format!("neardup-{}-{role}", cluster.node_id))
+                .retry_on_initial_connect()
+                .connect(addrs.clone())
+        };
+        // Two connections: a slow applier never delays proposals' acks.
+        let writes = connect("writes").await.map_err(|e| ClusterError(format!("connecting to NATS: {e}")))?;
+        let reads = connect("reads").await.map_err(|e| ClusterError(format!("connecting to NATS: {e}")))?;
+        let js = jetstream::new(writes.clone());
+        let mut stream = ensure_stream(&js, cluster.replicas).await?;
+        let proposer = Arc::new(NatsProposer {
+            js: js.clone(),
+            runtime: Handle::current(),
+            timeout: cluster.propose_timeout,
+            client: writes,
+        });
+        let engine = {
+            let dir = dir.to_path_buf();
+            tokio::task::spawn_blocking(move || Engine::open_replica(&dir, opts, proposer))
+                .await
+                .map_err(|e| ClusterError(format!("opening the engine: {e}")))?
+                .map_err(|e| ClusterError(format!("opening the engine: {e}")))?
+        };
+        let engine = Arc::new(engine);
+        let info = stream.info().await.map_err(|e| ClusterError(format!("reading the stream: {e}")))?;
+        let from = engine.applied_position() + 1;
+        if info.state.first_sequence > from && info.state.messages > 0 {
+            return Err(ClusterError(format!(
+                "the stream starts at {} but this node's checkpoints end at {}: the commands between are gone; \
+                 start this node with an empty data directory",
+                info.state.first_sequence,
+                from - 1
+            )));
+        }
+        let state = Arc::new(ApplierState::default());
+        state.start_target.store(info.state.last_sequence, Ordering::Relaxed);
+        engine.set_catch_up_target(info.state.last_sequence);
+        state.stream_last.store(info.state.last_sequence, Ordering::Relaxed);
+        let read_js = jetstream::new(reads);
+        let reader = spawn_applier(read_js, Arc::clone(&engine), Arc::clone(&state), from);
+        Ok(Node { engine, state, options: cluster, reader })
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> &str {
+        &self.options.node_id
+    }
+
+    /// Whether the node has applied the stream as it was at start and its
+    /// applier runs.
+    pub fn is_ready(&self) -> bool {
+        self.engine.caught_up() && self.failure().is_none()
+    }
+
+    /// Why the applier stopped, if it did.
+    pub fn failure(&self) -> Option<String> {
+        self.state.failed.lock().map_or_else(|_| Some("applier state poisoned".into()), |f| f.clone())
+    }
+
+    /// Positions between the stream's last command and this node's applied
+    /// position (as last seen).
+    pub fn lag(&self) -> u64 {
+        self.state.stream_last.load(Ordering::Relaxed).saturating_sub(self.engine.applied_position())
+    }
+}
+
+async fn ensure_stream(js: &jetstream::Context, replicas: usize) -> Result<stream::Stream, ClusterError> {
+    let config = stream::Config {
+        name: STREAM.to_string(),
+        subjects: vec![format!("{SUBJECT_PREFIX}>")],
+        storage: stream::StorageType::File,
+        num_replicas: replicas,
+        retention: stream::RetentionPolicy::Limits,
+        discard: stream::DiscardPolicy::New,
+        // Commands are the durable truth: nothing ages out; checkpoints
+        // decide what may be trimmed.
+        max_age: Duration::ZERO,
+        ..Default::default()
+    };
+    let mut last = String::new();
+    // The cluster may still be electing a meta leader right after start.
+    for _ in 0..60 {
+        match js.get_or_create_stream(config.clone()).await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = e.to_string(),
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    Err(ClusterError(format!("creating the JetStream stream {STREAM}: {last}")))
+}
+
+/// Reads the stream from `from` and applies each command, in order, on one
+/// blocking thread; a failed read starts again after the last command
+/// handed over.
+fn spawn_applier(
+    js: jetstream::Context,
+    engine: Arc<Engine>,
+    state: Arc<ApplierState>,
+    from: u64,
+) -> tokio::task::AbortHandle {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, bytes::Bytes)>(1024);
+    let apply_state = Arc::clone(&state);
+    std::thread::Builder::new()
+        .name("neardup-applier".into())
+        .spawn(move || {
+            while let Some((seq, payload)) = rx.blocking_recv() {
+                if let Err(e) = engine.apply_replicated(seq, &payload) {
+                    tracing::error!(seq, error = %e, "a command of the stream could not be applied; this node stops applying");
+                    if let Ok(mut f) = apply_state.failed.lock() {
+                        *f = Some(format!("command {seq} could not be applied: {e}"));
+                    }
+                    return;
+                }
+                apply_state.applied.fetch_add(1, Ordering::Relaxed);
+            }
+        })
+        .ok();
+    tokio::spawn(async move {
+        loop {
+            match read_stream(&js, &tx, &state, from).await {
+                Ok(()) => return, // the applier thread stopped
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the command stream failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+    })
+    .abort_handle()
+}
+
+async fn read_stream(
+    js: &jetstream::Context,
+    tx: &tokio::sync::mpsc::Sender<(u64, bytes::Bytes)>,
+    state: &ApplierState,
+    from: u64,
+) -> Result<(), String> {
+    let stream = js.get_stream(STREAM).await.map_err(|e| e.to_string())?;
+    // After a retry, resume after what was already handed over.
+    let last = state.stream_last_handed.load(Ordering::Relaxed);
+    let start = from.max(last + 1);
+    // A plain pull consumer without acks, with a 1 s heartbeat: when its
+    // server dies the missed heartbeats end the stream within seconds and
+    // the loop above makes a new one where this one stopped. (The client's
+    // ordered consumer waits 15 s heartbeats to notice.)
+    let consumer = stream
+        .create_consumer(consumer::pull::Config {
+            deliver_policy: consumer::DeliverPolicy::ByStartSequence { start_sequence: start },
+            ack_policy: consumer::AckPolicy::None,
+            inactive_threshold: Duration::from_secs(60),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut messages = consumer
+        .stream()
+        .max_messages_per_batch(500)
+        .heartbeat(Duration::from_secs(1))
+        .expires(Duration::from_secs(5))
+        .messages()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut expect = None;
+    while let Some(m) = messages.next().await {
+        let m = m.map_err(|e| e.to_string())?;
+        let info = m.info().map_err(|e| e.to_string())?;
+        let seq = info.stream_sequence;
+        // In order, none missed: the first message may skip positions that
+        // no longer exist; after it, a gap means a lost delivery.
+        if expect.is_some_and(|e| seq != e) {
+            return Err(format!("delivery gap: expected {expect:?}, got {seq}"));
+        }
+        expect = Some(seq + 1);
+        state.stream_last.fetch_max(seq + info.pending, Ordering::Relaxed);
+        state.stream_last_handed.store(seq, Ordering::Relaxed);
+        if tx.send((seq, m.payload.clone())).await.is_err() {
+            return Ok(());
+        }
+    }
+    Err("the consumer ended".into())
+}

@@ -1,0 +1,144 @@
+//! A three-server NATS JetStream cluster on loopback, for tests and
+//! benchmarks: `nats-server` (Debian's package) started as child processes
+//! on ports chosen free at run time, each with its own store directory,
+//! killed when dropped.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// One server of the cluster.
+#[derive(Debug)]
+struct Server {
+    name: String,
+    client_port: u16,
+    child: Option<Child>,
+    args: Vec<String>,
+}
+
+/// A NATS cluster of child processes.
+#[derive(Debug)]
+pub struct NatsCluster {
+    servers: Vec<Server>,
+    _dir: tempfile::TempDir,
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// The `nats-server` binary: `NEARDUP_NATS_SERVER`, or on `PATH`.
+pub fn nats_server_binary() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("NEARDUP_NATS_SERVER") {
+        return Some(PathBuf::from(p));
+    }
+    std::env::var_os("PATH")?.to_str()?.split(':').map(|d| Path::new(d).join("nats-server")).find(|p| p.is_file())
+}
+
+impl NatsCluster {
+    /// Starts `n` JetStream servers clustered on loopback and waits until
+    /// each accepts client connections.
+    pub fn start(n: usize) -> std::io::Result<NatsCluster> {
+        let bin = nats_server_binary().ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "nats-server not found: install Debian's nats-server (apt-get install nats-server) or set NEARDUP_NATS_SERVER",
+            )
+        })?;
+        let dir = tempfile::tempdir()?;
+        let ports: Vec<(u16, u16)> =
+            (0..n).map(|_| Ok((free_port()?, free_port()?))).collect::<std::io::Result<_>>()?;
+        let routes: Vec<String> = ports.iter().map(|(_, c)| format!("nats://127.0.0.1:{c}")).collect();
+        let mut servers = Vec::new();
+        for (i, (client, cluster)) in ports.iter().enumerate() {
+            let name = format!("n{}", i + 1);
+            let store = dir.path().join(&name);
+            std::fs::create_dir_all(&store)?;
+            let mut args = vec![
+                "-a".into(),
+                "127.0.0.1".into(),
+                "-p".into(),
+                client.to_string(),
+                "-js".into(),
+                "-sd".into(),
+                store.display().to_string(),
+                "--server_name".into(),
+                name.clone(),
+            ];
+            if n > 1 {
+                args.extend([
+                    "--cluster_name".into(),
+                    "neardup-test".into(),
+                    "--cluster".into(),
+                    format!("nats://127.0.0.1:{cluster}"),
+                    "--routes".into(),
+                    routes.join(","),
+                ]);
+            }
+            let mut s = Server { name, client_port: *client, child: None, args };
+            s.spawn(&bin)?;
+            servers.push(s);
+        }
+        let c = NatsCluster { servers, _dir: dir };
+        for s in &c.servers {
+            wait_port(s.client_port, Duration::from_secs(20))?;
+        }
+        Ok(c)
+    }
+
+    /// Client URLs, comma-separated (as `--cluster` takes them).
+    pub fn urls(&self) -> String {
+        self.servers.iter().map(|s| format!("nats://127.0.0.1:{}", s.client_port)).collect::<Vec<_>>().join(",")
+    }
+
+    /// SIGKILLs server `i` (0-based).
+    pub fn kill(&mut self, i: usize) {
+        if let Some(mut c) = self.servers[i].child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Restarts server `i` with its store and waits for its client port.
+    pub fn restart(&mut self, i: usize) -> std::io::Result<()> {
+        let bin = nats_server_binary().ok_or_else(|| std::io::Error::other("nats-server not found"))?;
+        self.kill(i);
+        self.servers[i].spawn(&bin)?;
+        wait_port(self.servers[i].client_port, Duration::from_secs(20))
+    }
+
+    /// Server names, in order.
+    pub fn names(&self) -> Vec<String> {
+        self.servers.iter().map(|s| s.name.clone()).collect()
+    }
+}
+
+impl Server {
+    fn spawn(&mut self, bin: &Path) -> std::io::Result<()> {
+        let child = Command::new(bin).args(&self.args).stdout(Stdio::null()).stderr(Stdio::null()).spawn()?;
+        self.child = Some(child);
+        Ok(())
+    }
+}
+
+fn wait_port(port: u16, within: Duration) -> std::io::Result<()> {
+    let deadline = Instant::now() + within;
+    loop {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("nats-server on port {port}")));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+impl Drop for NatsCluster {
+    fn drop(&mut self) {
+        for i in 0..self.servers.len() {
+            self.kill(i);
+        }
+    }
+}

@@ -1,0 +1,331 @@
+//! Cluster mode: the engine as one replica of a command log kept elsewhere
+//! (a NATS JetStream stream, in `neardup-cluster`).
+//!
+//! The commands are the single-node log's commands and they are applied by
+//! the same `Tenant::apply`; only where the log lives changes. A write is
+//! planned against the tenant's state as of the tenant's last log entry
+//! (`Tenant::applied_lsn`), then *proposed* carrying that position
+//! (`after`). Every replica applies an entry only if `after` is still the
+//! tenant's last entry when it arrives, and refuses it otherwise — the same
+//! verdict everywhere, since all read one log in one order. So a command is
+//! applied exactly to the state it was planned against, and replicas reach
+//! the same state at the same position. The log is also asked to refuse a
+//! stale proposal up front (JetStream's expected last subject sequence),
+//! which saves a round trip, but correctness does not rest on it: under
+//! concurrent proposals a clustered JetStream 2.9 stream can accept two
+//! with the same expected sequence (we saw it in the race test).
+//!
+//! Only the applier applies ([`Engine::apply_replicated`], every entry in
+//! log order). A writer proposes under the tenant's lock, releases it,
+//! waits until the applier reached its entry, and plans again if its entry
+//! was refused ([`ErrorKind::LogConflict`]). Tenants are independent.
+//!
+//! There is no local command log in this mode: the replicated log is the
+//! durable truth, and a node's data directory holds checkpoints (and the
+//! fjall store) plus `replica.json`, the log position every checkpoint
+//! covers, from which a restarted node resumes reading.
+
+use std::path::Path;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use super::{poisoned, Engine};
+use crate::command::Command;
+use crate::error::{Error, ErrorKind, Result};
+use crate::tenant::{ApplyMode, Tenant};
+use crate::tenant_config::TenantConfig;
+
+/// How long a write waits for this node to apply a competing command
+/// before it gives up with `log_conflict`.
+pub(super) const CONFLICT_WAIT: Duration = Duration::from_secs(10);
+
+/// The replicated log, as the engine sees it.
+pub trait Proposer: Send + Sync {
+    /// Appends `payload` as the next command of `tenant` if the tenant's
+    /// last command in the log is at `after` (0: the tenant has none), and
+    /// returns its position once a quorum stored it. Errors:
+    /// [`ErrorKind::LogConflict`] when another command of the tenant is
+    /// there already (nothing was appended); [`ErrorKind::Unavailable`]
+    /// when the log did not answer (the command may or may not be there).
+    fn propose(&self, tenant: &str, after: u64, payload: &[u8]) -> Result<u64>;
+}
+
+/// The replica side of an engine: the proposer and the log position applied.
+pub(crate) struct Replica {
+    proposer: Arc<dyn Proposer>,
+    /// Every command of the log up to here has been applied.
+    position: Mutex<u64>,
+    advanced: Condvar,
+    /// The log's last position when the node started: ready once applied.
+    target: std::sync::atomic::AtomicU64,
+}
+
+impl Replica {
+    pub(crate) fn new(proposer: Arc<dyn Proposer>, position: u64) -> Replica {
+        Replica { proposer, position: Mutex::new(position), advanced: Condvar::new(), target: Default::default() }
+    }
+
+    /// Proposes `command` as the tenant's entry after `after`.
+    pub(crate) fn propose(&self, tenant: &str, after: u64, command: &[u8]) -> Result<u64> {
+        let mut entry = Vec::with_capacity(8 + command.len());
+        entry.extend_from_slice(&after.to_le_bytes());
+        entry.extend_from_slice(command);
+        self.proposer.propose(tenant, after, &entry)
+    }
+
+    fn position(&self) -> u64 {
+        self.position.lock().map(|p| *p).unwrap_or(0)
+    }
+
+    fn advance(&self, to: u64) {
+        if let Ok(mut p) = self.position.lock() {
+            *p = (*p).max(to);
+        }
+        self.advanced.notify_all();
+    }
+
+    /// Waits up to `timeout` for a wake-up.
+    fn wait(&self, timeout: Duration) {
+        if let Ok(g) = self.position.lock() {
+            let _ = self.advanced.wait_timeout(g, timeout);
+        }
+    }
+}
+
+/// Log entries this many back are remembered as refused per tenant.
+const REFUSED_KEPT: usize = 4096;
+
+/// An entry of the replicated log: the tenant's previous entry the command
+/// was planned after (8 bytes, little-endian), then the command.
+fn split_entry(entry: &[u8]) -> Result<(u64, &[u8])> {
+    match entry.split_first_chunk::<8>() {
+        Some((after, command)) => Ok((u64::from_le_bytes(*after), command)),
+        None => Err(Error::corrupt("replicated log entry", "shorter than its 8-byte header")),
+    }
+}
+
+/// `DIR/replica.json`: the log position the node's checkpoints cover.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ReplicaFile {
+    format: u32,
+    position: u64,
+}
+
+pub(super) fn replica_file(dir: &Path) -> std::path::PathBuf {
+    dir.join("replica.json")
+}
+
+/// The position recorded by the last checkpoint (0 when none).
+pub(super) fn read_position(dir: &Path) -> Result<u64> {
+    let path = replica_file(dir);
+    match std::fs::read(&path) {
+        Ok(b) => {
+            let f: ReplicaFile =
+                serde_json::from_slice(&b).map_err(|e| Error::corrupt("replica.json", e.to_string()))?;
+            if f.format != 1 {
+                return Err(Error::new(ErrorKind::UnsupportedFormat { what: "replica.json", version: f.format }));
+            }
+            Ok(f.position)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(Error::io(format!("reading {}", path.display()), e)),
+    }
+}
+
+pub(super) fn write_position(dir: &Path, position: u64) -> Result<()> {
+    let bytes = serde_json::to_vec(&ReplicaFile { format: 1, position })
+        .map_err(|e| Error::state(format!("encoding replica.json: {e}")))?;
+    neardup_fs::write_atomic(&replica_file(dir), &bytes).map_err(|e| Error::io("writing replica.json", e))
+}
+
+impl Engine {
+    /// Whether this engine is a replica of a replicated log.
+    pub fn is_replica(&self) -> bool {
+        self.replica.is_some()
+    }
+
+    /// Cluster mode: the node counts as caught up (ready) once it has
+    /// applied the log up to `position` (the log's end when it started).
+    pub fn set_catch_up_target(&self, position: u64) {
+        if let Some(r) = &self.replica {
+            r.target.store(position, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+
+    /// Whether the node has caught up with the log as it was at start
+    /// (always true on a single node).
+    pub fn caught_up(&self) -> bool {
+        match &self.replica {
+            Some(r) => r.position() >= r.target.load(std::sync::atomic::Ordering::Relaxed),
+            None => true,
+        }
+    }
+
+    /// The log position applied: every command up to it is applied (single
+    /// node: the last command logged).
+    pub fn applied_position(&self) -> u64 {
+        match &self.replica {
+            Some(r) => r.position(),
+            None => self.wal.next_lsn().map_or(0, |n| n.saturating_sub(1)),
+        }
+    }
+
+    /// The log position of `tenant`'s last command applied here (a read
+    /// with `min_lsn` at or below it sees that command).
+    pub fn tenant_lsn(&self, tenant: &str) -> Result<u64> {
+        Ok(self.tenant(tenant)?.read().map_err(|_| poisoned())?.applied_lsn)
+    }
+
+    /// Applies the command at log position `seq` from the replicated log:
+    /// creates its tenant, or applies it to its tenant unless the tenant is
+    /// already past it (the proposing node applied its own command). Call
+    /// with every command of the log, in order. A command that cannot be
+    /// applied stops the node's writes (as in single-node mode) and is
+    /// returned as an error: the node's state no longer follows the log.
+    pub fn apply_replicated(&self, seq: u64, payload: &[u8]) -> Result<()> {
+        let Some(r) = &self.replica else {
+            return Err(Error::state("apply_replicated on a single-node engine"));
+        };
+        if seq <= r.position() {
+            return Ok(());
+        }
+        if let Err(e) = self.apply_replicated_inner(seq, payload) {
+            self.wal.refuse_writes(format!("command {seq} of the replicated log could not be applied ({e})"));
+            return Err(e);
+        }
+        r.advance(seq);
+        Ok(())
+    }
+
+    fn apply_replicated_inner(&self, seq: u64, payload: &[u8]) -> Result<()> {
+        let (after, command) = split_entry(payload)?;
+        let cmd = Command::decode(command)?;
+        let name = cmd.tenant().to_string();
+        if let Command::CreateTenant { config_json, .. } = &cmd {
+            let mut map = self.tenants.write().map_err(|_| poisoned())?;
+            if let Some(t) = map.get(&name) {
+                // Another creation came first: this one is refused.
+                let mut t = t.write().map_err(|_| poisoned())?;
+                if seq > t.applied_lsn {
+                    refuse(&mut t, seq);
+                }
+                return Ok(());
+            }
+            let mut t = Tenant::new(&name, TenantConfig::from_json(config_json)?)?;
+            t.applied_lsn = seq;
+            match self.store.applied_lsn(&name)? {
+                // The store kept this tenant's later commands (applied before
+                // a restart that no checkpoint covered): read its index from
+                // the store and replay only the small state up to there.
+                Some(s) if s >= seq => {
+                    t.store_ahead = s;
+                    t.load_index(&*self.store)?;
+                }
+                Some(_) => self.store.clear_tenant(&name)?,
+                None => {}
+            }
+            map.insert(name, Arc::new(std::sync::RwLock::new(t)));
+            return Ok(());
+        }
+        let Ok(t) = self.tenant(&name) else {
+            // A command of a tenant this node never saw created: its creation
+            // is before the checkpoint that dropped it, so it is not ours.
+            return Ok(());
+        };
+        let mut t = t.write().map_err(|_| poisoned())?;
+        if seq <= t.applied_lsn {
+            return Ok(());
+        }
+        if after != t.applied_lsn {
+            // Planned against a state another entry has changed since.
+            refuse(&mut t, seq);
+            return Ok(());
+        }
+        let full = seq > t.store_ahead;
+        t.apply(&*self.store, cmd, seq, ApplyMode { store: full, index: full })
+    }
+
+    /// Waits until this node has applied log position `lsn` for `tenant`
+    /// (the tenant's own commands up to it, or the whole log up to it), up
+    /// to `timeout`; `unavailable` if it has not by then.
+    pub fn wait_applied(&self, tenant: &str, lsn: u64, timeout: Duration) -> Result<()> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if self.applied_position() >= lsn {
+                return Ok(());
+            }
+            if let Ok(t) = self.tenant(tenant) {
+                if t.read().map_err(|_| poisoned())?.applied_lsn >= lsn {
+                    return Ok(());
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(Error::new(ErrorKind::Unavailable {
+                    detail: format!(
+                        "this node has applied the log up to {} and not yet {lsn}; retry, or ask another node",
+                        self.applied_position()
+                    ),
+                }));
+            }
+            let step = (deadline - now).min(Duration::from_millis(50));
+            match &self.replica {
+                Some(r) => r.wait(step),
+                None => std::thread::sleep(step),
+            }
+        }
+    }
+
+    /// Runs a write, planning it again after a lost race with another node
+    /// (cluster mode: waits until the applier reached the write's entry and
+    /// plans again if it was refused); single-node writes never conflict.
+    /// `write` returns its value and the log position it depends on.
+    pub(super) fn replicated<T>(&self, tenant: &str, mut write: impl FnMut() -> Result<(T, u64)>) -> Result<(T, u64)> {
+        let deadline = Instant::now() + CONFLICT_WAIT;
+        loop {
+            let result = write().and_then(|(v, lsn)| {
+                if self.replica.is_some() {
+                    self.await_entry(tenant, lsn, deadline)?;
+                }
+                Ok((v, lsn))
+            });
+            match result {
+                Err(e) => self.wait_out_conflict(tenant, e, deadline)?,
+                ok => return ok,
+            }
+        }
+    }
+
+    /// Waits until the applier reached `lsn` for `tenant`; `LogConflict`
+    /// if the entry there was refused.
+    fn await_entry(&self, tenant: &str, lsn: u64, deadline: Instant) -> Result<()> {
+        let wait = deadline.saturating_duration_since(Instant::now()).max(Duration::from_secs(1));
+        self.wait_applied(tenant, lsn, wait)?;
+        let t = self.tenant(tenant)?;
+        if t.read().map_err(|_| poisoned())?.refused.contains(&lsn) {
+            return Err(Error::log_conflict(tenant, lsn));
+        }
+        Ok(())
+    }
+
+    /// After a failed write: `Ok` once this node has applied the command
+    /// that won a race (plan again), `Err` with the error otherwise.
+    pub(super) fn wait_out_conflict(&self, tenant: &str, e: Error, deadline: Instant) -> Result<()> {
+        match e.kind() {
+            ErrorKind::LogConflict { last, .. } if Instant::now() < deadline => {
+                let wait = deadline.saturating_duration_since(Instant::now());
+                self.wait_applied(tenant, *last, wait).map_err(|_| e)
+            }
+            _ => Err(e),
+        }
+    }
+}
+
+/// Marks the entry at `seq` refused: the tenant moves past it unchanged.
+fn refuse(t: &mut Tenant, seq: u64) {
+    t.applied_lsn = seq;
+    if t.refused.len() == REFUSED_KEPT {
+        t.refused.pop_front();
+    }
+    t.refused.push_back(seq);
+}
