@@ -1,0 +1,110 @@
+//! Cluster mode's protocol without NATS: two replica engines share an
+//! in-memory log that, like a JetStream 2.9 cluster under a race, takes
+//! every proposal without checking its position. Entries planned against a
+//! stale state must then be refused by every replica alike, so racing
+//! writers still get one winner and the replicas stay byte-identical.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use neardup_core::Config;
+use neardup_index::{Engine, EngineOptions, Item, Proposer, Result, TenantConfig};
+
+/// A log that accepts everything, in arrival order.
+#[derive(Default)]
+struct SharedLog {
+    entries: Mutex<Vec<Vec<u8>>>,
+}
+
+impl Proposer for SharedLog {
+    fn propose(&self, _tenant: &str, _after: u64, payload: &[u8]) -> Result<u64> {
+        let mut e = self.entries.lock().unwrap();
+        e.push(payload.to_vec());
+        Ok(e.len() as u64)
+    }
+}
+
+/// Feeds the log to `engine` in order until `stop`, while `open`.
+fn applier(
+    log: Arc<SharedLog>,
+    engine: Arc<Engine>,
+    open: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<()> {
+    std::thread::spawn(move || {
+        let mut next = 1u64;
+        while !stop.load(Ordering::Relaxed) {
+            let entry = match open.load(Ordering::Relaxed) {
+                true => log.entries.lock().unwrap().get(next as usize - 1).cloned(),
+                false => None,
+            };
+            match entry {
+                Some(p) => {
+                    engine.apply_replicated(next, &p).unwrap();
+                    next += 1;
+                }
+                None => std::thread::sleep(Duration::from_micros(200)),
+            }
+        }
+    })
+}
+
+#[test]
+fn stale_entries_are_refused_alike_on_every_replica() {
+    let log = Arc::new(SharedLog::default());
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = Arc::new(Engine::open_replica(da.path(), EngineOptions::default(), log.clone()).unwrap());
+    let b = Arc::new(Engine::open_replica(db.path(), EngineOptions::default(), log.clone()).unwrap());
+    let stop = Arc::new(AtomicBool::new(false));
+    let open = Arc::new(AtomicBool::new(true));
+    let appliers = [
+        applier(log.clone(), a.clone(), open.clone(), stop.clone()),
+        applier(log.clone(), b.clone(), open.clone(), stop.clone()),
+    ];
+    let len = || log.entries.lock().unwrap().len();
+
+    a.create_tenant("t", TenantConfig::new(Config::seed_example())).unwrap();
+    b.wait_applied("t", 1, Duration::from_secs(10)).unwrap();
+    assert_eq!(b.create_tenant("t", TenantConfig::new(Config::seed_example())).unwrap_err().code(), "tenant_exists");
+
+    let mut wins = 0;
+    for round in 0..20 {
+        let id = format!("race{round}");
+        // Hold the appliers until both writers proposed against the same
+        // state: the log takes both; the second must be refused.
+        open.store(false, Ordering::Relaxed);
+        let before = len();
+        let (ra, rb) = std::thread::scope(|s| {
+            let ha = s.spawn(|| a.upsert("t", Item::text(id.clone(), format!("red fox {round} runs fast"))));
+            let hb = s.spawn(|| b.upsert("t", Item::text(id.clone(), format!("blue owl {round} sleeps late"))));
+            while len() < before + 2 {
+                std::thread::sleep(Duration::from_micros(200));
+            }
+            open.store(true, Ordering::Relaxed);
+            (ha.join().unwrap(), hb.join().unwrap())
+        });
+        let ok = [&ra, &rb].iter().filter(|r| r.is_ok()).count();
+        assert_eq!(ok, 1, "round {round}: {ra:?} / {rb:?}");
+        for r in [ra, rb] {
+            if let Err(e) = r {
+                assert_eq!(e.code(), "item_exists", "{e}");
+            }
+        }
+        wins += ok;
+    }
+    assert_eq!(wins, 20);
+    // Both replicas applied the same log: the same state, byte for byte.
+    let end = log.entries.lock().unwrap().len() as u64;
+    for e in [&a, &b] {
+        e.wait_applied("t", end, Duration::from_secs(10)).unwrap();
+    }
+    assert_eq!(a.snapshot("t").unwrap(), b.snapshot("t").unwrap());
+    assert_eq!(a.live_ids("t").unwrap().len(), 20);
+    // One create and two proposals a round: every round's loser was refused.
+    assert_eq!(end, 41, "{end} entries");
+    stop.store(true, Ordering::Relaxed);
+    for h in appliers {
+        h.join().unwrap();
+    }
+}
