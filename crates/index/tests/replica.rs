@@ -108,3 +108,16 @@ fn stale_entries_are_refused_alike_on_every_replica() {
         h.join().unwrap();
     }
 }
+
+#[test]
+fn a_single_node_refuses_a_position_past_its_log_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path(), EngineOptions::default()).unwrap();
+    e.create_tenant("t", TenantConfig::new(Config::seed_example())).unwrap();
+    let lsn = e.upsert("t", Item::text("a", "red fox runs very fast")).unwrap().lsn;
+    e.wait_applied("t", lsn, Duration::ZERO).unwrap();
+    let started = std::time::Instant::now();
+    let err = e.wait_applied("t", lsn + 1, Duration::from_secs(30)).unwrap_err();
+    assert_eq!(err.code(), "invalid_input", "{err}");
+    assert!(started.elapsed() < Duration::from_secs(1), "answered without waiting");
+}

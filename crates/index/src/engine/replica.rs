@@ -249,6 +249,14 @@ impl Engine {
     /// (the tenant's own commands up to it, or the whole log up to it), up
     /// to `timeout`; `unavailable` if it has not by then.
     pub fn wait_applied(&self, tenant: &str, lsn: u64, timeout: Duration) -> Result<()> {
+        if self.replica.is_none() && lsn > self.applied_position() {
+            // A single node applies every write before answering it: a
+            // position past its log's end was never any write's answer.
+            return Err(Error::input(
+                "min_lsn",
+                format!("position {lsn} is past this node's log (at {})", self.applied_position()),
+            ));
+        }
         let deadline = Instant::now() + timeout;
         loop {
             if self.applied_position() >= lsn {
