@@ -170,13 +170,8 @@ impl Proposer for NatsProposer {
 /// What the applier has done, for readiness and metrics.
 #[derive(Debug, Default)]
 pub struct ApplierState {
-    /// The stream's last position when the node started: the node is
-    /// caught up once it has applied it.
-    pub start_target: AtomicU64,
     /// The stream's last position as last seen (for lag).
     pub stream_last: AtomicU64,
-    /// Commands applied since start.
-    pub applied: AtomicU64,
     /// The last position handed to the applying thread (a reconnect
     /// resumes after it).
     pub stream_last_handed: AtomicU64,
@@ -253,7 +248,6 @@ impl Node {
             )));
         }
         let state = Arc::new(ApplierState::default());
-        state.start_target.store(info.state.last_sequence, Ordering::Relaxed);
         engine.set_catch_up_target(info.state.last_sequence);
         state.stream_last.store(info.state.last_sequence, Ordering::Relaxed);
         let read_js = jetstream::new(reads);
@@ -331,7 +325,6 @@ fn spawn_applier(
                     }
                     return;
                 }
-                apply_state.applied.fetch_add(1, Ordering::Relaxed);
             }
         })
         .ok();

@@ -200,7 +200,7 @@ impl Engine {
         let lsn = match &self.replica {
             None => self.wal.append(&[payload])?[0],
             Some(r) => {
-                if let Some(why) = self.wal.refusal() {
+                if let Some(why) = self.write_refusal() {
                     return Err(Error::state(format!("this node refuses writes until a restart: {why}")));
                 }
                 // Stored by a quorum when this returns; applied (or refused,

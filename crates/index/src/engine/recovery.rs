@@ -68,14 +68,13 @@ impl Engine {
             for (lsn, path) in &files {
                 let (lsn, path) = (*lsn, path.clone());
                 match load_snapshot(&*store, &name, lsn, &path, key.as_ref()) {
-                    Ok((h, tenant, store_lsn, image)) => {
+                    Ok((h, mut tenant, store_lsn, image)) => {
                         if image {
                             imaged.insert(name.clone());
                         }
                         max_lsn = max_lsn.max(h.covered_lsn);
                         report.snapshots_loaded.push((name.clone(), h.covered_lsn));
                         bases.insert(name.clone(), (h.covered_lsn, store_lsn));
-                        let mut tenant = tenant;
                         tenant.applied_lsn = h.covered_lsn;
                         tenants.insert(name.clone(), tenant);
                         break;
@@ -113,7 +112,8 @@ impl Engine {
             let name = cmd.tenant().to_string();
             if let Command::CreateTenant { config_json, .. } = &cmd {
                 if !tenants.contains_key(&name) {
-                    let t = Tenant::new(&name, TenantConfig::from_json(config_json)?)?;
+                    let mut t = Tenant::new(&name, TenantConfig::from_json(config_json)?)?;
+                    t.applied_lsn = lsn;
                     let mut store_lsn = store_ref.applied_lsn(&name)?;
                     if store_lsn.is_some_and(|s| s < lsn) {
                         // Left over from an earlier life of the id: not ours.
@@ -122,9 +122,6 @@ impl Engine {
                     }
                     tenants.insert(name.clone(), t);
                     bases.insert(name, (lsn, store_lsn));
-                    if let Some(t) = tenants.get_mut(cmd.tenant()) {
-                        t.applied_lsn = lsn;
-                    }
                     report.records_replayed += 1;
                 }
                 return Ok(());

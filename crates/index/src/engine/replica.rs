@@ -37,7 +37,7 @@ use crate::tenant_config::TenantConfig;
 
 /// How long a write waits for this node to apply a competing command
 /// before it gives up with `log_conflict`.
-pub(super) const CONFLICT_WAIT: Duration = Duration::from_secs(10);
+const CONFLICT_WAIT: Duration = Duration::from_secs(10);
 
 /// The replicated log, as the engine sees it.
 pub trait Proposer: Send + Sync {
@@ -111,7 +111,7 @@ struct ReplicaFile {
     position: u64,
 }
 
-pub(super) fn replica_file(dir: &Path) -> std::path::PathBuf {
+fn replica_file(dir: &Path) -> std::path::PathBuf {
     dir.join("replica.json")
 }
 
@@ -139,11 +139,6 @@ pub(super) fn write_position(dir: &Path, position: u64) -> Result<()> {
 }
 
 impl Engine {
-    /// Whether this engine is a replica of a replicated log.
-    pub fn is_replica(&self) -> bool {
-        self.replica.is_some()
-    }
-
     /// Cluster mode: the node counts as caught up (ready) once it has
     /// applied the log up to `position` (the log's end when it started).
     pub fn set_catch_up_target(&self, position: u64) {
@@ -176,10 +171,11 @@ impl Engine {
         Ok(self.tenant(tenant)?.read().map_err(|_| poisoned())?.applied_lsn)
     }
 
-    /// Applies the command at log position `seq` from the replicated log:
-    /// creates its tenant, or applies it to its tenant unless the tenant is
-    /// already past it (the proposing node applied its own command). Call
-    /// with every command of the log, in order. A command that cannot be
+    /// Applies the entry at log position `seq` of the replicated log:
+    /// creates its tenant, applies its command to its tenant, or refuses it
+    /// when it was planned after an entry that is no longer the tenant's
+    /// last. Call with every entry of the log, in order (entries already
+    /// applied, before a reconnect, are skipped). A command that cannot be
     /// applied stops the node's writes (as in single-node mode) and is
     /// returned as an error: the node's state no longer follows the log.
     pub fn apply_replicated(&self, seq: u64, payload: &[u8]) -> Result<()> {
@@ -269,12 +265,10 @@ impl Engine {
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(Error::new(ErrorKind::Unavailable {
-                    detail: format!(
-                        "this node has applied the log up to {} and not yet {lsn}; retry, or ask another node",
-                        self.applied_position()
-                    ),
-                }));
+                return Err(Error::unavailable(format!(
+                    "this node has applied the log up to {} and not yet {lsn}; retry, or ask another node",
+                    self.applied_position()
+                )));
             }
             let step = (deadline - now).min(Duration::from_millis(50));
             match &self.replica {

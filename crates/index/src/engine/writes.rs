@@ -78,10 +78,8 @@ impl Engine {
                 .into_iter()
                 .zip(pre)
                 .map(|(item, pre)| {
-                    let once = Some((item, pre));
                     self.replicated(tenant, || {
-                        let (item, pre) = self.take_or_copy(&mut once.clone())?;
-                        self.upsert_locked(&mut *t.write().map_err(|_| poisoned())?, item, pre)
+                        self.upsert_locked(&mut *t.write().map_err(|_| poisoned())?, item.clone(), pre.clone())
                     })
                     .map(|(o, _)| o)
                 })
