@@ -11,6 +11,11 @@
 //! rename survives a power loss. Every step's failure is reported, the
 //! folder's fsync included: a write that could not be made durable is an
 //! error, never a silent success.
+//!
+//! [`usage`] reads what the file system says about usage (bytes under a
+//! folder, the process's memory and CPU time), for metrics and benchmarks.
+
+pub mod usage;
 
 use std::fs::{self, File};
 use std::io::{self, Write};

@@ -56,11 +56,7 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
 
 /// The process's resident set size from /proc (0 where unavailable).
 fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmRSS:")).map(str::to_owned))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()))
-        .map_or(0, |kb| kb * 1024)
+    neardup_fs::usage::process_resident_bytes().unwrap_or(0)
 }
 
 fn main() {

@@ -37,24 +37,12 @@ fn text(i: u64) -> String {
 }
 
 fn status(field: &str) -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with(field)).map(str::to_owned))
-        .and_then(|l| l.split_whitespace().nth(1).and_then(|kb| kb.parse::<u64>().ok()))
-        .map_or(0, |kb| kb * 1024)
+    neardup_fs::usage::process_status_bytes(field).unwrap_or(0)
 }
 
-/// CPU seconds of this process so far (utime + stime, USER_HZ = 100).
+/// CPU seconds of this process so far.
 fn cpu_seconds() -> f64 {
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| {
-            // Fields after the command name: state, ppid, ..., utime (12th), stime (13th).
-            let f: Vec<&str> = s[s.rfind(')')? + 1..].split_whitespace().collect();
-            let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-            Some(ticks as f64 / 100.0)
-        })
-        .unwrap_or(0.0)
+    neardup_fs::usage::process_cpu_seconds().unwrap_or(0.0)
 }
 
 fn reset_peak() {
@@ -63,12 +51,7 @@ fn reset_peak() {
 }
 
 fn du(dir: &Path) -> u64 {
-    let mut total = 0;
-    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
-        let p = e.path();
-        total += if p.is_dir() { du(&p) } else { e.metadata().map(|m| m.len()).unwrap_or(0) };
-    }
-    total
+    neardup_fs::usage::tree_bytes(dir)
 }
 
 fn pct(v: &mut [f64], p: f64) -> f64 {

@@ -103,20 +103,10 @@ struct ProcessUsage {
 
 impl ProcessUsage {
     fn read() -> ProcessUsage {
-        let resident_bytes = std::fs::read_to_string("/proc/self/status").ok().and_then(|s| {
-            let line = s.lines().find(|l| l.starts_with("VmRSS:"))?;
-            Some(line.split_whitespace().nth(1)?.parse::<u64>().ok()? * 1024)
-        });
-        // Fields 14 and 15 (utime, stime) in USER_HZ ticks, which Linux
-        // fixes at 100 a second for user space; the command name (field 2)
-        // may hold spaces, so count from its closing parenthesis.
-        let cpu_seconds = std::fs::read_to_string("/proc/self/stat").ok().and_then(|s| {
-            let rest = &s[s.rfind(')')? + 1..];
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
-            Some(ticks as f64 / 100.0)
-        });
-        ProcessUsage { resident_bytes, cpu_seconds }
+        ProcessUsage {
+            resident_bytes: neardup_fs::usage::process_resident_bytes(),
+            cpu_seconds: neardup_fs::usage::process_cpu_seconds(),
+        }
     }
 }
 

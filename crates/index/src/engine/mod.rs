@@ -274,18 +274,6 @@ impl Engine {
     /// Bytes of every file under the data directory (store, log,
     /// checkpoints), walked now; files that vanish meanwhile count 0.
     pub fn disk_bytes(&self) -> u64 {
-        fn walk(dir: &std::path::Path, depth: u32) -> u64 {
-            let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-            let mut total = 0;
-            for e in entries.flatten() {
-                match e.file_type() {
-                    Ok(t) if t.is_dir() && depth < 16 => total += walk(&e.path(), depth + 1),
-                    Ok(t) if t.is_file() => total += e.metadata().map(|m| m.len()).unwrap_or(0),
-                    _ => {}
-                }
-            }
-            total
-        }
-        walk(&self.dir, 0)
+        neardup_fs::usage::tree_bytes(&self.dir)
     }
 }
