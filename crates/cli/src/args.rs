@@ -80,25 +80,40 @@ impl PipelineArgs {
 /// Where records come from.
 #[derive(Debug, Clone, Args)]
 pub struct InputArgs {
-    /// JSONL inputs, one object per line, plain or compressed with zstd or
-    /// gzip (recognised by content), read in the order given as one
-    /// dataset; a folder stands for its files (recursively, sorted by
-    /// path); `-` reads standard input.
+    /// Inputs, read in the order given as one dataset: JSONL files (one
+    /// object per line, plain or compressed with zstd or gzip) and Parquet
+    /// files, each recognised by its content; a folder stands for its files
+    /// (recursively, sorted by path, hidden names skipped); a quoted glob
+    /// pattern (`'shards/*.parquet'`) for the files it matches, sorted;
+    /// `-` reads standard input (JSONL).
     #[arg(default_value = "-", num_args = 1..)]
     pub inputs: Vec<String>,
-    /// Field holding the text; a dotted path reaches into nested objects
-    /// (`meta.body`).
+    /// Field (or Parquet column) holding the text; a dotted path reaches
+    /// into nested objects and struct columns (`meta.body`).
     #[arg(long, default_value = "text", help_heading = "Input")]
     pub text_field: String,
-    /// Field holding the item id (string or integer; a dotted path reaches
-    /// into nested objects); records without it are named by their line
+    /// Field (or Parquet column, of any type) holding the item id (string
+    /// or integer; a dotted path reaches into nested objects); records without it are named by their line
     /// number (`FILE:LINE` when a run reads several inputs).
     #[arg(long, default_value = "id", help_heading = "Input")]
     pub id_field: String,
-    /// Longest accepted line; longer lines are skipped and reported.
+    /// Longest accepted line (or Parquet text); longer ones are skipped
+    /// and reported.
     #[arg(long, default_value_t = 256 << 20, help_heading = "Input")]
     pub max_line_bytes: usize,
     /// Worker threads (default: all cores).
     #[arg(long, help_heading = "Input")]
     pub threads: Option<usize>,
+}
+
+impl InputArgs {
+    /// How to read the inputs when no row is written out.
+    pub fn read_options(&self) -> crate::input::ReadOptions {
+        crate::input::ReadOptions {
+            max_line: self.max_line_bytes,
+            text_field: self.text_field.clone(),
+            id_field: self.id_field.clone(),
+            all_columns: false,
+        }
+    }
 }

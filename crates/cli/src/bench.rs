@@ -16,8 +16,8 @@ use clap::{Args, Subcommand};
 use rayon::prelude::*;
 
 use crate::args::{InputArgs, PipelineArgs};
-use crate::jsonl::{open_input, parse_record};
-use crate::pipeline::{for_each_chunk, Batch};
+use crate::input::for_each_chunk;
+use crate::pipeline::Batch;
 
 /// Measure neardup against the floor any tool must pay.
 #[derive(Debug, Args)]
@@ -139,14 +139,15 @@ fn floor(a: FloorArgs) -> anyhow::Result<ExitCode> {
 
 /// One floor pass: (bytes of accepted lines, records, checksum).
 fn floor_once(path: &str, input: &InputArgs, width: usize, seed: u64) -> anyhow::Result<(u64, u64, u64)> {
-    let (reader, _) = open_input(path)?;
+    let inputs = crate::input::expand(&[path.to_owned()])?;
     let (mut bytes, mut records, mut checksum) = (0u64, 0u64, 0u64);
     let (tf, idf) = (input.text_field.as_str(), input.id_field.as_str());
-    for_each_chunk(reader, input.max_line_bytes, |lines, _| {
-        let (b, r, c) = lines
+    for_each_chunk(&inputs, &input.read_options(), None, |chunk| {
+        let (b, r, c) = chunk
+            .lines
             .par_iter()
-            .map_init(Vec::new, |spans, line| match parse_record(&line.bytes, tf, idf) {
-                Ok(rec) => (line.bytes.len() as u64, 1, hash_word_grams(&rec.text, width, seed, spans)),
+            .map_init(Vec::new, |spans, line| match line.record(tf, idf) {
+                Ok(rec) => (line.len() as u64, 1, hash_word_grams(&rec.text, width, seed, spans)),
                 Err(_) => (0, 0, 0),
             })
             .reduce(|| (0, 0, 0), |x, y| (x.0 + y.0, x.1 + y.1, x.2.wrapping_add(y.2)));
@@ -191,11 +192,11 @@ fn hash_word_grams(text: &str, width: usize, seed: u64, spans: &mut Vec<(usize, 
 
 /// One dedup pass without outputs: the items kept.
 fn dedup_once(path: &str, input: &InputArgs, params: neardup_core::Params) -> anyhow::Result<u64> {
-    let (reader, _) = open_input(path)?;
+    let inputs = crate::input::expand(&[path.to_owned()])?;
     let mut batch = Batch::new(params, &input.text_field, &input.id_field)?;
     let mut rejects = Vec::new();
     let mut kept = 0u64;
-    batch.run(reader, input.max_line_bytes, &mut rejects, |_, _, outcomes| {
+    batch.run(&inputs, &input.read_options(), &mut rejects, |_, _, outcomes| {
         kept += outcomes.iter().filter(|o| o.kept).count() as u64;
         Ok(())
     })?;

@@ -1,52 +1,95 @@
-//! `neardup dedup`: deduplicate a JSONL dataset.
+//! `neardup dedup`: deduplicate datasets of JSONL (plain, zstd, gzip) and
+//! Parquet files, optionally against a saved index of earlier runs.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
-use clap::Args;
+use clap::{Args, ValueEnum};
 
 use crate::args::{InputArgs, PipelineArgs};
-use crate::jsonl::{open_inputs, Reject};
+use crate::input::{Chunk, Input, Kind, ReadOptions, Sources};
+use crate::jsonl::{Body, Reject};
 use crate::output::tsv_field;
+use crate::parquet_io::{Annotation, RowWriter, Table, Value};
 use crate::pipeline::{Batch, Timings};
 use crate::report::{ParamsOut, Percentiles};
+use crate::usage::UsageError;
 
-/// Deduplicate JSONL records.
+/// Deduplicate a dataset: JSONL (plain, or compressed with zstd or gzip)
+/// and Parquet files, folders of them and glob patterns, read in order as
+/// one dataset.
 ///
 /// Every LSH candidate is verified with exact Jaccard on canonical shingle
 /// sets; pairs at or above --threshold are near duplicates. An item is
 /// dropped only when it matches an earlier kept item. Over-cap candidate
-/// lists and over-limit items are reported, never dropped silently.
+/// lists and over-limit items are reported, never dropped silently. With
+/// --index DIR the run also deduplicates against every item of earlier
+/// runs saved there, and saves its own.
 #[derive(Debug, Args)]
 pub struct DedupArgs {
     #[command(flatten)]
     pub input: InputArgs,
     #[command(flatten)]
     pub pipeline: PipelineArgs,
-    /// Write kept records (original lines, input order) here; `-` for stdout.
+    /// Write kept records here, in input order; `-` for stdout. Parquet
+    /// when the path ends in `.parquet`, or when every input is Parquet
+    /// and the path has no JSONL extension (rows keep every column and
+    /// the schema); JSONL otherwise (the original lines; Parquet rows as
+    /// JSON objects), compressed when the path ends in `.zst` or `.gz`.
     #[arg(short, long, help_heading = "Output")]
     pub output: Option<String>,
-    /// Write verified pairs as TSV `left<TAB>right<TAB>score` (exact Jaccard);
+    /// Write every record to --output, kept or not, with two added fields:
+    /// `cluster_id` (the id of the first item of its cluster, its own when
+    /// it has no near duplicate) and `duplicate_of` (the kept item it
+    /// duplicates; null when kept). Reads the inputs twice.
+    #[arg(long, requires = "output", help_heading = "Output")]
+    pub annotate: bool,
+    /// Write verified pairs: TSV `left<TAB>right<TAB>score` (exact Jaccard;
     /// a backslash, tab, newline or carriage return in an id is written
-    /// `\\`, `\t`, `\n`, `\r`.
+    /// `\\`, `\t`, `\n`, `\r`), or Parquet columns `left`, `right`, `score`.
     #[arg(long, help_heading = "Output")]
     pub pairs: Option<String>,
-    /// Write clusters as JSONL `{"cluster", "size", "members", "kept"}`.
+    /// Write clusters: JSONL `{"cluster", "size", "members", "kept"}`, or
+    /// Parquet with those columns.
     #[arg(long, help_heading = "Output")]
     pub clusters: Option<String>,
-    /// Write dropped items as TSV `item<TAB>kept_item<TAB>score` (ids escaped
-    /// as in --pairs): each dropped item with the kept item it duplicates.
+    /// Write dropped items: TSV `item<TAB>kept_item<TAB>score` (ids escaped
+    /// as in --pairs), or Parquet columns `item`, `kept_item`, `score`.
     #[arg(long, help_heading = "Output")]
     pub dropped: Option<String>,
+    /// Format of --pairs, --dropped and --clusters (default: parquet for a
+    /// path ending in `.parquet`, else text).
+    #[arg(long, value_enum, help_heading = "Output")]
+    pub format: Option<ReportFormat>,
+    /// Deduplicate against the saved index in DIR (created if missing) and
+    /// add this run's items to it: a later run finds its near duplicates
+    /// among them. The index must have been built with the same pipeline
+    /// settings.
+    #[arg(long, value_name = "DIR", conflicts_with = "reference", help_heading = "Index")]
+    pub index: Option<PathBuf>,
+    /// Deduplicate against the saved index in DIR without adding to it.
+    #[arg(long, value_name = "DIR", help_heading = "Index")]
+    pub reference: Option<PathBuf>,
     /// Print the summary as JSON on stdout.
     #[arg(long, help_heading = "Output")]
     pub json: bool,
     /// No progress bar and no human summary.
     #[arg(short, long, help_heading = "Output")]
     pub quiet: bool,
+}
+
+/// How result tables are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ReportFormat {
+    /// TSV for pairs and dropped, JSONL for clusters.
+    Text,
+    /// Apache Parquet.
+    Parquet,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -74,73 +117,351 @@ struct Summary {
     #[serde(skip)]
     params_max_candidates: u32,
     timings: Timings,
-    /// Per input, when the run reads several.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
+    /// Per input file, in reading order.
     inputs: Vec<InputSummary>,
+    /// The saved index, with --index or --reference.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    index: Option<IndexSummary>,
 }
 
-/// What one of several inputs held and what became of it.
+/// What one input held and what became of it.
 #[derive(Debug, Default, serde::Serialize)]
 struct InputSummary {
     file: String,
+    format: &'static str,
     records: u64,
     kept: u64,
     dropped: u64,
     rejected: u64,
 }
 
-fn create(path: &str) -> anyhow::Result<Box<dyn Write>> {
+/// The saved index before and after the run.
+#[derive(Debug, Default, serde::Serialize)]
+struct IndexSummary {
+    folder: String,
+    /// Items it held before the run (0 when it was created).
+    items_before: u64,
+    /// Items it holds after the run (as before with --reference).
+    items_after: u64,
+    /// Runs that have added to it, this one included.
+    runs: u64,
+    load_s: f64,
+    save_s: f64,
+    /// Size of the index file written (0 with --reference).
+    bytes: u64,
+}
+
+/// A text output: plain, or compressed by the path's extension.
+enum TextOut {
+    Plain(Box<dyn Write + Send>),
+    Zstd(zstd::stream::write::Encoder<'static, BufWriter<File>>),
+    Gzip(flate2::write::GzEncoder<BufWriter<File>>),
+}
+
+impl Write for TextOut {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            TextOut::Plain(w) => w.write(buf),
+            TextOut::Zstd(w) => w.write(buf),
+            TextOut::Gzip(w) => w.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            TextOut::Plain(w) => w.flush(),
+            TextOut::Zstd(w) => w.flush(),
+            TextOut::Gzip(w) => w.flush(),
+        }
+    }
+}
+
+impl TextOut {
+    fn finish(self) -> anyhow::Result<()> {
+        match self {
+            TextOut::Plain(mut w) => w.flush()?,
+            TextOut::Zstd(w) => w.finish()?.flush()?,
+            TextOut::Gzip(w) => w.finish()?.flush()?,
+        }
+        Ok(())
+    }
+}
+
+/// A writer for `path` (`-`: stdout).
+fn create_raw(path: &str) -> anyhow::Result<Box<dyn Write + Send>> {
     Ok(if path == "-" {
-        Box::new(BufWriter::new(io::stdout().lock()))
+        Box::new(BufWriter::new(io::stdout()))
     } else {
         Box::new(BufWriter::new(File::create(path).with_context(|| format!("cannot create {path}"))?))
     })
+}
+
+/// A text writer for `path`, compressed when it ends in `.zst` or `.gz`.
+fn create(path: &str) -> anyhow::Result<TextOut> {
+    let file = || -> anyhow::Result<BufWriter<File>> {
+        Ok(BufWriter::new(File::create(path).with_context(|| format!("cannot create {path}"))?))
+    };
+    Ok(if path.ends_with(".zst") || path.ends_with(".zstd") {
+        TextOut::Zstd(zstd::stream::write::Encoder::new(file()?, 3)?)
+    } else if path.ends_with(".gz") {
+        TextOut::Gzip(flate2::write::GzEncoder::new(file()?, flate2::Compression::default()))
+    } else {
+        TextOut::Plain(create_raw(path)?)
+    })
+}
+
+fn is_parquet_path(path: &str) -> bool {
+    path.ends_with(".parquet") || path.ends_with(".parq")
+}
+
+/// Kept (or, annotating, all) records being written.
+enum RowsOut {
+    Jsonl(TextOut),
+    Parquet(RowWriter),
+}
+
+impl RowsOut {
+    /// Writes the chunk's lines `picks` names (indices into `chunk.lines`,
+    /// in order), each with its annotation when annotating.
+    fn write(&mut self, chunk: &Chunk, picks: &[(usize, Option<Annotation>)]) -> anyhow::Result<()> {
+        if picks.is_empty() {
+            return Ok(());
+        }
+        let mut mask = Vec::new();
+        if let Some(rows) = &chunk.rows {
+            mask = vec![false; rows.num_rows()];
+            for (i, _) in picks {
+                if let Body::Row { row, .. } = chunk.lines[*i].body {
+                    mask[row] = true;
+                }
+            }
+        }
+        match (self, &chunk.rows) {
+            (RowsOut::Parquet(w), Some(rows)) => {
+                let notes: Vec<Option<Annotation>> = picks.iter().map(|(_, a)| a.clone()).collect();
+                w.write(rows, &notes, &mask)
+            }
+            (RowsOut::Parquet(_), None) => {
+                anyhow::bail!("Parquet output needs Parquet inputs (checked before the run)")
+            }
+            (RowsOut::Jsonl(w), Some(rows)) => {
+                let json = crate::parquet_io::rows_as_json(rows, &mask)?;
+                let lines = json.split(|&b| b == b'\n').filter(|l| !l.is_empty());
+                for (line, (_, note)) in lines.zip(picks) {
+                    write_line(w, line, note.as_ref())?;
+                }
+                Ok(())
+            }
+            (RowsOut::Jsonl(w), None) => {
+                for (i, note) in picks {
+                    if let Body::Json(bytes) = &chunk.lines[*i].body {
+                        write_line(w, bytes, note.as_ref())?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn finish(self) -> anyhow::Result<()> {
+        match self {
+            RowsOut::Jsonl(w) => w.finish(),
+            RowsOut::Parquet(w) => w.finish(),
+        }
+    }
+}
+
+/// Writes a JSON object line, with the annotation's two fields added
+/// before its closing brace.
+fn write_line(w: &mut impl Write, line: &[u8], note: Option<&Annotation>) -> anyhow::Result<()> {
+    let Some((cluster, duplicate_of)) = note else {
+        w.write_all(line)?;
+        w.write_all(b"\n")?;
+        return Ok(());
+    };
+    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
+    let end = line.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(0, |i| i + 1);
+    let Some(body) = line[..end].strip_suffix(b"}") else {
+        anyhow::bail!("a record read as a JSON object does not end with '}}'");
+    };
+    let empty = body.iter().all(|b| b.is_ascii_whitespace() || *b == b'{');
+    w.write_all(body)?;
+    w.write_all(if empty { b"\"cluster_id\":" } else { b",\"cluster_id\":" })?;
+    serde_json::to_writer(&mut *w, cluster)?;
+    w.write_all(b",\"duplicate_of\":")?;
+    serde_json::to_writer(&mut *w, duplicate_of)?;
+    w.write_all(b"}\n")?;
+    Ok(())
+}
+
+/// Pairs or dropped items being written.
+enum ScoresOut {
+    Tsv(TextOut),
+    Parquet(Table),
+}
+
+impl ScoresOut {
+    fn create(path: &str, parquet: bool, names: [&str; 3]) -> anyhow::Result<ScoresOut> {
+        Ok(if parquet {
+            ScoresOut::Parquet(Table::scored(create_raw(path)?, names)?)
+        } else {
+            ScoresOut::Tsv(create(path)?)
+        })
+    }
+
+    fn row(&mut self, a: &str, b: &str, score: f64) -> anyhow::Result<()> {
+        match self {
+            ScoresOut::Tsv(w) => writeln!(w, "{}\t{}\t{score}", tsv_field(a), tsv_field(b))?,
+            ScoresOut::Parquet(t) => t.row(&[Value::Text(a), Value::Text(b), Value::Score(score)])?,
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> anyhow::Result<()> {
+        match self {
+            ScoresOut::Tsv(w) => w.finish(),
+            ScoresOut::Parquet(t) => t.finish(),
+        }
+    }
+}
+
+/// Where the kept rows go, by the rules of `--output`: checks the inputs
+/// suit it before anything is read.
+fn open_rows(path: &str, inputs: &[Input], annotate: bool) -> anyhow::Result<RowsOut> {
+    let all_parquet = inputs.iter().all(|i| i.kind == Kind::Parquet);
+    let jsonl_ext = [".jsonl", ".json", ".ndjson", ".zst", ".zstd", ".gz"].iter().any(|e| path.ends_with(e));
+    let parquet = is_parquet_path(path) || (all_parquet && !jsonl_ext && path != "-");
+    if !parquet {
+        return Ok(RowsOut::Jsonl(create(path)?));
+    }
+    if let Some(j) = inputs.iter().find(|i| i.kind != Kind::Parquet) {
+        return Err(UsageError(format!(
+            "Parquet output keeps the inputs' columns, so every input must be Parquet; {} is JSONL (write JSONL \
+             instead: -o FILE.jsonl)",
+            j.name
+        ))
+        .into());
+    }
+    let schema = crate::parquet_io::schema_of(&inputs[0].name)?;
+    for other in &inputs[1..] {
+        let s = crate::parquet_io::schema_of(&other.name)?;
+        if s.fields() != schema.fields() {
+            return Err(UsageError(format!(
+                "Parquet output needs one schema, and {} has other columns than {}",
+                other.name, inputs[0].name
+            ))
+            .into());
+        }
+    }
+    Ok(RowsOut::Parquet(RowWriter::new(create_raw(path)?, &schema, annotate)?))
+}
+
+/// The cluster of each item: the number of its first item.
+fn cluster_firsts(batch: &mut Batch) -> Vec<u32> {
+    let n = batch.ids.len() as u32;
+    let mut first_of_root = vec![u32::MAX; n as usize];
+    (0..n)
+        .map(|i| {
+            let r = batch.uf.find(i) as usize;
+            if first_of_root[r] == u32::MAX {
+                first_of_root[r] = i;
+            }
+            first_of_root[r]
+        })
+        .collect()
 }
 
 pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     crate::usage::init_threads(a.input.threads)?;
     let params = a.pipeline.config()?.resolve()?;
     if a.json && a.output.as_deref() == Some("-") {
-        return Err(
-            crate::usage::UsageError("--json and --output - both want stdout; write one to a file".into()).into()
-        );
+        return Err(UsageError("--json and --output - both want stdout; write one to a file".into()).into());
     }
-    let (reader, size, sources) = open_inputs(&a.input.inputs)?;
-    let mut kept_out = a.output.as_deref().map(create).transpose()?;
-    let mut pairs_out = a.pairs.as_deref().map(create).transpose()?;
-    let mut dropped_out = a.dropped.as_deref().map(create).transpose()?;
+    let inputs = crate::input::expand(&a.input.inputs)?;
+    if a.annotate && inputs.iter().any(|i| i.name == "-") {
+        return Err(UsageError("--annotate reads the inputs twice; standard input can be read once".into()).into());
+    }
+    let report_parquet = |path: &str| match a.format {
+        Some(f) => f == ReportFormat::Parquet,
+        None => is_parquet_path(path),
+    };
+    let mut rows_out = a.output.as_deref().map(|p| open_rows(p, &inputs, a.annotate)).transpose()?;
+    let mut pairs_out =
+        a.pairs.as_deref().map(|p| ScoresOut::create(p, report_parquet(p), ["left", "right", "score"])).transpose()?;
+    let mut dropped_out = a
+        .dropped
+        .as_deref()
+        .map(|p| ScoresOut::create(p, report_parquet(p), ["item", "kept_item", "score"]))
+        .transpose()?;
+    let opts = ReadOptions {
+        max_line: a.input.max_line_bytes,
+        text_field: a.input.text_field.clone(),
+        id_field: a.input.id_field.clone(),
+        // Parquet rows are read whole only when they are written out.
+        all_columns: rows_out.is_some(),
+    };
     let mut batch = Batch::new(params.clone(), &a.input.text_field, &a.input.id_field)?;
+    let sources = (inputs.len() > 1).then(|| Arc::new(Sources::default()));
     batch.sources = sources.clone();
-    let bar = crate::progress::bar(size, true, "dedup", !a.quiet);
+
+    // The saved index.
+    let index_dir: Option<&Path> = a.index.as_deref().or(a.reference.as_deref());
+    let mut index_summary = None;
+    if let Some(dir) = index_dir {
+        let loaded = crate::saved::load(dir, &params, &mut batch)?;
+        if loaded.is_none() && a.reference.is_some() {
+            anyhow::bail!("no index in {} (--reference reads one; --index creates one)", dir.display());
+        }
+        let loaded = loaded.unwrap_or_default();
+        index_summary = Some(IndexSummary {
+            folder: dir.display().to_string(),
+            items_before: loaded.items,
+            items_after: loaded.items,
+            runs: loaded.runs,
+            load_s: loaded.seconds,
+            ..IndexSummary::default()
+        });
+    }
+    let base = batch.ids.len() as u32;
+
+    let bar = crate::progress::bar(crate::input::total_size(&inputs), true, "dedup", !a.quiet);
     let started = Instant::now();
     let mut rejects = Vec::new();
     let (mut degraded, mut over_cap) = (Vec::new(), Vec::new());
     let (mut kept, mut dropped, mut pairs, mut capped_queries, mut saturated) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut output_s = 0.0;
-    let mut per_input: std::collections::BTreeMap<String, InputSummary> = Default::default();
-    let read_s = batch.run(reader, a.input.max_line_bytes, &mut rejects, |batch, lines, outcomes| {
+    let mut per_input: Vec<InputSummary> = inputs
+        .iter()
+        .map(|i| InputSummary {
+            file: i.name.clone(),
+            format: if i.kind == Kind::Parquet { "parquet" } else { "jsonl" },
+            ..InputSummary::default()
+        })
+        .collect();
+    // With --annotate: (record number, item, kept item it duplicates) per item.
+    let mut notes: Vec<(u64, u32, u32)> = Vec::new();
+    let read_s = batch.run(&inputs, &opts, &mut rejects, |batch, chunk, outcomes| {
         let t = Instant::now();
-        let mut by_line = lines.iter().peekable();
+        let mut picks = Vec::new();
+        let mut line_at = 0usize;
+        let entry = &mut per_input[chunk.input];
         for o in outcomes {
-            if let Some((file, _)) = sources.as_ref().and_then(|s| s.locate(o.line)) {
-                let entry = per_input.entry(file).or_default();
-                entry.records += 1;
-                entry.kept += u64::from(o.kept);
-                entry.dropped += u64::from(!o.kept);
+            entry.records += 1;
+            entry.kept += u64::from(o.kept);
+            entry.dropped += u64::from(!o.kept);
+            if a.annotate {
+                notes.push((o.line, o.id, o.duplicate_of.map_or(u32::MAX, |m| m.id)));
+            } else if o.kept && rows_out.is_some() {
+                while chunk.lines[line_at].number < o.line {
+                    line_at += 1;
+                }
+                picks.push((line_at, None));
             }
             if o.kept {
                 kept += 1;
-                if let Some(w) = kept_out.as_mut() {
-                    while by_line.next_if(|l| l.number < o.line).is_some() {}
-                    let line = by_line.next().expect("outcome lines come from this chunk, in order");
-                    w.write_all(&line.bytes)?;
-                    w.write_all(b"\n")?;
-                }
             } else {
                 dropped += 1;
                 if let (Some(w), Some(m)) = (dropped_out.as_mut(), o.duplicate_of) {
-                    let (a, b) = (tsv_field(&batch.ids[o.id as usize]), tsv_field(&batch.ids[m.id as usize]));
-                    writeln!(w, "{a}\t{b}\t{}", m.score)?;
+                    w.row(&batch.ids[o.id as usize], &batch.ids[m.id as usize], m.score)?;
                 }
             }
             if o.degraded {
@@ -156,39 +477,70 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
             for m in &o.matches {
                 pairs += 1;
                 if let Some(w) = pairs_out.as_mut() {
-                    let (a, b) = (tsv_field(&batch.ids[m.id as usize]), tsv_field(&batch.ids[o.id as usize]));
-                    writeln!(w, "{a}\t{b}\t{}", m.score)?;
+                    w.row(&batch.ids[m.id as usize], &batch.ids[o.id as usize], m.score)?;
                 }
             }
         }
+        if let Some(w) = rows_out.as_mut() {
+            w.write(chunk, &picks)?;
+        }
         output_s += t.elapsed().as_secs_f64();
-        bar.inc(lines.iter().map(|l| l.bytes.len() as u64 + 1).sum());
+        bar.inc(chunk.progress);
         Ok(())
     })?;
     bar.finish_and_clear();
     batch.timings.read_s = read_s;
-    batch.timings.output_s = output_s;
-    let clusters = batch.clusters();
-    if let Some(path) = &a.clusters {
-        let mut w = create(path)?;
-        for (n, (members, kept_ids)) in clusters.iter().enumerate() {
-            let name = |ids: &[u32]| ids.iter().map(|&i| batch.ids[i as usize].as_str()).collect::<Vec<_>>();
-            let row = serde_json::json!({
-                "cluster": n,
-                "size": members.len(),
-                "members": name(members),
-                "kept": name(kept_ids),
-            });
-            serde_json::to_writer(&mut w, &row)?;
-            w.write_all(b"\n")?;
+    let firsts = cluster_firsts(&mut batch);
+    if a.annotate {
+        let t = Instant::now();
+        if let Some(w) = rows_out.as_mut() {
+            annotate(&inputs, &opts, &batch, &firsts, &notes, w, !a.quiet)?;
         }
-        w.flush()?;
+        output_s += t.elapsed().as_secs_f64();
     }
-    if let Some(w) = kept_out.as_mut() {
-        w.flush()?;
+    batch.timings.output_s = output_s;
+    // Clusters with a member from this run (members of earlier runs included).
+    let clusters: Vec<(Vec<u32>, Vec<u32>)> =
+        batch.clusters().into_iter().filter(|(m, _)| m.last().is_some_and(|&l| l >= base)).collect();
+    if let Some(path) = &a.clusters {
+        let name = |ids: &[u32]| ids.iter().map(|&i| batch.ids[i as usize].as_str()).collect::<Vec<_>>();
+        if report_parquet(path) {
+            let mut t = Table::clusters(create_raw(path)?)?;
+            for (n, (members, kept_ids)) in clusters.iter().enumerate() {
+                let (m, k) = (name(members), name(kept_ids));
+                t.row(&[
+                    Value::Count(n as u64),
+                    Value::Count(members.len() as u64),
+                    Value::Names(&m),
+                    Value::Names(&k),
+                ])?;
+            }
+            t.finish()?;
+        } else {
+            let mut w = create(path)?;
+            for (n, (members, kept_ids)) in clusters.iter().enumerate() {
+                let row = serde_json::json!({
+                    "cluster": n,
+                    "size": members.len(),
+                    "members": name(members),
+                    "kept": name(kept_ids),
+                });
+                serde_json::to_writer(&mut w, &row)?;
+                w.write_all(b"\n")?;
+            }
+            w.finish()?;
+        }
     }
-    for w in [pairs_out.as_mut(), dropped_out.as_mut()].into_iter().flatten() {
-        w.flush()?;
+    drop(firsts);
+    for w in [rows_out.map(|w| w.finish()), pairs_out.map(|w| w.finish()), dropped_out.map(|w| w.finish())] {
+        w.transpose()?;
+    }
+    if let (Some(dir), Some(summary)) = (a.index.as_deref(), index_summary.as_mut()) {
+        let saved = crate::saved::save(dir, &mut batch, summary.runs + 1)?;
+        summary.items_after = saved.items;
+        summary.runs += 1;
+        summary.save_s = saved.seconds;
+        summary.bytes = saved.bytes;
     }
     let seconds = started.elapsed().as_secs_f64();
     let mut counts = std::mem::take(&mut batch.candidate_counts);
@@ -197,24 +549,13 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     if let Some(s) = &sources {
         s.place_rejects(&mut rejects);
         for r in &rejects {
-            if let Some(f) = &r.file {
-                per_input.entry(f.clone()).or_default().rejected += 1;
+            if let Some(e) = r.file.as_ref().and_then(|f| per_input.iter_mut().find(|i| &i.file == f)) {
+                e.rejected += 1;
             }
         }
+    } else if let Some(e) = per_input.first_mut() {
+        e.rejected = rejects.len() as u64;
     }
-    // In reading order.
-    let inputs: Vec<InputSummary> = match &sources {
-        Some(s) => s
-            .files()
-            .into_iter()
-            .map(|f| {
-                let mut entry = per_input.remove(&f).unwrap_or_default();
-                entry.file = f;
-                entry
-            })
-            .collect(),
-        None => Vec::new(),
-    };
     let summary = Summary {
         records: kept + dropped,
         bytes: batch.bytes,
@@ -233,7 +574,8 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         params: ParamsOut::of(&params),
         params_max_candidates: params.config().max_candidates,
         timings: batch.timings.clone(),
-        inputs,
+        inputs: per_input,
+        index: index_summary,
     };
     for r in &summary.rejected {
         eprintln!("neardup: {}: {}", r.place(), r.reason);
@@ -244,6 +586,36 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         print_summary(&summary);
     }
     Ok(if summary.rejected.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(3) })
+}
+
+/// The second pass of `--annotate`: every record again, in order, with its
+/// cluster and the kept item it duplicates.
+fn annotate(
+    inputs: &[Input],
+    opts: &ReadOptions,
+    batch: &Batch,
+    firsts: &[u32],
+    notes: &[(u64, u32, u32)],
+    out: &mut RowsOut,
+    progress: bool,
+) -> anyhow::Result<()> {
+    let bar = crate::progress::bar(crate::input::total_size(inputs), true, "annotate", progress);
+    crate::input::for_each_chunk(inputs, opts, None, |chunk| {
+        let mut picks = Vec::new();
+        for (i, line) in chunk.lines.iter().enumerate() {
+            // Records rejected in the first pass have no item and are not written.
+            let Ok(at) = notes.binary_search_by_key(&line.number, |n| n.0) else { continue };
+            let (_, item, dup) = notes[at];
+            let cluster = batch.ids[firsts[item as usize] as usize].clone();
+            let duplicate_of = (dup != u32::MAX).then(|| batch.ids[dup as usize].clone());
+            picks.push((i, Some((cluster, duplicate_of))));
+        }
+        out.write(&chunk, &picks)?;
+        bar.inc(chunk.progress);
+        Ok(())
+    })?;
+    bar.finish_and_clear();
+    Ok(())
 }
 
 fn few(ids: &[String]) -> String {
@@ -293,6 +665,12 @@ fn print_summary(s: &Summary) {
             "{} items were kept with a partial search even among kept items (review them; --json lists all): {}",
             s.kept_unresolved.len(),
             few(&s.kept_unresolved)
+        );
+    }
+    if let Some(i) = &s.index {
+        eprintln!(
+            "index {}: {} items before, {} after ({} runs); loaded in {:.2}s, saved in {:.2}s",
+            i.folder, i.items_before, i.items_after, i.runs, i.load_s, i.save_s
         );
     }
     let t = &s.timings;

@@ -13,7 +13,6 @@ use neardup_core::oracle::all_pairs;
 use neardup_core::{Config, Fingerprinter, MemoryIndex};
 
 use crate::args::{InputArgs, PipelineArgs};
-use crate::jsonl::open_inputs;
 use crate::pipeline::Batch;
 use crate::report::{ParamsOut, Percentiles};
 
@@ -65,15 +64,17 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
     crate::usage::init_threads(a.input.threads)?;
     let params = a.pipeline.config()?.resolve()?;
     let base_t = params.threshold();
-    let (reader, _, sources) = open_inputs(&a.input.inputs)?;
+    let inputs = crate::input::expand(&a.input.inputs)?;
+    let opts = a.input.read_options();
     let mut batch = Batch::new(params.clone(), &a.input.text_field, &a.input.id_field)?;
+    let sources = (inputs.len() > 1).then(|| std::sync::Arc::new(crate::input::Sources::default()));
     batch.sources = sources.clone();
     batch.candidate_pairs = Some(Vec::new());
     let started = Instant::now();
     let mut rejects = Vec::new();
     let mut reported = Vec::new();
     let (mut dropped, mut capped, mut saturated) = (Vec::new(), 0u64, 0u64);
-    batch.run(reader, a.input.max_line_bytes, &mut rejects, |_, _, outcomes| {
+    batch.run(&inputs, &opts, &mut rejects, |_, _, outcomes| {
         for o in outcomes {
             reported.extend(o.matches.iter().map(|m| (m.id.min(o.id), m.id.max(o.id), m.score)));
             dropped.push(!o.kept);

@@ -6,16 +6,49 @@ use std::borrow::Cow;
 use std::fmt;
 use std::fs::File;
 use std::io::{self, BufRead, BufReader};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use anyhow::Context;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
-/// One line of input: its 1-based number and raw bytes (without the newline).
+/// One record of input: its number in the run (1-based; a JSONL line or a
+/// Parquet row) and what it holds.
 #[derive(Debug)]
 pub struct Line {
     pub number: u64,
-    pub bytes: Vec<u8>,
+    pub body: Body,
+}
+
+/// What a record holds.
+#[derive(Debug)]
+pub enum Body {
+    /// A JSONL line's raw bytes (without the newline).
+    Json(Vec<u8>),
+    /// A Parquet row, by its position in the chunk's rows, with the values
+    /// of the id and text columns.
+    Row { row: usize, id: Option<String>, text: String },
+}
+
+impl Line {
+    /// The record's id and text.
+    pub fn record(&self, text_field: &str, id_field: &str) -> Result<Record<'_>, String> {
+        match &self.body {
+            Body::Json(bytes) => parse_record(bytes, text_field, id_field),
+            Body::Row { id, text, .. } => {
+                Ok(Record { id: id.as_deref().map(Cow::Borrowed), text: Cow::Borrowed(text) })
+            }
+        }
+    }
+
+    /// Bytes of input the record stands for: the line, or the row's id and text.
+    pub fn len(&self) -> usize {
+        match &self.body {
+            Body::Json(bytes) => bytes.len(),
+            Body::Row { id, text, .. } => text.len() + id.as_ref().map_or(0, String::len),
+        }
+    }
 }
 
 /// A line that could not be read as a record.
@@ -42,152 +75,6 @@ impl Reject {
             None => format!("line {}", self.line),
         }
     }
-}
-
-/// Where each input begins in the run's line numbering, when a run reads
-/// several inputs one after the other: filled in as reading reaches each.
-#[derive(Debug, Default)]
-pub struct Sources {
-    /// (first line of the run that is in it, name), in reading order.
-    starts: std::sync::Mutex<Vec<(u64, String)>>,
-}
-
-impl Sources {
-    /// The input holding line `n` of the run, and the line's number in it.
-    pub fn locate(&self, n: u64) -> Option<(String, u64)> {
-        let starts = self.starts.lock().ok()?;
-        let i = starts.partition_point(|(first, _)| *first <= n).checked_sub(1)?;
-        let (first, name) = &starts[i];
-        Some((name.clone(), n - first + 1))
-    }
-
-    /// The inputs reached so far, in reading order.
-    pub fn files(&self) -> Vec<String> {
-        self.starts.lock().map(|s| s.iter().map(|(_, f)| f.clone()).collect()).unwrap_or_default()
-    }
-
-    /// Rewrites run line numbers in `rejects` as `file` and line in it.
-    pub fn place_rejects(&self, rejects: &mut [Reject]) {
-        for r in rejects.iter_mut().filter(|r| r.file.is_none()) {
-            if let Some((file, line)) = self.locate(r.line) {
-                (r.file, r.line) = (Some(file), line);
-            }
-        }
-    }
-}
-
-/// The run's input as one stream: the reader, its size when known, and
-/// where each input begins when there are several.
-pub type Opened = (Box<dyn BufRead + Send>, Option<u64>, Option<std::sync::Arc<Sources>>);
-
-/// Opens every input in order as one stream of lines. One input is opened
-/// as by [`open_input`]; with several (or a folder: its files, recursively,
-/// in byte order of their paths) each is opened when reading reaches it, a
-/// newline is added after one that does not end with one, and `Sources`
-/// records where each begins. The size is known when every input is an
-/// uncompressed file.
-pub fn open_inputs(paths: &[String]) -> anyhow::Result<Opened> {
-    let mut files = Vec::new();
-    for p in paths {
-        let path = std::path::Path::new(p);
-        if p != "-" && path.is_dir() {
-            let mut found = Vec::new();
-            walk_files(path, &mut found).with_context(|| format!("cannot read folder {p}"))?;
-            found.sort();
-            files.extend(found.into_iter().map(|f| f.to_string_lossy().into_owned()));
-        } else {
-            files.push(p.clone());
-        }
-    }
-    if files.is_empty() {
-        anyhow::bail!("no input files in {}", paths.join(", "));
-    }
-    if files.iter().filter(|f| *f == "-").count() > 1 {
-        anyhow::bail!("standard input (-) can be read only once");
-    }
-    if files.len() == 1 {
-        let (reader, size) = open_input(&files[0])?;
-        return Ok((reader, size, None));
-    }
-    // Check every input can be opened before the run starts.
-    let mut size = Some(0u64);
-    for f in files.iter().filter(|f| *f != "-") {
-        let meta = std::fs::metadata(f).with_context(|| format!("cannot open {f}"))?;
-        size = size.map(|s| s + meta.len());
-    }
-    if files.iter().any(|f| f == "-") {
-        size = None;
-    }
-    let sources = std::sync::Arc::new(Sources::default());
-    let chain = Chain {
-        pending: files.into_iter().collect(),
-        current: None,
-        lines: 0,
-        ended_line: true,
-        sources: std::sync::Arc::clone(&sources),
-    };
-    Ok((Box::new(BufReader::with_capacity(1 << 20, chain)), size, Some(sources)))
-}
-
-fn walk_files(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) -> io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let kind = entry.file_type()?;
-        if kind.is_dir() {
-            walk_files(&entry.path(), out)?;
-        } else if kind.is_file() {
-            out.push(entry.path());
-        }
-    }
-    Ok(())
-}
-
-/// Several inputs read one after the other (see [`open_inputs`]).
-struct Chain {
-    pending: std::collections::VecDeque<String>,
-    current: Option<Box<dyn BufRead + Send>>,
-    /// Newlines passed so far (the run's line count).
-    lines: u64,
-    /// The last byte passed was a newline (or nothing was passed yet).
-    ended_line: bool,
-    sources: std::sync::Arc<Sources>,
-}
-
-impl io::Read for Chain {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        if buf.is_empty() {
-            return Ok(0);
-        }
-        loop {
-            let Some(reader) = self.current.as_mut() else {
-                let Some(name) = self.pending.pop_front() else { return Ok(0) };
-                let (reader, _) = open_input(&name).map_err(|e| io::Error::other(format!("{e:#}")))?;
-                if let Ok(mut starts) = self.sources.starts.lock() {
-                    starts.push((self.lines + 1, name));
-                }
-                self.current = Some(reader);
-                continue;
-            };
-            let n = reader.read(buf)?;
-            if n == 0 {
-                self.current = None;
-                if !self.ended_line {
-                    buf[0] = b'\n';
-                    self.lines += 1;
-                    self.ended_line = true;
-                    return Ok(1);
-                }
-                continue;
-            }
-            self.lines += count_newlines(&buf[..n]);
-            self.ended_line = buf[n - 1] == b'\n';
-            return Ok(n);
-        }
-    }
-}
-
-fn count_newlines(bytes: &[u8]) -> u64 {
-    bytes.iter().filter(|&&b| b == b'\n').count() as u64
 }
 
 /// Reads up to `max_records` lines or `max_bytes` bytes (whichever first),
@@ -227,7 +114,7 @@ pub fn read_chunk<R: BufRead>(
             continue; // blank lines are not records
         }
         bytes += buf.len();
-        out.push(Line { number: *next_line, bytes: buf });
+        out.push(Line { number: *next_line, body: Body::Json(buf) });
     }
     Ok(true)
 }
@@ -394,18 +281,18 @@ impl<'de> Visitor<'de> for Extract<'_> {
     }
 }
 
-/// Opens the input; returns the reader and its size when known (only for
-/// an uncompressed file: progress counts the bytes of the lines). JSONL
-/// compressed with zstd or gzip is recognised by its first bytes, whatever
-/// the file is called, and read as it decompresses; a read error (a
-/// truncated or damaged stream) names the input.
-pub fn open_input(path: &str) -> anyhow::Result<(Box<dyn BufRead + Send>, Option<u64>)> {
+/// Opens the input; returns the reader and its size when known (a file's
+/// size on disk). JSONL compressed with zstd or gzip is recognised by its
+/// first bytes, whatever the file is called, and read as it decompresses;
+/// a read error (a truncated or damaged stream) names the input. `read`
+/// counts the bytes taken from the file (before decompression), for progress.
+pub fn open_input(path: &str, read: Arc<AtomicU64>) -> anyhow::Result<(Box<dyn BufRead + Send>, Option<u64>)> {
     let (raw, len): (Box<dyn io::Read + Send>, Option<u64>) = if path == "-" {
-        (Box::new(io::stdin()), None)
+        (Box::new(Counted { inner: io::stdin(), read }), None)
     } else {
         let f = File::open(path).with_context(|| format!("cannot open {path}"))?;
         let len = f.metadata().ok().map(|m| m.len());
-        (Box::new(f), len)
+        (Box::new(Counted { inner: f, read }), len)
     };
     let mut buffered = BufReader::with_capacity(1 << 20, raw);
     let head = buffered.fill_buf().with_context(|| format!("cannot read {path}"))?;
@@ -417,7 +304,21 @@ pub fn open_input(path: &str) -> anyhow::Result<(Box<dyn BufRead + Send>, Option
     } else {
         return Ok((Box::new(Named { inner: buffered, name }), len));
     };
-    Ok((Box::new(BufReader::with_capacity(1 << 20, Named { inner: decoded, name })), None))
+    Ok((Box::new(BufReader::with_capacity(1 << 20, Named { inner: decoded, name })), len))
+}
+
+/// A reader that counts the bytes it passes.
+struct Counted<R> {
+    inner: R,
+    read: Arc<AtomicU64>,
+}
+
+impl<R: io::Read> io::Read for Counted<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read.fetch_add(n as u64, Ordering::Relaxed);
+        Ok(n)
+    }
 }
 
 /// A reader whose errors name the input they came from.

@@ -27,7 +27,8 @@ use std::time::Instant;
 use neardup_core::{CandidateSet, Fingerprinter, Match, MemoryIndex, Params};
 use rayon::prelude::*;
 
-use crate::jsonl::{parse_record, read_chunk, Line, Reject};
+use crate::input::{for_each_chunk, Chunk, Input, ReadOptions};
+use crate::jsonl::{Line, Reject};
 use crate::unionfind::UnionFind;
 
 /// Where the time went, per phase (wall clock).
@@ -79,7 +80,7 @@ pub struct Batch {
     pub candidate_pairs: Option<Vec<(u32, u32)>>,
     /// Where each input begins, when the run reads several: records
     /// without an id are then named `FILE:LINE`.
-    pub sources: Option<std::sync::Arc<crate::jsonl::Sources>>,
+    pub sources: Option<std::sync::Arc<crate::input::Sources>>,
 }
 
 /// Each line parsed and fingerprinted, in input order.
@@ -93,8 +94,7 @@ const CHUNKS_IN_FLIGHT: u64 = 3;
 /// A chunk back from the first stage.
 struct Fingerprinted {
     seq: u64,
-    lines: Vec<Line>,
-    rejects: Vec<Reject>,
+    chunk: Chunk,
     parsed: Parsed,
     seconds: f64,
 }
@@ -117,7 +117,7 @@ impl Fingerprinting {
             .map_init(
                 || self.fingerprinter.clone(),
                 |fpr, line| {
-                    let rec = parse_record(&line.bytes, tf, idf)?;
+                    let rec = line.record(tf, idf)?;
                     Ok((rec.id.map(|c| c.into_owned()), fpr.fingerprint(&rec.text)))
                 },
             )
@@ -145,22 +145,48 @@ impl Batch {
         })
     }
 
+    /// Adds an item from a saved index, before any input is read: its id,
+    /// whether it was kept, its image row and features. Returns its number.
+    pub fn push_saved(
+        &mut self,
+        id: String,
+        kept: bool,
+        row: neardup_core::ImageRow<'_>,
+        features: Vec<u64>,
+    ) -> anyhow::Result<u32> {
+        if self.id_to_item.contains_key(&id) {
+            anyhow::bail!("the id {id:?} is in the index twice");
+        }
+        let item = self.index.insert_row(row, features)?;
+        self.id_to_item.insert(id.clone(), item);
+        self.ids.push(id);
+        self.kept.push(kept);
+        self.uf.push();
+        Ok(item)
+    }
+
     pub fn threshold(&self) -> f64 {
         self.index.params().threshold()
     }
 
-    /// Runs the whole input through the pipeline: `f` sees each chunk's
-    /// lines with their outcomes, in input order. Each chunk is parsed and
-    /// fingerprinted as a task of the thread pool as soon as it is read, up
-    /// to [`CHUNKS_IN_FLIGHT`] at once, so a long record at the end of one
+    /// Runs the inputs through the pipeline: `f` sees each chunk with its
+    /// outcomes, in input order. Each chunk is parsed and fingerprinted as
+    /// a task of the thread pool as soon as it is read, up to
+    /// [`CHUNKS_IN_FLIGHT`] at once, so a long record at the end of one
     /// chunk does not leave the other cores idle: they take up the next
     /// chunk meanwhile. Chunks are inserted, verified and decided strictly
     /// in input order, so the results do not depend on the thread count.
+    /// The chunk's rejects are moved to `rejects` before `f` sees it.
     /// Returns the time spent reading.
-    pub fn run<R, F>(&mut self, reader: R, max_line: usize, rejects: &mut Vec<Reject>, mut f: F) -> anyhow::Result<f64>
+    pub fn run<F>(
+        &mut self,
+        inputs: &[Input],
+        opts: &ReadOptions,
+        rejects: &mut Vec<Reject>,
+        mut f: F,
+    ) -> anyhow::Result<f64>
     where
-        R: std::io::BufRead + Send,
-        F: FnMut(&Batch, &[Line], &[Outcome]) -> anyhow::Result<()>,
+        F: FnMut(&Batch, &Chunk, &[Outcome]) -> anyhow::Result<()>,
     {
         let stage = std::sync::Arc::new(Fingerprinting {
             fingerprinter: self.fingerprinter.clone(),
@@ -170,12 +196,13 @@ impl Batch {
         let (tx, rx) = std::sync::mpsc::channel::<Fingerprinted>();
         let (mut sent, mut received, mut next) = (0u64, 0u64, 0u64);
         let mut ready = std::collections::BTreeMap::new();
-        let read_s = for_each_chunk(reader, max_line, |lines, chunk_rejects| {
+        let sources = self.sources.clone();
+        let read_s = for_each_chunk(inputs, opts, sources.as_deref(), |chunk| {
             let (stage, tx, seq) = (std::sync::Arc::clone(&stage), tx.clone(), sent);
             rayon::spawn(move || {
-                let (parsed, seconds) = stage.run(&lines);
+                let (parsed, seconds) = stage.run(&chunk.lines);
                 // The receiver is gone only when the run already failed.
-                let _ = tx.send(Fingerprinted { seq, lines, rejects: chunk_rejects, parsed, seconds });
+                let _ = tx.send(Fingerprinted { seq, chunk, parsed, seconds });
             });
             sent += 1;
             // Take every finished chunk; wait for one while too many are out.
@@ -207,14 +234,14 @@ impl Batch {
         f: &mut F,
     ) -> anyhow::Result<()>
     where
-        F: FnMut(&Batch, &[Line], &[Outcome]) -> anyhow::Result<()>,
+        F: FnMut(&Batch, &Chunk, &[Outcome]) -> anyhow::Result<()>,
     {
-        while let Some(chunk) = ready.remove(next) {
+        while let Some(Fingerprinted { mut chunk, parsed, seconds, .. }) = ready.remove(next) {
             *next += 1;
-            self.timings.fingerprint_s += chunk.seconds;
-            rejects.extend(chunk.rejects);
-            let outcomes = self.apply(&chunk.lines, chunk.parsed, rejects)?;
-            f(self, &chunk.lines, &outcomes)?;
+            self.timings.fingerprint_s += seconds;
+            rejects.append(&mut chunk.rejects);
+            let outcomes = self.apply(&chunk.lines, parsed, rejects)?;
+            f(self, &chunk, &outcomes)?;
         }
         Ok(())
     }
@@ -247,7 +274,7 @@ impl Batch {
                 ));
                 continue;
             }
-            self.bytes += line.bytes.len() as u64;
+            self.bytes += line.len() as u64;
             let degraded = fp.degraded.is_some();
             let item = self.index.insert(fp)?;
             self.id_to_item.insert(external.clone(), item);
@@ -342,39 +369,4 @@ impl Batch {
         clusters.sort_unstable_by_key(|(m, _)| m[0]);
         clusters
     }
-}
-
-/// Reads `reader` in chunks on a separate thread (so reading overlaps
-/// processing) and hands each chunk, with the lines it rejected, to `f` in
-/// input order. Returns the time spent reading.
-pub fn for_each_chunk<R, F>(reader: R, max_line: usize, mut f: F) -> anyhow::Result<f64>
-where
-    R: std::io::BufRead + Send,
-    F: FnMut(Vec<Line>, Vec<Reject>) -> anyhow::Result<()>,
-{
-    type Chunk = std::io::Result<(Vec<Line>, Vec<Reject>)>;
-    std::thread::scope(|scope| {
-        // Two chunks in flight at most: bounded memory, and the reader stays one ahead.
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Chunk>(1);
-        let reading = scope.spawn(move || {
-            let mut reader = reader;
-            let (mut next_line, mut read_s) = (0u64, 0.0);
-            loop {
-                let t = Instant::now();
-                let (mut lines, mut rejects) = (Vec::new(), Vec::new());
-                let result = read_chunk(&mut reader, &mut next_line, 4096, 8 << 20, max_line, &mut lines, &mut rejects);
-                read_s += t.elapsed().as_secs_f64();
-                let more = matches!(result, Ok(true));
-                let sent = tx.send(result.map(|_| (lines, rejects)));
-                if !more || sent.is_err() {
-                    return read_s;
-                }
-            }
-        });
-        for chunk in rx {
-            let (lines, rejects) = chunk.map_err(|e| anyhow::anyhow!("reading input: {e}"))?;
-            f(lines, rejects)?;
-        }
-        Ok(reading.join().expect("the reader thread does not panic"))
-    })
 }

@@ -123,6 +123,16 @@ impl MemoryIndex {
         Ok(id)
     }
 
+    /// Adds an item saved earlier as an image row (see
+    /// [`crate::candidates::IndexView::row`]) with its canonical features,
+    /// without recomputing its signature; returns its id.
+    pub fn insert_row(&mut self, row: crate::candidates::ImageRow<'_>, features: Vec<u64>) -> Result<u32> {
+        let id = self.index.insert_row(row.folded, row.sketch, row.content_hash)?;
+        debug_assert_eq!(id as usize, self.features.len());
+        self.features.push(features);
+        Ok(id)
+    }
+
     /// Removes item `id` from candidates; false when unknown or already removed.
     pub fn remove(&mut self, id: u32) -> bool {
         if !self.index.remove(id) {
