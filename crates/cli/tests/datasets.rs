@@ -1,0 +1,508 @@
+//! Issue 13: `neardup dedup` on dataset shards — the same records as JSONL,
+//! zstd, gzip and Parquet give the same pairs; Parquet output keeps every
+//! column and the row order; incremental runs against a saved index give
+//! what one run over everything gives; damaged inputs and indexes are
+//! reported, never a panic. The records are real text: Debian's licences,
+//! copyright files, documentation and man pages (bench/corpus/real.py).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::Arc;
+
+use arrow_array::builder::{Int64Builder, StringBuilder, UInt32Builder};
+use arrow_array::cast::AsArray;
+use arrow_array::{ArrayRef, RecordBatch, StructArray};
+use arrow_schema::{DataType, Field, Fields, Schema};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
+
+fn neardup(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("binary runs")
+}
+
+fn ok(out: &Output) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "exit {:?}: {err}", out.status.code());
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// One record of the corpus.
+#[derive(Clone)]
+struct Rec {
+    id: String,
+    text: String,
+}
+
+/// The real corpus, dealt into four shards (record i to shard i mod 4, so
+/// near duplicates — neighbours in the corpus — fall into different
+/// shards), at most `limit` records in all.
+fn shards(dir: &Path, limit: usize) -> Vec<Vec<Rec>> {
+    let corpus = dir.join("real.jsonl");
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let built = Command::new("python3")
+        .arg(format!("{root}/bench/corpus/real.py"))
+        .arg(&corpus)
+        .stdout(Stdio::null())
+        .status()
+        .expect("python3 runs the corpus builder");
+    assert!(built.success());
+    let recs: Vec<Rec> = std::fs::read_to_string(&corpus)
+        .unwrap()
+        .lines()
+        .take(limit)
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            Rec { id: v["id"].as_str().unwrap().to_owned(), text: v["text"].as_str().unwrap().to_owned() }
+        })
+        .collect();
+    assert!(recs.len() >= 2000, "only {} documents under /usr/share", recs.len());
+    (0..4).map(|k| recs.iter().skip(k).step_by(4).cloned().collect()).collect()
+}
+
+fn jsonl(recs: &[Rec], first: usize) -> Vec<u8> {
+    let mut out = Vec::new();
+    for (i, r) in recs.iter().enumerate() {
+        let line = serde_json::json!({"id": r.id, "text": r.text, "n": first + i, "meta": {"words": r.text.split_whitespace().count()}});
+        serde_json::to_writer(&mut out, &line).unwrap();
+        out.push(b'\n');
+    }
+    out
+}
+
+/// The schema of the test Parquet files: flat, or with the id and text in
+/// a struct column `doc`.
+fn schema(nested: bool) -> Arc<Schema> {
+    let meta = DataType::Struct(Fields::from(vec![Field::new("words", DataType::UInt32, false)]));
+    let mut fields = vec![Field::new("n", DataType::Int64, false), Field::new("meta", meta, false)];
+    if nested {
+        let doc = DataType::Struct(Fields::from(vec![
+            Field::new("key", DataType::Utf8, false),
+            Field::new("body", DataType::Utf8, false),
+        ]));
+        fields.insert(0, Field::new("doc", doc, false));
+    } else {
+        fields.insert(0, Field::new("text", DataType::Utf8, false));
+        fields.insert(0, Field::new("id", DataType::Utf8, false));
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// The records as Parquet, snappy-compressed in row groups of 300 rows.
+fn parquet(recs: &[Rec], first: usize, nested: bool) -> Vec<u8> {
+    let schema = schema(nested);
+    let (mut ids, mut texts, mut ns, mut words) =
+        (StringBuilder::new(), StringBuilder::new(), Int64Builder::new(), UInt32Builder::new());
+    for (i, r) in recs.iter().enumerate() {
+        ids.append_value(&r.id);
+        texts.append_value(&r.text);
+        ns.append_value((first + i) as i64);
+        words.append_value(r.text.split_whitespace().count() as u32);
+    }
+    let meta = StructArray::new(
+        Fields::from(vec![Field::new("words", DataType::UInt32, false)]),
+        vec![Arc::new(words.finish()) as ArrayRef],
+        None,
+    );
+    let (ids, texts): (ArrayRef, ArrayRef) = (Arc::new(ids.finish()), Arc::new(texts.finish()));
+    let mut columns: Vec<ArrayRef> = vec![Arc::new(ns.finish()), Arc::new(meta)];
+    if nested {
+        let doc = StructArray::new(
+            Fields::from(vec![Field::new("key", DataType::Utf8, false), Field::new("body", DataType::Utf8, false)]),
+            vec![ids, texts],
+            None,
+        );
+        columns.insert(0, Arc::new(doc));
+    } else {
+        columns.insert(0, texts);
+        columns.insert(0, ids);
+    }
+    let batch = RecordBatch::try_new(Arc::clone(&schema), columns).unwrap();
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_max_row_group_row_count(Some(300))
+        .build();
+    let mut out = Vec::new();
+    let mut w = ArrowWriter::try_new(&mut out, schema, Some(props)).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    out
+}
+
+fn read_parquet(path: &Path) -> Vec<RecordBatch> {
+    let f = std::fs::File::open(path).unwrap();
+    ParquetRecordBatchReaderBuilder::try_new(f).unwrap().build().unwrap().map(Result::unwrap).collect()
+}
+
+/// Writes the shards in every format; returns the folder of each format.
+fn write_formats(dir: &Path, shards: &[Vec<Rec>]) -> Vec<(&'static str, PathBuf)> {
+    let formats = ["jsonl", "zst", "gz", "parquet", "nested"];
+    let mut first = 0;
+    for (i, shard) in shards.iter().enumerate() {
+        let plain = jsonl(shard, first);
+        for f in formats {
+            let folder = dir.join(f);
+            std::fs::create_dir_all(&folder).unwrap();
+            // Names say nothing of the format: it is recognised by content.
+            let path = folder.join(format!("part-{i}.data"));
+            let bytes = match f {
+                "jsonl" => plain.clone(),
+                "zst" => zstd::stream::encode_all(&plain[..], 3).unwrap(),
+                "gz" => {
+                    use std::io::Write as _;
+                    let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                    enc.write_all(&plain).unwrap();
+                    enc.finish().unwrap()
+                }
+                "parquet" => parquet(shard, first, false),
+                _ => parquet(shard, first, true),
+            };
+            std::fs::write(path, bytes).unwrap();
+        }
+        first += shard.len();
+    }
+    formats.iter().map(|f| (*f, dir.join(f))).collect()
+}
+
+#[test]
+fn every_format_gives_the_same_pairs_and_parquet_output_keeps_the_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let shards = shards(dir.path(), 4000);
+    let folders = write_formats(dir.path(), &shards);
+    let mut want: Option<String> = None;
+    for (format, folder) in &folders {
+        let pairs = dir.path().join(format!("{format}.pairs"));
+        let glob = format!("{}/part-*.data", s(folder));
+        let mut args = vec!["dedup", &glob, "-q", "--pairs", s(&pairs)];
+        if *format == "nested" {
+            args.extend(["--text-field", "doc.body", "--id-field", "doc.key"]);
+        }
+        ok(&neardup(&args));
+        let got = std::fs::read_to_string(&pairs).unwrap();
+        match &want {
+            None => {
+                assert!(got.lines().count() >= 50, "too few pairs to compare: {got}");
+                want = Some(got);
+            }
+            Some(w) => assert_eq!(&got, w, "{format} gives other pairs than jsonl"),
+        }
+    }
+
+    // Kept rows: the JSONL run's kept lines name the ids in order; the
+    // Parquet run writes the same rows, every column, in the same order.
+    let kept_jsonl = dir.path().join("kept.jsonl");
+    ok(&neardup(&["dedup", s(&dir.path().join("jsonl")), "-q", "-o", s(&kept_jsonl)]));
+    let want_ids: Vec<String> = std::fs::read_to_string(&kept_jsonl)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["id"].as_str().unwrap().to_owned())
+        .collect();
+    let dropped = shards.iter().map(Vec::len).sum::<usize>() - want_ids.len();
+    assert!(dropped >= 20, "only {dropped} dropped: nothing to see");
+    // No extension: Parquet, as the inputs are.
+    let kept_parquet = dir.path().join("kept");
+    ok(&neardup(&["dedup", s(&dir.path().join("parquet")), "-q", "-o", s(&kept_parquet)]));
+    let batches = read_parquet(&kept_parquet);
+    assert_eq!(batches[0].schema().fields(), schema(false).fields());
+    let all: Vec<Rec> = shards.concat();
+    let mut got_ids = Vec::new();
+    for b in &batches {
+        let (ids, texts, ns) = (b.column(0).as_string::<i32>(), b.column(1).as_string::<i32>(), b.column(2));
+        let ns = ns.as_primitive::<arrow_array::types::Int64Type>();
+        let words = b.column(3).as_struct().column(0).as_primitive::<arrow_array::types::UInt32Type>().clone();
+        for r in 0..b.num_rows() {
+            let n = ns.value(r) as usize;
+            assert_eq!(ids.value(r), all[n].id);
+            assert_eq!(texts.value(r), all[n].text);
+            assert_eq!(words.value(r) as usize, all[n].text.split_whitespace().count());
+            got_ids.push(ids.value(r).to_owned());
+        }
+    }
+    assert_eq!(got_ids, want_ids);
+    // Parquet rows as JSONL: every column, as JSON.
+    let as_json = dir.path().join("kept-rows.jsonl.zst");
+    ok(&neardup(&["dedup", s(&dir.path().join("parquet")), "-q", "-o", s(&as_json)]));
+    let text = zstd::stream::decode_all(&std::fs::read(&as_json).unwrap()[..]).unwrap();
+    let rows: Vec<serde_json::Value> =
+        text.split(|&b| b == b'\n').filter(|l| !l.is_empty()).map(|l| serde_json::from_slice(l).unwrap()).collect();
+    assert_eq!(rows.len(), want_ids.len());
+    assert_eq!(rows[0]["id"], want_ids[0].as_str());
+    assert!(rows[0]["meta"]["words"].is_u64(), "{}", rows[0]);
+    // JSONL inputs cannot become Parquet rows.
+    let out = neardup(&["dedup", s(&dir.path().join("jsonl")), "-q", "-o", s(&dir.path().join("x.parquet"))]);
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Pairs of a TSV file whose later item is in `ids`.
+fn pairs_into(tsv: &str, ids: &std::collections::HashSet<String>) -> Vec<String> {
+    let mut v: Vec<String> =
+        tsv.lines().filter(|l| ids.contains(l.split('\t').nth(1).unwrap())).map(str::to_owned).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn incremental_runs_against_a_saved_index_match_one_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let shards = shards(dir.path(), 4000);
+    let folders = write_formats(dir.path(), &shards);
+    let parts: Vec<String> =
+        (0..4).map(|i| s(&folders[3].1.join(format!("part-{i}.data"))).to_owned()).collect();
+    let p = |name: &str| dir.path().join(name);
+    // One run over all four shards.
+    ok(&neardup(&[
+        "dedup", &parts[0], &parts[1], &parts[2], &parts[3], "-q", "--pairs", s(&p("all.tsv")), "--dropped",
+        s(&p("all.dropped")),
+    ]));
+    // Shards 1-2, then 3-4, against the index.
+    let index = p("index");
+    let r1 = ok(&neardup(&[
+        "dedup", &parts[0], &parts[1], "-q", "--json", "--index", s(&index), "--pairs", s(&p("r1.tsv")), "--dropped",
+        s(&p("r1.dropped")),
+    ]));
+    let r1: serde_json::Value = serde_json::from_str(&r1).unwrap();
+    assert_eq!(r1["index"]["items_before"], 0, "{r1}");
+    assert_eq!(r1["index"]["runs"], 1, "{r1}");
+    let before = std::fs::read(index.join("index.ndx")).unwrap();
+    // --reference reads it and changes nothing.
+    ok(&neardup(&["dedup", &parts[2], "-q", "--reference", s(&index), "--pairs", s(&p("ref.tsv"))]));
+    assert_eq!(std::fs::read(index.join("index.ndx")).unwrap(), before);
+    let r2 = ok(&neardup(&[
+        "dedup", &parts[2], &parts[3], "-q", "--json", "--index", s(&index), "--pairs", s(&p("r2.tsv")), "--dropped",
+        s(&p("r2.dropped")),
+    ]));
+    let r2: serde_json::Value = serde_json::from_str(&r2).unwrap();
+    let n12 = (shards[0].len() + shards[1].len()) as u64;
+    assert_eq!(r2["index"]["items_before"], n12, "{r2}");
+    assert_eq!(r2["index"]["items_after"], shards.iter().map(Vec::len).sum::<usize>() as u64, "{r2}");
+    assert_eq!(r2["index"]["runs"], 2, "{r2}");
+
+    let read = |n: &str| std::fs::read_to_string(p(n)).unwrap();
+    let later: std::collections::HashSet<String> = shards[2..].concat().into_iter().map(|r| r.id).collect();
+    let earlier: std::collections::HashSet<String> = shards[..2].concat().into_iter().map(|r| r.id).collect();
+    // The cross pairs (an item of shards 3-4 with one of shards 1-2), and
+    // every pair into shards 3-4, are those of the one run.
+    let want = pairs_into(&read("all.tsv"), &later);
+    let cross = want.iter().filter(|l| earlier.contains(l.split('\t').next().unwrap())).count();
+    assert!(cross >= 10, "only {cross} cross-run pairs: the test shows nothing");
+    assert_eq!(pairs_into(&read("r2.tsv"), &later), want);
+    // The same items are dropped, for the same kept items.
+    let mut one: Vec<String> = read("all.dropped").lines().map(str::to_owned).collect();
+    let mut two: Vec<String> = read("r1.dropped").lines().chain(read("r2.dropped").lines()).map(str::to_owned).collect();
+    one.sort();
+    two.sort();
+    assert_eq!(two, one);
+    // --reference found the same pairs for shard 3 as the second run did.
+    let shard3: std::collections::HashSet<String> = shards[2].iter().map(|r| r.id.clone()).collect();
+    assert_eq!(pairs_into(&read("ref.tsv"), &shard3), pairs_into(&read("r2.tsv"), &shard3));
+
+    // An id already in the index is a duplicate id, as in one run.
+    let out = neardup(&["dedup", &parts[0], "-q", "--reference", s(&index)]);
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("duplicate item id"));
+
+    // Other settings are refused, naming what differs.
+    let out = neardup(&["dedup", &parts[2], "-q", "--index", s(&index), "--threshold", "0.7"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("threshold: index 0.8, this run 0.7"), "{err}");
+    // A damaged index is refused, never used.
+    let file = index.join("index.ndx");
+    let good = std::fs::read(&file).unwrap();
+    let mut bad = good.clone();
+    let mid = bad.len() / 2;
+    bad[mid] ^= 0x40;
+    std::fs::write(&file, &bad).unwrap();
+    let out = neardup(&["dedup", &parts[2], "-q", "--reference", s(&index)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("damaged"), "{}", String::from_utf8_lossy(&out.stderr));
+    std::fs::write(&file, &good[..good.len() - 5]).unwrap();
+    let out = neardup(&["dedup", &parts[2], "-q", "--reference", s(&index)]);
+    assert_eq!(out.status.code(), Some(1));
+    // Another format version is refused with the version.
+    let mut other = good.clone();
+    other[8..12].copy_from_slice(&2u32.to_le_bytes());
+    std::fs::write(&file, &other).unwrap();
+    let out = neardup(&["dedup", &parts[2], "-q", "--reference", s(&index)]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("index format 2"), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// A run killed while it saves the index leaves the previous index whole.
+#[test]
+fn an_interrupted_save_leaves_the_old_index_usable() {
+    let dir = tempfile::tempdir().unwrap();
+    let shards = shards(dir.path(), 8000);
+    let folders = write_formats(dir.path(), &shards);
+    let part = |i: usize| s(&folders[0].1.join(format!("part-{i}.data"))).to_owned();
+    let index = dir.path().join("index");
+    ok(&neardup(&["dedup", &part(0), "-q", "--index", s(&index)]));
+    let old = std::fs::read(index.join("index.ndx")).unwrap();
+    let mut caught = 0;
+    for _ in 0..10 {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(["dedup", &part(1), &part(2), &part(3), "-q", "--index", s(&index)])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Kill it the moment its temporary file appears.
+        let killed = loop {
+            let saving = std::fs::read_dir(&index)
+                .unwrap()
+                .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".tmp"));
+            if saving {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                break true;
+            }
+            if child.try_wait().unwrap().is_some() {
+                break false;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(200));
+        };
+        let now = std::fs::read(index.join("index.ndx")).unwrap();
+        if killed && now == old {
+            caught += 1;
+            // The old index loads and answers.
+            ok(&neardup(&["dedup", &part(1), "-q", "--reference", s(&index)]));
+        } else {
+            // Finished first: start again from the old index.
+            std::fs::write(index.join("index.ndx"), &old).unwrap();
+        }
+        for e in std::fs::read_dir(&index).unwrap() {
+            let e = e.unwrap();
+            if e.file_name().to_string_lossy().ends_with(".tmp") {
+                std::fs::remove_file(e.path()).unwrap();
+            }
+        }
+        if caught >= 2 {
+            break;
+        }
+    }
+    assert!(caught >= 1, "never caught a run while it saved");
+}
+
+#[test]
+fn damaged_parquet_is_reported_with_the_file_never_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let recs: Vec<Rec> = (0..2000)
+        .map(|i| Rec { id: format!("r{i}"), text: format!("record number {i} says something about item {}", i % 7) })
+        .collect();
+    let good = parquet(&recs, 0, false);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("truncated", good[..good.len() / 2].to_vec()),
+        ("no-footer", good[..good.len() - 8].to_vec()),
+        ("flipped", {
+            let mut b = good.clone();
+            for i in (100..b.len() / 2).step_by(97) {
+                b[i] ^= 0xA5;
+            }
+            b
+        }),
+        ("bad-footer-length", {
+            let mut b = good.clone();
+            let n = b.len();
+            b[n - 8..n - 4].copy_from_slice(&u32::MAX.to_le_bytes());
+            b
+        }),
+    ];
+    for (name, bytes) in cases {
+        let path = dir.path().join(format!("{name}.parquet"));
+        std::fs::write(&path, bytes).unwrap();
+        let out = neardup(&["dedup", s(&path), "-q"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {err}");
+        assert!(err.contains(&format!("{name}.parquet")), "{name}: {err}");
+        assert!(!err.contains("panicked"), "{name}: {err}");
+    }
+    // A missing text column names the columns there are.
+    let path = dir.path().join("ok.parquet");
+    std::fs::write(&path, &good).unwrap();
+    let out = neardup(&["dedup", s(&path), "-q", "--text-field", "body"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("columns: id, text, n, meta"));
+}
+
+#[test]
+fn annotate_writes_every_row_with_its_cluster_and_kept_item() {
+    let dir = tempfile::tempdir().unwrap();
+    let shards = shards(dir.path(), 3000);
+    let folders = write_formats(dir.path(), &shards);
+    let total: usize = shards.iter().map(Vec::len).sum();
+    let p = |n: &str| dir.path().join(n);
+    ok(&neardup(&[
+        "dedup",
+        s(&folders[0].1),
+        "-q",
+        "--dropped",
+        s(&p("dropped.parquet")),
+        "--clusters",
+        s(&p("clusters.jsonl")),
+        "--annotate",
+        "-o",
+        s(&p("all.jsonl")),
+    ]));
+    // The dropped table as Parquet.
+    let mut dropped = std::collections::HashMap::new();
+    for b in read_parquet(&p("dropped.parquet")) {
+        assert_eq!(b.schema().field(0).name(), "item");
+        for r in 0..b.num_rows() {
+            dropped.insert(
+                b.column(0).as_string::<i32>().value(r).to_owned(),
+                b.column(1).as_string::<i32>().value(r).to_owned(),
+            );
+        }
+    }
+    assert!(dropped.len() >= 10);
+    // Every cluster's first member names it.
+    let mut cluster_of = std::collections::HashMap::new();
+    for l in std::fs::read_to_string(p("clusters.jsonl")).unwrap().lines() {
+        let c: serde_json::Value = serde_json::from_str(l).unwrap();
+        let members: Vec<String> =
+            c["members"].as_array().unwrap().iter().map(|m| m.as_str().unwrap().to_owned()).collect();
+        for m in &members {
+            cluster_of.insert(m.clone(), members[0].clone());
+        }
+    }
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(p("all.jsonl"))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), total);
+    for l in &lines {
+        let id = l["id"].as_str().unwrap();
+        assert!(l["text"].is_string() && l["meta"]["words"].is_u64(), "{l}");
+        assert_eq!(l["duplicate_of"].as_str(), dropped.get(id).map(String::as_str), "{id}");
+        assert_eq!(l["cluster_id"].as_str().unwrap(), cluster_of.get(id).map_or(id, String::as_str), "{id}");
+    }
+    // The same as Parquet: every row, the input's columns and the two more.
+    ok(&neardup(&["dedup", s(&folders[3].1), "-q", "--annotate", "-o", s(&p("all.parquet"))]));
+    let batches = read_parquet(&p("all.parquet"));
+    let names: Vec<String> = batches[0].schema().fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(names, ["id", "text", "n", "meta", "cluster_id", "duplicate_of"]);
+    let mut row = 0;
+    for b in &batches {
+        for r in 0..b.num_rows() {
+            let l = &lines[row];
+            assert_eq!(b.column(0).as_string::<i32>().value(r), l["id"].as_str().unwrap());
+            assert_eq!(b.column(4).as_string::<i32>().value(r), l["cluster_id"].as_str().unwrap());
+            let dup = b.column(5);
+            let want = l["duplicate_of"].as_str();
+            assert_eq!((!arrow_array::Array::is_null(dup, r)).then(|| dup.as_string::<i32>().value(r)), want);
+            row += 1;
+        }
+    }
+    assert_eq!(row, total);
+}
