@@ -249,10 +249,10 @@ fn read_one(
             let (mut reported, base) = (0u64, *next);
             loop {
                 let (mut lines, mut rejects) = (Vec::new(), Vec::new());
-                let (first, t) = (*next, Instant::now());
+                let t = Instant::now();
                 let more =
                     read_chunk(&mut reader, next, CHUNK_RECORDS, CHUNK_BYTES, opts.max_line, &mut lines, &mut rejects)
-                        .map_err(|e| anyhow::anyhow!("{e} (after line {} of {})", first - base, input.name))?;
+                        .map_err(|e| anyhow::anyhow!("{e} (after line {} of {})", *next - base, input.name))?;
                 *read_s += t.elapsed().as_secs_f64();
                 let read = counter.load(Ordering::Relaxed);
                 let chunk = Chunk { lines, rejects, rows: None, input: index, progress: read - reported };

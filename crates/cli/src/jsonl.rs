@@ -297,6 +297,9 @@ pub fn open_input(path: &str, read: Arc<AtomicU64>) -> anyhow::Result<(Box<dyn B
     let mut buffered = BufReader::with_capacity(1 << 20, raw);
     let head = buffered.fill_buf().with_context(|| format!("cannot read {path}"))?;
     let name = if path == "-" { "standard input".to_owned() } else { path.to_owned() };
+    if head.starts_with(b"PAR1") {
+        anyhow::bail!("{name} is Parquet, which is read from its end: give the file's path, not standard input");
+    }
     let decoded: Box<dyn io::Read + Send> = if head.starts_with(&[0x28, 0xB5, 0x2F, 0xFD]) {
         Box::new(zstd::stream::read::Decoder::with_buffer(buffered).with_context(|| format!("cannot read {path}"))?)
     } else if head.starts_with(&[0x1F, 0x8B]) {

@@ -19,11 +19,7 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 
 fn neardup(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .expect("binary runs")
+    Command::new(env!("CARGO_BIN_EXE_neardup")).args(args).stdin(Stdio::null()).output().expect("binary runs")
 }
 
 fn ok(out: &Output) -> String {
@@ -127,10 +123,8 @@ fn parquet(recs: &[Rec], first: usize, nested: bool) -> Vec<u8> {
         columns.insert(0, ids);
     }
     let batch = RecordBatch::try_new(Arc::clone(&schema), columns).unwrap();
-    let props = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
-        .set_max_row_group_row_count(Some(300))
-        .build();
+    let props =
+        WriterProperties::builder().set_compression(Compression::SNAPPY).set_max_row_group_row_count(Some(300)).build();
     let mut out = Vec::new();
     let mut w = ArrowWriter::try_new(&mut out, schema, Some(props)).unwrap();
     w.write(&batch).unwrap();
@@ -255,18 +249,34 @@ fn incremental_runs_against_a_saved_index_match_one_run() {
     let dir = tempfile::tempdir().unwrap();
     let shards = shards(dir.path(), 4000);
     let folders = write_formats(dir.path(), &shards);
-    let parts: Vec<String> =
-        (0..4).map(|i| s(&folders[3].1.join(format!("part-{i}.data"))).to_owned()).collect();
+    let parts: Vec<String> = (0..4).map(|i| s(&folders[3].1.join(format!("part-{i}.data"))).to_owned()).collect();
     let p = |name: &str| dir.path().join(name);
     // One run over all four shards.
     ok(&neardup(&[
-        "dedup", &parts[0], &parts[1], &parts[2], &parts[3], "-q", "--pairs", s(&p("all.tsv")), "--dropped",
+        "dedup",
+        &parts[0],
+        &parts[1],
+        &parts[2],
+        &parts[3],
+        "-q",
+        "--pairs",
+        s(&p("all.tsv")),
+        "--dropped",
         s(&p("all.dropped")),
     ]));
     // Shards 1-2, then 3-4, against the index.
     let index = p("index");
     let r1 = ok(&neardup(&[
-        "dedup", &parts[0], &parts[1], "-q", "--json", "--index", s(&index), "--pairs", s(&p("r1.tsv")), "--dropped",
+        "dedup",
+        &parts[0],
+        &parts[1],
+        "-q",
+        "--json",
+        "--index",
+        s(&index),
+        "--pairs",
+        s(&p("r1.tsv")),
+        "--dropped",
         s(&p("r1.dropped")),
     ]));
     let r1: serde_json::Value = serde_json::from_str(&r1).unwrap();
@@ -277,7 +287,16 @@ fn incremental_runs_against_a_saved_index_match_one_run() {
     ok(&neardup(&["dedup", &parts[2], "-q", "--reference", s(&index), "--pairs", s(&p("ref.tsv"))]));
     assert_eq!(std::fs::read(index.join("index.ndx")).unwrap(), before);
     let r2 = ok(&neardup(&[
-        "dedup", &parts[2], &parts[3], "-q", "--json", "--index", s(&index), "--pairs", s(&p("r2.tsv")), "--dropped",
+        "dedup",
+        &parts[2],
+        &parts[3],
+        "-q",
+        "--json",
+        "--index",
+        s(&index),
+        "--pairs",
+        s(&p("r2.tsv")),
+        "--dropped",
         s(&p("r2.dropped")),
     ]));
     let r2: serde_json::Value = serde_json::from_str(&r2).unwrap();
@@ -297,7 +316,8 @@ fn incremental_runs_against_a_saved_index_match_one_run() {
     assert_eq!(pairs_into(&read("r2.tsv"), &later), want);
     // The same items are dropped, for the same kept items.
     let mut one: Vec<String> = read("all.dropped").lines().map(str::to_owned).collect();
-    let mut two: Vec<String> = read("r1.dropped").lines().chain(read("r2.dropped").lines()).map(str::to_owned).collect();
+    let mut two: Vec<String> =
+        read("r1.dropped").lines().chain(read("r2.dropped").lines()).map(str::to_owned).collect();
     one.sort();
     two.sort();
     assert_eq!(two, one);
@@ -334,7 +354,11 @@ fn incremental_runs_against_a_saved_index_match_one_run() {
     std::fs::write(&file, &other).unwrap();
     let out = neardup(&["dedup", &parts[2], "-q", "--reference", s(&index)]);
     assert_eq!(out.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("index format 2"), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("index format 2"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// A run killed while it saves the index leaves the previous index whole.
@@ -358,9 +382,8 @@ fn an_interrupted_save_leaves_the_old_index_usable() {
             .unwrap();
         // Kill it the moment its temporary file appears.
         let killed = loop {
-            let saving = std::fs::read_dir(&index)
-                .unwrap()
-                .any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".tmp"));
+            let saving =
+                std::fs::read_dir(&index).unwrap().any(|e| e.unwrap().file_name().to_string_lossy().ends_with(".tmp"));
             if saving {
                 child.kill().unwrap();
                 child.wait().unwrap();
@@ -475,11 +498,8 @@ fn annotate_writes_every_row_with_its_cluster_and_kept_item() {
             cluster_of.insert(m.clone(), members[0].clone());
         }
     }
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(p("all.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines: Vec<serde_json::Value> =
+        std::fs::read_to_string(p("all.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(lines.len(), total);
     for l in &lines {
         let id = l["id"].as_str().unwrap();

@@ -314,6 +314,7 @@ fn zstd_and_gzip_inputs_give_the_same_pairs() {
     let out = neardup(&["dedup", cut.to_str().unwrap(), "-q"], None);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
     assert!(text(&out.stderr).contains("cut.zst"), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("after line"), "{}", text(&out.stderr));
 }
 
 /// Issue 13: several inputs (or a folder) are one dataset read in order;
