@@ -17,6 +17,7 @@
 //!
 //! See `docs/cluster.md` for running it and what each failure does.
 
+pub mod snapshots;
 pub mod testkit;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -33,6 +34,9 @@ pub const STREAM: &str = "NEARDUP_LOG";
 /// Subjects of the stream: one per tenant under this prefix.
 pub const SUBJECT_PREFIX: &str = "neardup.log.t.";
 
+/// How often snapshot sets are written by default.
+pub const DEFAULT_SNAPSHOT_INTERVAL: Duration = Duration::from_secs(600);
+
 /// How a node joins a cluster.
 #[derive(Debug, Clone)]
 pub struct ClusterOptions {
@@ -44,6 +48,9 @@ pub struct ClusterOptions {
     pub replicas: usize,
     /// How long a proposal waits for the stream's acknowledgement.
     pub propose_timeout: Duration,
+    /// How often a snapshot set is written to the object store (by
+    /// whichever node finds the newest one older than this); `None`: never.
+    pub snapshot_interval: Option<Duration>,
 }
 
 impl ClusterOptions {
@@ -69,6 +76,7 @@ impl ClusterOptions {
             servers,
             node_id: node_id.to_string(),
             propose_timeout: Duration::from_secs(10),
+            snapshot_interval: Some(DEFAULT_SNAPSHOT_INTERVAL),
         })
     }
 }
@@ -180,20 +188,37 @@ pub struct ApplierState {
 }
 
 /// A running cluster node: its engine and the task applying the stream.
-#[derive(Debug)]
 pub struct Node {
     /// The replica engine: reads and writes go here as on a single node.
     pub engine: Arc<Engine>,
     /// The applier's progress.
     pub state: Arc<ApplierState>,
+    /// Snapshot sets seen and written.
+    pub snapshots: Arc<snapshots::SnapshotState>,
+    /// The position of the set this node was seeded from, when it was.
+    pub seeded_from: Option<u64>,
     options: ClusterOptions,
-    reader: tokio::task::AbortHandle,
+    js: jetstream::Context,
+    bucket: async_nats::jetstream::object_store::ObjectStore,
+    dir: std::path::PathBuf,
+    /// One set at a time from this node.
+    publishing: tokio::sync::Mutex<()>,
+    tasks: Vec<tokio::task::AbortHandle>,
+}
+
+impl std::fmt::Debug for Node {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Node").field("node_id", &self.options.node_id).field("dir", &self.dir).finish()
+    }
 }
 
 impl Drop for Node {
-    /// Stops reading the stream; the applying thread ends with it.
+    /// Stops reading the stream (the applying thread ends with it) and
+    /// writing snapshot sets.
     fn drop(&mut self) {
-        self.reader.abort();
+        for t in &self.tasks {
+            t.abort();
+        }
     }
 }
 
@@ -223,6 +248,14 @@ impl Node {
         let reads = connect("reads").await.map_err(|e| ClusterError(format!("connecting to NATS: {e}")))?;
         let js = jetstream::new(writes.clone());
         let mut stream = ensure_stream(&js, cluster.replicas).await?;
+        let bucket = snapshots::bucket(&js, cluster.replicas).await?;
+        // A node without state starts from the newest snapshot set, if any.
+        let fresh = !dir.join("replica.json").exists()
+            && std::fs::read_dir(dir.join("snapshots")).map_or(true, |mut d| d.next().is_none());
+        let seeded_from = if fresh { snapshots::seed_from_latest(&bucket, dir).await? } else { None };
+        if let Some(p) = seeded_from {
+            tracing::info!(position = p, "seeded from the newest snapshot set");
+        }
         let proposer = Arc::new(NatsProposer {
             js: js.clone(),
             runtime: Handle::current(),
@@ -239,7 +272,9 @@ impl Node {
         let engine = Arc::new(engine);
         let info = stream.info().await.map_err(|e| ClusterError(format!("reading the stream: {e}")))?;
         let from = engine.applied_position() + 1;
-        if info.state.first_sequence > from && info.state.messages > 0 {
+        // After a trim the stream starts past the commands it dropped (even
+        // when it holds none now); a new, empty stream starts at 0 or 1.
+        if info.state.first_sequence > from {
             return Err(ClusterError(format!(
                 "the stream starts at {} but this node's checkpoints end at {}: the commands between are gone; \
                  start this node with an empty data directory",
@@ -252,7 +287,52 @@ impl Node {
         state.stream_last.store(info.state.last_sequence, Ordering::Relaxed);
         let read_js = jetstream::new(reads);
         let reader = spawn_applier(read_js, Arc::clone(&engine), Arc::clone(&state), from);
-        Ok(Node { engine, state, options: cluster, reader })
+        let snapshot_state = Arc::new(snapshots::SnapshotState::default());
+        if let Ok(Some(m)) = snapshots::latest(&bucket).await {
+            snapshot_state.saw(&m);
+        }
+        let mut node = Node {
+            engine,
+            state,
+            snapshots: snapshot_state,
+            seeded_from,
+            options: cluster,
+            js,
+            bucket,
+            dir: dir.to_path_buf(),
+            publishing: tokio::sync::Mutex::new(()),
+            tasks: vec![reader],
+        };
+        if let Some(every) = node.options.snapshot_interval {
+            let loop_node = node.handle();
+            node.tasks.push(tokio::spawn(snapshot_loop(loop_node, every)).abort_handle());
+        }
+        Ok(node)
+    }
+
+    /// What the snapshot loop needs of the node.
+    fn handle(&self) -> SnapshotHandle {
+        SnapshotHandle {
+            engine: Arc::clone(&self.engine),
+            snapshots: Arc::clone(&self.snapshots),
+            js: self.js.clone(),
+            bucket: self.bucket.clone(),
+            node: self.options.node_id.clone(),
+            work: self.dir.join("upload"),
+        }
+    }
+
+    /// Writes a snapshot set of every tenant to the object store now, then
+    /// drops old sets and trims the stream behind the oldest set kept (see
+    /// [`snapshots`]).
+    pub async fn publish_snapshot(&self) -> Result<snapshots::Manifest, ClusterError> {
+        let _one = self.publishing.lock().await;
+        self.handle().publish().await
+    }
+
+    /// The newest complete snapshot set in the object store.
+    pub async fn latest_snapshot(&self) -> Result<Option<snapshots::Manifest>, ClusterError> {
+        snapshots::latest(&self.bucket).await
     }
 
     /// This node's id.
@@ -275,6 +355,52 @@ impl Node {
     /// position (as last seen).
     pub fn lag(&self) -> u64 {
         self.state.stream_last.load(Ordering::Relaxed).saturating_sub(self.engine.applied_position())
+    }
+}
+
+/// The parts of a node the snapshot loop uses.
+struct SnapshotHandle {
+    engine: Arc<Engine>,
+    snapshots: Arc<snapshots::SnapshotState>,
+    js: jetstream::Context,
+    bucket: async_nats::jetstream::object_store::ObjectStore,
+    node: String,
+    work: std::path::PathBuf,
+}
+
+impl SnapshotHandle {
+    async fn publish(&self) -> Result<snapshots::Manifest, ClusterError> {
+        let m = snapshots::publish(&self.js, &self.bucket, &self.engine, &self.node, &self.work).await?;
+        self.snapshots.saw(&m);
+        self.snapshots.written.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(position = m.position, tenants = m.tenants.len(), "wrote a snapshot set");
+        Ok(m)
+    }
+}
+
+/// Every `every / 4`, writes a set when the newest one (by any node) is
+/// older than `every`; only a caught-up node writes.
+async fn snapshot_loop(h: SnapshotHandle, every: Duration) {
+    let tick = (every / 4).max(Duration::from_millis(200));
+    loop {
+        tokio::time::sleep(tick).await;
+        if !h.engine.caught_up() || h.engine.write_refusal().is_some() {
+            continue;
+        }
+        match snapshots::latest(&h.bucket).await {
+            Ok(Some(m)) if snapshots::age_seconds(&m) < every.as_secs_f64() => {
+                h.snapshots.saw(&m);
+                continue;
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the snapshot sets failed");
+                continue;
+            }
+        }
+        if let Err(e) = h.publish().await {
+            tracing::warn!(error = %e, "writing a snapshot set failed; the stream keeps everything");
+        }
     }
 }
 
@@ -332,6 +458,13 @@ fn spawn_applier(
         loop {
             match read_stream(&js, &tx, &state, from).await {
                 Ok(()) => return, // the applier thread stopped
+                Err(e) if e.starts_with(TRIMMED) => {
+                    tracing::error!(error = %e, "the stream was trimmed past this node; it stops applying");
+                    if let Ok(mut f) = state.failed.lock() {
+                        *f = Some(e);
+                    }
+                    return;
+                }
                 Err(e) => {
                     tracing::warn!(error = %e, "reading the command stream failed; retrying");
                     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -341,6 +474,9 @@ fn spawn_applier(
     })
     .abort_handle()
 }
+
+/// How the applier's error begins when the stream was trimmed past it.
+const TRIMMED: &str = "trimmed past this node";
 
 async fn read_stream(
     js: &jetstream::Context,
@@ -378,8 +514,15 @@ async fn read_stream(
         let m = m.map_err(|e| e.to_string())?;
         let info = m.info().map_err(|e| e.to_string())?;
         let seq = info.stream_sequence;
-        // In order, none missed: the first message may skip positions that
-        // no longer exist; after it, a gap means a lost delivery.
+        // In order, none missed. Positions are never deleted but by a trim,
+        // so a first message past the start means the commands this node
+        // still needed were trimmed: applying on would diverge.
+        if expect.is_none() && seq > start {
+            return Err(format!(
+                "{TRIMMED}: this node needed command {start} but the stream now starts at {seq}; restart it with an \
+                 empty data directory (it then starts from the newest snapshot set)"
+            ));
+        }
         if expect.is_some_and(|e| seq != e) {
             return Err(format!("delivery gap: expected {expect:?}, got {seq}"));
         }

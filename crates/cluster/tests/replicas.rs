@@ -23,7 +23,9 @@ fn opts(store: StoreKind) -> EngineOptions {
 }
 
 fn node(rt: &tokio::runtime::Runtime, nats: &NatsCluster, id: &str, dir: &std::path::Path, store: StoreKind) -> Node {
-    let c = ClusterOptions::new(&nats.urls(), id).unwrap();
+    let mut c = ClusterOptions::new(&nats.urls(), id).unwrap();
+    // Sets are written when a test asks.
+    c.snapshot_interval = None;
     rt.block_on(Node::start(dir, opts(store), c)).unwrap()
 }
 
@@ -179,4 +181,96 @@ fn restarted_nodes_catch_up_and_a_killed_nats_server_loses_nothing() {
     }
     assert!(!live.contains(&"i3".to_string()));
     assert!(b.is_ready(), "not ready: {:?}, lag {}", b.failure(), b.lag());
+}
+
+/// Snapshot sets in the object store: a node with an empty data directory
+/// starts from the newest set and the stream tail; the stream is trimmed
+/// behind the oldest set kept; a node whose checkpoints fall behind the
+/// trimmed stream is refused with what to do; a set whose writer died
+/// before its manifest is ignored.
+#[test]
+fn new_nodes_start_from_snapshot_sets_and_the_stream_is_trimmed() {
+    let rt = runtime();
+    let nats = NatsCluster::start(3).unwrap();
+    let (da, db, dc) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = node(&rt, &nats, "a", da.path(), StoreKind::Fjall);
+    let ea = Arc::clone(&a.engine);
+    ea.create_tenant("t", TenantConfig::new(Config::seed_example())).unwrap();
+    ea.create_tenant("u.two", TenantConfig::new(Config::seed_example())).unwrap();
+    let mut acked: Vec<String> = Vec::new();
+    let write = |from: u64, to: u64, acked: &mut Vec<String>| {
+        for i in from..to {
+            let tenant = if i % 3 == 0 { "u.two" } else { "t" };
+            ea.upsert(tenant, Item::text(format!("i{i}"), text(i))).unwrap();
+            acked.push(format!("{tenant}/i{i}"));
+        }
+    };
+    write(0, 120, &mut acked);
+    // Node b checkpoints early, then stops: the stream will be trimmed past it.
+    {
+        let b = node(&rt, &nats, "b", db.path(), StoreKind::Fjall);
+        b.engine.wait_applied("t", ea.applied_position(), WAIT).unwrap();
+        b.engine.checkpoint().unwrap();
+    }
+    write(120, 200, &mut acked);
+    let first = rt.block_on(a.publish_snapshot()).unwrap();
+    assert_eq!(first.tenants.len(), 2);
+    write(200, 260, &mut acked);
+    let second = rt.block_on(a.publish_snapshot()).unwrap();
+    assert!(second.position > first.position);
+    // A set whose writer died before its manifest: newer, but ignored.
+    let js = rt.block_on(async_nats::connect(nats.urls().split(',').next().unwrap().to_string())).unwrap();
+    let js = async_nats::jetstream::new(js);
+    let bucket = rt.block_on(js.get_object_store(neardup_cluster::snapshots::BUCKET)).unwrap();
+    let garbage = format!("sets/{:020}-z/t", second.position + 1000);
+    rt.block_on(bucket.put(garbage.as_str(), &mut &b"not a snapshot"[..])).unwrap();
+    write(260, 300, &mut acked);
+
+    // The stream now starts after the first set's position.
+    let mut stream = rt.block_on(js.get_stream(neardup_cluster::STREAM)).unwrap();
+    let info = rt.block_on(stream.info()).unwrap();
+    assert_eq!(info.state.first_sequence, first.position + 1, "{:?}", info.state);
+
+    // A new node starts from the newest complete set and the stream tail.
+    let c = node(&rt, &nats, "c", dc.path(), StoreKind::Fjall);
+    assert_eq!(c.seeded_from, Some(second.position));
+    let ec = Arc::clone(&c.engine);
+    for tenant in ["t", "u.two"] {
+        assert_same(&[&ea, &ec], tenant, ea.tenant_lsn(tenant).unwrap());
+    }
+    for key in &acked {
+        let (tenant, id) = key.split_once('/').unwrap();
+        assert!(ec.get(tenant, id).unwrap().is_some(), "acknowledged {key} missing on the seeded node");
+    }
+    assert!(c.is_ready(), "{:?}", c.failure());
+    // It keeps following the stream.
+    ea.upsert("t", Item::text("after", text(999))).unwrap();
+    assert_same(&[&ea, &ec], "t", ea.tenant_lsn("t").unwrap());
+
+    // Node b's checkpoint is behind the trimmed stream: refused, with what to do.
+    let mut cb = ClusterOptions::new(&nats.urls(), "b").unwrap();
+    cb.snapshot_interval = None;
+    let e = rt.block_on(Node::start(db.path(), opts(StoreKind::Fjall), cb)).unwrap_err();
+    assert!(e.0.contains("empty data directory"), "{e}");
+
+    // The next set removes the unfinished one, which is older than it.
+    let third = rt.block_on(c.publish_snapshot()).unwrap();
+    assert!(third.position < second.position + 1000);
+    let names: Vec<String> = rt.block_on(async {
+        use futures_util::StreamExt;
+        let mut list = bucket.list().await.unwrap();
+        let mut out = Vec::new();
+        while let Some(o) = list.next().await {
+            let o = o.unwrap();
+            if !o.deleted {
+                out.push(o.name);
+            }
+        }
+        out
+    });
+    assert!(names.contains(&garbage), "a newer unfinished set is left to its writer: {names:?}");
+    assert!(
+        !names.iter().any(|n| n.starts_with(&format!("sets/{:020}-a/", first.position))),
+        "the oldest set is dropped beyond the two kept: {names:?}"
+    );
 }

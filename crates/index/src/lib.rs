@@ -49,7 +49,9 @@ mod wal;
 pub use decision::{
     Decision, DecisionState, MatchVerdict, PolicyRef, ScoredCandidate, UpsertOutcome, UpsertStatus, Verification,
 };
-pub use engine::{CheckpointReport, Engine, EngineOptions, Proposer, Query, RecoveryReport, StoreKind, TenantStats};
+pub use engine::{
+    seed_replica, CheckpointReport, Engine, EngineOptions, Proposer, Query, RecoveryReport, StoreKind, TenantStats,
+};
 pub use error::{Error, ErrorKind, Result};
 pub use feedback::{Label, LabelEvent, NewLabel};
 pub use item::{Item, ItemInfo, ItemRecord};

@@ -41,8 +41,8 @@ use crate::store::Store;
 use crate::tenant::{ApplyMode, Tenant, TenantCounters};
 use crate::tenant_config::TenantConfig;
 use crate::wal::{FsyncPolicy, LogRepair, Wal};
-pub use replica::Proposer;
 use replica::Replica;
+pub use replica::{seed_replica, Proposer};
 
 /// Which item store backs the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

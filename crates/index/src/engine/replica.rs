@@ -138,6 +138,51 @@ pub(super) fn write_position(dir: &Path, position: u64) -> Result<()> {
     neardup_fs::write_atomic(&replica_file(dir), &bytes).map_err(|e| Error::io("writing replica.json", e))
 }
 
+/// Seeds an empty cluster node's data directory from a snapshot set: each
+/// `(tenant, file)` is a full snapshot (records included) of the tenant as
+/// of some log position at or after `position`, and `position` the log
+/// position every one of them covers. The files are checked (header,
+/// tenant) and moved into place as the tenants' newest snapshots, then
+/// `replica.json` records `position`: [`Engine::open_replica`] then loads
+/// them, and the node applies the log from `position + 1` — entries a
+/// tenant's snapshot covers already are skipped, as after any restart.
+/// Refused when `dir` holds a node's state already.
+pub fn seed_replica(dir: &Path, position: u64, snapshots: Vec<(String, std::path::PathBuf)>) -> Result<()> {
+    let snap_root = dir.join("snapshots");
+    let occupied = replica_file(dir).exists()
+        || std::fs::read_dir(&snap_root).is_ok_and(|mut d| d.next().is_some())
+        || dir.join("wal").exists();
+    if occupied {
+        return Err(Error::state(format!("{} holds a node's state already; seed only an empty one", dir.display())));
+    }
+    let mut placed = Vec::new();
+    for (tenant, file) in snapshots {
+        crate::tenant_config::check_tenant_id(&tenant)?;
+        let mut head = Vec::new();
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(
+                std::fs::File::open(&file).map_err(|e| Error::io(format!("reading {}", file.display()), e))?,
+                1 << 20,
+            ),
+            &mut head,
+        )
+        .map_err(|e| Error::io(format!("reading {}", file.display()), e))?;
+        let header = crate::snapshot::read_header(&head)?;
+        if header.tenant != tenant {
+            return Err(Error::new(ErrorKind::TenantMismatch { expected: tenant, found: header.tenant }));
+        }
+        let dest_dir = snap_root.join(&tenant);
+        std::fs::create_dir_all(&dest_dir).map_err(|e| Error::io("creating snapshot directory", e))?;
+        let dest = dest_dir.join(format!("{:020}.snap", header.covered_lsn));
+        std::fs::rename(&file, &dest).map_err(|e| Error::io(format!("placing {}", dest.display()), e))?;
+        placed.push(dest_dir);
+    }
+    for d in placed {
+        neardup_fs::sync_dir(&d).map_err(|e| Error::io("syncing a snapshot directory", e))?;
+    }
+    write_position(dir, position)
+}
+
 impl Engine {
     /// Cluster mode: the node counts as caught up (ready) once it has
     /// applied the log up to `position` (the log's end when it started).

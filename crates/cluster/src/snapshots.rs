@@ -1,0 +1,291 @@
+//! Snapshot sets in a JetStream object store: what a new or wiped node
+//! starts from, and what lets the command stream be trimmed.
+//!
+//! A *set* is every tenant's full snapshot (the single-node snapshot
+//! format: checksummed frames, encrypted with the snapshot key when the
+//! nodes have one) plus a manifest, written last, that names them and the
+//! log position `P` the set covers: `P` is the node's applied position
+//! when the set began, and each tenant's snapshot covers the tenant at `P`
+//! or later. A node seeded from a set applies the stream from `P + 1`;
+//! entries a tenant's snapshot already covers are skipped, as after any
+//! restart. Objects are named `sets/{P:020}-{node}/{tenant}` and
+//! `sets/{P:020}-{node}/manifest.json` (two nodes writing a set at one
+//! position never mix); a set without its manifest (the writer died) is
+//! ignored and removed by the next writer.
+//!
+//! After a set is written, sets beyond the newest [`KEEP_SETS`] are deleted
+//! and the stream is purged below the oldest set kept, so the log holds
+//! what a node seeded from any kept set needs and no more.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_nats::jetstream::{self, object_store};
+use futures_util::StreamExt;
+use neardup_index::Engine;
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncReadExt;
+
+use crate::{ClusterError, STREAM};
+
+/// The object store bucket holding snapshot sets.
+pub const BUCKET: &str = "NEARDUP_SNAPSHOTS";
+/// Snapshot sets kept; the stream keeps what the oldest of them needs.
+pub const KEEP_SETS: usize = 2;
+const MANIFEST: &str = "manifest.json";
+
+/// What a snapshot set holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: u32,
+    /// Every command of the log up to here is covered.
+    pub position: u64,
+    /// The node that wrote it.
+    pub node: String,
+    /// When it was finished, Unix ms.
+    pub created_ms: u64,
+    pub tenants: Vec<SetTenant>,
+}
+
+/// One tenant's snapshot in a set.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SetTenant {
+    pub tenant: String,
+    /// The log position the tenant's snapshot covers (at or after the set's).
+    pub covered_lsn: u64,
+    pub bytes: u64,
+}
+
+/// A set's id: its position (20 digits, so ids sort by position) and node.
+fn set_id(position: u64, node: &str) -> String {
+    format!("{position:020}-{node}")
+}
+
+fn position_of(id: &str) -> Option<u64> {
+    id.get(..20)?.parse().ok()
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+fn err(what: &str, e: impl std::fmt::Display) -> ClusterError {
+    ClusterError(format!("{what}: {e}"))
+}
+
+/// The snapshot bucket, created if missing.
+pub async fn bucket(js: &jetstream::Context, replicas: usize) -> Result<object_store::ObjectStore, ClusterError> {
+    if let Ok(b) = js.get_object_store(BUCKET).await {
+        return Ok(b);
+    }
+    let config = object_store::Config {
+        bucket: BUCKET.to_string(),
+        description: Some("neardup snapshot sets".into()),
+        num_replicas: replicas,
+        storage: jetstream::stream::StorageType::File,
+        ..Default::default()
+    };
+    let mut last = String::new();
+    for _ in 0..20 {
+        match js.create_object_store(config.clone()).await {
+            Ok(b) => return Ok(b),
+            Err(e) => last = e.to_string(),
+        }
+        // Another node may have created it meanwhile.
+        if let Ok(b) = js.get_object_store(BUCKET).await {
+            return Ok(b);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Err(ClusterError(format!("creating the object store {BUCKET}: {last}")))
+}
+
+/// Every live object name in the bucket.
+async fn names(store: &object_store::ObjectStore) -> Result<Vec<String>, ClusterError> {
+    let mut list = store.list().await.map_err(|e| err("listing snapshot sets", e))?;
+    let mut out = Vec::new();
+    while let Some(info) = list.next().await {
+        let info = info.map_err(|e| err("listing snapshot sets", e))?;
+        if !info.deleted {
+            out.push(info.name);
+        }
+    }
+    Ok(out)
+}
+
+/// The ids of the complete sets (with a manifest), newest first.
+async fn complete_sets(store: &object_store::ObjectStore) -> Result<Vec<String>, ClusterError> {
+    let mut sets: Vec<String> = names(store)
+        .await?
+        .iter()
+        .filter_map(|n| n.strip_prefix("sets/")?.strip_suffix(&format!("/{MANIFEST}")))
+        .filter(|id| position_of(id).is_some())
+        .map(str::to_string)
+        .collect();
+    sets.sort_unstable_by(|a, b| b.cmp(a));
+    Ok(sets)
+}
+
+async fn read_manifest(store: &object_store::ObjectStore, id: &str) -> Result<Manifest, ClusterError> {
+    let mut object =
+        store.get(format!("sets/{id}/{MANIFEST}")).await.map_err(|e| err("reading a snapshot manifest", e))?;
+    let mut bytes = Vec::new();
+    object.read_to_end(&mut bytes).await.map_err(|e| err("reading a snapshot manifest", e))?;
+    let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| err("a snapshot manifest", e))?;
+    if m.format != 1 || set_id(m.position, &m.node) != id {
+        return Err(ClusterError(format!("the snapshot manifest of set {id} is not one this node reads")));
+    }
+    Ok(m)
+}
+
+/// The newest complete set, if any.
+pub async fn latest(store: &object_store::ObjectStore) -> Result<Option<Manifest>, ClusterError> {
+    match complete_sets(store).await?.first() {
+        Some(id) => Ok(Some(read_manifest(store, id).await?)),
+        None => Ok(None),
+    }
+}
+
+/// Writes a set of every tenant of `engine` (see the module docs), then
+/// drops sets beyond [`KEEP_SETS`] and trims the stream behind the oldest
+/// one kept. `work` is a folder for the snapshot files on their way out.
+pub async fn publish(
+    js: &jetstream::Context,
+    store: &object_store::ObjectStore,
+    engine: &std::sync::Arc<Engine>,
+    node: &str,
+    work: &Path,
+) -> Result<Manifest, ClusterError> {
+    let position = engine.applied_position();
+    let prefix = format!("sets/{}/", set_id(position, node));
+    tokio::fs::create_dir_all(work).await.map_err(|e| err("creating the snapshot work folder", e))?;
+    let tenants = engine.tenants().map_err(|e| err("listing tenants", e))?;
+    let mut entries = Vec::new();
+    for tenant in tenants {
+        let path = work.join(format!("{tenant}.snap"));
+        let (e, p, t) = (std::sync::Arc::clone(engine), path.clone(), tenant.clone());
+        let written = tokio::task::spawn_blocking(move || -> std::io::Result<neardup_index::Result<u64>> {
+            let mut f = std::io::BufWriter::new(std::fs::File::create(&p)?);
+            let covered = e.snapshot_to(&t, &mut f).map(|h| h.covered_lsn);
+            std::io::Write::flush(&mut f)?;
+            Ok(covered)
+        })
+        .await
+        .map_err(|e| err("writing a snapshot", e))?
+        .map_err(|e| err("writing a snapshot", e))?;
+        let covered_lsn = match written {
+            Ok(c) => c,
+            // Dropped since it was listed: not in the set.
+            Err(e) if matches!(e.kind(), neardup_index::ErrorKind::TenantNotFound { .. }) => continue,
+            Err(e) => return Err(ClusterError(format!("snapshot of {tenant}: {e}"))),
+        };
+        let mut file = tokio::fs::File::open(&path).await.map_err(|e| err("reading a snapshot", e))?;
+        let info = store
+            .put(format!("{prefix}{tenant}").as_str(), &mut file)
+            .await
+            .map_err(|e| err("uploading a snapshot", e))?;
+        let _ = tokio::fs::remove_file(&path).await;
+        entries.push(SetTenant { tenant, covered_lsn, bytes: info.size as u64 });
+    }
+    let manifest = Manifest { format: 1, position, node: node.to_string(), created_ms: now_ms(), tenants: entries };
+    let bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| err("encoding the manifest", e))?;
+    store
+        .put(format!("{prefix}{MANIFEST}").as_str(), &mut &bytes[..])
+        .await
+        .map_err(|e| err("uploading the manifest", e))?;
+    prune(js, store).await?;
+    Ok(manifest)
+}
+
+/// Deletes sets beyond [`KEEP_SETS`] and unfinished ones older than the
+/// newest, then purges the stream below the oldest set kept.
+async fn prune(js: &jetstream::Context, store: &object_store::ObjectStore) -> Result<(), ClusterError> {
+    let complete = complete_sets(store).await?;
+    let kept: Vec<&String> = complete.iter().take(KEEP_SETS).collect();
+    let (Some(oldest), Some(newest)) = (kept.last().and_then(|id| position_of(id)), position_of(&complete[0])) else {
+        return Ok(());
+    };
+    for name in names(store).await? {
+        let Some(id) = name.strip_prefix("sets/").and_then(|r| r.split('/').next()) else { continue };
+        let Some(p) = position_of(id) else { continue };
+        // A set being written now (by another node) is at least as new as
+        // every complete set: leave it.
+        if !kept.iter().any(|k| k.as_str() == id) && p < newest {
+            store.delete(&name).await.map_err(|e| err("deleting an old snapshot", e))?;
+        }
+    }
+    if kept.len() == KEEP_SETS {
+        let stream = js.get_stream(STREAM).await.map_err(|e| err("reading the stream", e))?;
+        // Keep every command after the oldest kept set's position.
+        stream.purge().sequence(oldest + 1).await.map_err(|e| err("trimming the stream", e))?;
+    }
+    Ok(())
+}
+
+/// Seeds an empty data directory from the newest set, when there is one:
+/// downloads every tenant's snapshot into `dir/seed/` and installs them
+/// ([`neardup_index::seed_replica`]). Returns the set's position.
+pub async fn seed_from_latest(store: &object_store::ObjectStore, dir: &Path) -> Result<Option<u64>, ClusterError> {
+    let Some(manifest) = latest(store).await? else { return Ok(None) };
+    let seed = dir.join("seed");
+    let _ = tokio::fs::remove_dir_all(&seed).await;
+    tokio::fs::create_dir_all(&seed).await.map_err(|e| err("creating the seed folder", e))?;
+    let mut files: Vec<(String, PathBuf)> = Vec::new();
+    for t in &manifest.tenants {
+        let path = seed.join(format!("{}.snap", t.tenant));
+        let mut object = store
+            .get(format!("sets/{}/{}", set_id(manifest.position, &manifest.node), t.tenant))
+            .await
+            .map_err(|e| err("downloading a snapshot", e))?;
+        let mut file = tokio::fs::File::create(&path).await.map_err(|e| err("writing a snapshot", e))?;
+        // The object store checks the SHA-256 digest at the end of the read.
+        let copied = tokio::io::copy(&mut object, &mut file).await.map_err(|e| err("downloading a snapshot", e))?;
+        file.sync_all().await.map_err(|e| err("writing a snapshot", e))?;
+        if copied != t.bytes {
+            return Err(ClusterError(format!(
+                "the snapshot of {} is {copied} bytes where the manifest says {}",
+                t.tenant, t.bytes
+            )));
+        }
+        files.push((t.tenant.clone(), path));
+    }
+    let (dir2, position) = (dir.to_path_buf(), manifest.position);
+    tokio::task::spawn_blocking(move || neardup_index::seed_replica(&dir2, position, files))
+        .await
+        .map_err(|e| err("installing the snapshot set", e))?
+        .map_err(|e| err("installing the snapshot set", e))?;
+    let _ = tokio::fs::remove_dir_all(&seed).await;
+    Ok(Some(manifest.position))
+}
+
+/// Seconds since `manifest` was finished.
+pub fn age_seconds(manifest: &Manifest) -> f64 {
+    now_ms().saturating_sub(manifest.created_ms) as f64 / 1000.0
+}
+
+/// Keeps the newest set known to this node, for metrics.
+#[derive(Debug, Default)]
+pub struct SnapshotState {
+    /// Unix ms when the newest set known was finished (0: none).
+    pub newest_ms: std::sync::atomic::AtomicU64,
+    /// Its position.
+    pub newest_position: std::sync::atomic::AtomicU64,
+    /// Sets this node wrote.
+    pub written: std::sync::atomic::AtomicU64,
+}
+
+impl SnapshotState {
+    pub(crate) fn saw(&self, m: &Manifest) {
+        self.newest_ms.fetch_max(m.created_ms, Ordering::Relaxed);
+        self.newest_position.fetch_max(m.position, Ordering::Relaxed);
+    }
+
+    /// Seconds since the newest set known was finished; `None` before any.
+    pub fn age_seconds(&self) -> Option<f64> {
+        match self.newest_ms.load(Ordering::Relaxed) {
+            0 => None,
+            ms => Some(now_ms().saturating_sub(ms) as f64 / 1000.0),
+        }
+    }
+}
