@@ -113,6 +113,13 @@ pub struct ServeArgs {
     #[arg(long, env = "NEARDUP_NODE_ID", value_name = "ID")]
     node_id: Option<String>,
 
+    /// Cluster mode: seconds between snapshot sets written to the
+    /// cluster's object store, from which new nodes start and behind
+    /// which the stream is trimmed; written by whichever node finds the
+    /// newest set older than this (0 = never). [default: 600]
+    #[arg(long, env = "NEARDUP_CLUSTER_SNAPSHOT_SECS", value_name = "SECS")]
+    cluster_snapshot_secs: Option<u64>,
+
     /// TOML file with any of the options above (snake_case keys, e.g.
     /// `listen = "0.0.0.0:8080"`, `fsync = "everysec"`); flags and
     /// environment variables win over it.
@@ -152,6 +159,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         log_format: a.log_format,
         cluster: a.cluster,
         node_id: a.node_id,
+        cluster_snapshot_secs: a.cluster_snapshot_secs,
     };
     let cfg = raw.or_file(file).validate().map_err(usage)?;
     neardup_server::init_logging(cfg.json_logs);

@@ -2,97 +2,15 @@
 //! seed's demonstration, SIGKILL it in the middle of a stream of upserts,
 //! restart it on the same data directory and find every acknowledged item.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
-
-const ADMIN: &str = "e2e-operator-token-0123456789";
-
-struct Server {
-    child: Child,
-    addr: String,
-}
-
-fn start(dir: &Path) -> Server {
-    let log = std::fs::OpenOptions::new().create(true).append(true).open(dir.join("server.log")).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(dir.join("data"))
-        .args(["--fsync", "always", "--log-format", "text", "--checkpoint-interval-secs", "0"])
-        .env("NEARDUP_ADMIN_TOKEN", ADMIN)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(log))
-        .spawn()
-        .expect("spawn neardup serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-    let addr = line.trim().strip_prefix("listening on ").unwrap_or_else(|| panic!("unexpected: {line:?}")).to_string();
-    Server { child, addr }
-}
-
-/// A minimal HTTP/1.1 client: one request per connection.
-fn http(
-    addr: &str,
-    method: &str,
-    path: &str,
-    token: Option<&str>,
-    ctype: &str,
-    body: &[u8],
-) -> std::io::Result<(u16, Vec<u8>)> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(30)))?;
-    let mut head =
-        format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
-    if let Some(t) = token {
-        head.push_str(&format!("Authorization: Bearer {t}\r\n"));
-    }
-    if !body.is_empty() {
-        head.push_str(&format!("Content-Type: {ctype}\r\n"));
-    }
-    head.push_str("\r\n");
-    s.write_all(head.as_bytes())?;
-    s.write_all(body)?;
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw)?;
-    let split = raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| std::io::Error::other("no header end"))?;
-    let headers = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
-    let status: u16 = headers
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| std::io::Error::other("bad status line"))?;
-    let mut body = raw[split + 4..].to_vec();
-    if headers.contains("transfer-encoding: chunked") {
-        body = dechunk(&body);
-    }
-    Ok((status, body))
-}
-
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    while let Some(i) = b.windows(2).position(|w| w == b"\r\n") {
-        let n = usize::from_str_radix(std::str::from_utf8(&b[..i]).unwrap().trim(), 16).unwrap();
-        if n == 0 {
-            break;
-        }
-        out.extend_from_slice(&b[i + 2..i + 2 + n]);
-        b = &b[i + 4 + n..];
-    }
-    out
-}
-
-fn call(addr: &str, method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> (u16, Value) {
-    let bytes = body.map(|v| v.to_string().into_bytes()).unwrap_or_default();
-    let (status, out) = http(addr, method, path, token, "application/json", &bytes).unwrap();
-    let v = if out.is_empty() { Value::Null } else { serde_json::from_slice(&out).unwrap_or(Value::Null) };
-    (status, v)
-}
+use common::{call, http, start, ADMIN};
+use serde_json::json;
 
 #[test]
 fn seed_demo_kill_restart_keeps_every_acknowledged_item() {

@@ -185,6 +185,8 @@ pub struct ApplierState {
     pub stream_last_handed: AtomicU64,
     /// Why the applier stopped (the node then answers 503 on /readyz).
     pub failed: Mutex<Option<String>>,
+    /// Commands applied since the node started.
+    pub applied_total: AtomicU64,
 }
 
 /// A running cluster node: its engine and the task applying the stream.
@@ -444,7 +446,9 @@ fn spawn_applier(
         .name("neardup-applier".into())
         .spawn(move || {
             while let Some((seq, payload)) = rx.blocking_recv() {
-                if let Err(e) = engine.apply_replicated(seq, &payload) {
+                let result = engine.apply_replicated(seq, &payload);
+                apply_state.applied_total.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = result {
                     tracing::error!(seq, error = %e, "a command of the stream could not be applied; this node stops applying");
                     if let Ok(mut f) = apply_state.failed.lock() {
                         *f = Some(format!("command {seq} could not be applied: {e}"));

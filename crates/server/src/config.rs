@@ -109,6 +109,8 @@ pub struct FileConfig {
     pub cluster: Option<String>,
     /// `node_id = "node-1"`.
     pub node_id: Option<String>,
+    /// Seconds between snapshot sets in the cluster's object store (0 = never).
+    pub cluster_snapshot_secs: Option<u64>,
 }
 
 impl FileConfig {
@@ -188,6 +190,8 @@ pub struct RawConfig {
     pub cluster: Option<String>,
     /// This node's id (cluster mode).
     pub node_id: Option<String>,
+    /// Seconds between snapshot sets (cluster mode; 0 = never).
+    pub cluster_snapshot_secs: Option<u64>,
 }
 
 impl RawConfig {
@@ -214,7 +218,8 @@ impl RawConfig {
             keep_snapshots,
             log_format,
             cluster,
-            node_id
+            node_id,
+            cluster_snapshot_secs
         );
         self
     }
@@ -298,8 +303,19 @@ impl RawConfig {
             (None, Some(_)) => {
                 return Err(bad("--node-id is for cluster mode: add --cluster (NEARDUP_CLUSTER)".into()))
             }
-            (Some(c), Some(id)) => Some(neardup_cluster::ClusterOptions::new(&c, &id).map_err(|e| bad(e.to_string()))?),
+            (Some(c), Some(id)) => {
+                let mut c = neardup_cluster::ClusterOptions::new(&c, &id).map_err(|e| bad(e.to_string()))?;
+                c.snapshot_interval = match self.cluster_snapshot_secs {
+                    None => Some(neardup_cluster::DEFAULT_SNAPSHOT_INTERVAL),
+                    Some(0) => None,
+                    Some(s) => Some(Duration::from_secs(s)),
+                };
+                Some(c)
+            }
         };
+        if cluster.is_none() && self.cluster_snapshot_secs.is_some() {
+            return Err(bad("--cluster-snapshot-secs is for cluster mode: add --cluster (NEARDUP_CLUSTER)".into()));
+        }
         let checkpoint_interval = match self.checkpoint_interval_secs.unwrap_or(300) {
             0 => None,
             s => Some(Duration::from_secs(s)),

@@ -52,7 +52,7 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
                 let node =
                     neardup_cluster::Node::start(&dir, opts, c).await.map_err(|e| ServeError::Config(e.to_string()))?;
                 tracing::info!(node = node.node_id(), lag = node.lag(), "joined the cluster");
-                (Arc::clone(&node.engine), Some(node))
+                (Arc::clone(&node.engine), Some(Arc::new(node)))
             }
         };
         let r = engine.recovery_report();
@@ -70,6 +70,9 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
             tracing::warn!(snapshot = %rej, "snapshot rejected; an older one or the log was used");
         }
         let state = AppState::new(Arc::clone(&engine), keys, cfg.gateway.clone());
+        if let Some(node) = &_node {
+            state.set_cluster(Arc::clone(node));
+        }
         seed_snapshot_ages(&state, &cfg.data_dir);
         raise_fd_limit();
         let listener =

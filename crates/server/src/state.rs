@@ -62,6 +62,8 @@ pub struct Inner {
     /// Limits.
     pub config: GatewayConfig,
     ready: AtomicBool,
+    /// The cluster node, in cluster mode.
+    cluster: std::sync::OnceLock<Arc<neardup_cluster::Node>>,
 }
 
 impl std::ops::Deref for AppState {
@@ -83,8 +85,19 @@ impl AppState {
                 journal: Journal::new(config.journal_capacity),
                 config,
                 ready: AtomicBool::new(true),
+                cluster: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// Attaches the cluster node (cluster mode; once).
+    pub fn set_cluster(&self, node: Arc<neardup_cluster::Node>) {
+        let _ = self.inner.cluster.set(node);
+    }
+
+    /// The cluster node, in cluster mode.
+    pub fn cluster(&self) -> Option<&Arc<neardup_cluster::Node>> {
+        self.inner.cluster.get()
     }
 
     /// Whether `/readyz` answers 200.

@@ -8,7 +8,7 @@ use axum::response::IntoResponse;
 use axum::Json;
 
 use crate::error::{ApiError, ApiResult, GatewayKind, StdErrors};
-use crate::metrics::{DiskGauges, TenantGauges};
+use crate::metrics::{ClusterGauges, DiskGauges, TenantGauges};
 use crate::state::AppState;
 use crate::wire::Health;
 
@@ -24,7 +24,8 @@ pub(crate) async fn healthz() -> Json<Health> {
 /// once it has applied the replicated log as it was when the node started.
 #[utoipa::path(get, path = "/readyz", tag = "ops", responses((status = 200, body = Health), StdErrors))]
 pub(crate) async fn readyz(State(s): State<AppState>) -> ApiResult<Json<Health>> {
-    if s.is_ready() && s.engine.write_refusal().is_none() && s.engine.caught_up() {
+    let applying = s.cluster().is_none_or(|n| n.failure().is_none());
+    if s.is_ready() && s.engine.write_refusal().is_none() && s.engine.caught_up() && applying {
         Ok(Json(Health { status: "ok".into() }))
     } else {
         Err(ApiError::gateway(GatewayKind::Unavailable))
@@ -64,6 +65,17 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> ApiResult<impl IntoRes
             ))
         })
         .await?;
-    let text = s.metrics.render(&gauges.0, gauges.1);
+    let cluster = s.cluster().map(|n| ClusterGauges {
+        node: n.node_id().to_string(),
+        applied_position: n.engine.applied_position(),
+        stream_last: n.state.stream_last.load(std::sync::atomic::Ordering::Relaxed),
+        lag: n.lag(),
+        applied_total: n.state.applied_total.load(std::sync::atomic::Ordering::Relaxed),
+        applying: n.failure().is_none(),
+        snapshot_age_seconds: n.snapshots.age_seconds(),
+        snapshot_position: n.snapshots.newest_position.load(std::sync::atomic::Ordering::Relaxed),
+        snapshot_sets_written: n.snapshots.written.load(std::sync::atomic::Ordering::Relaxed),
+    });
+    let text = s.metrics.render(&gauges.0, gauges.1, cluster.as_ref());
     Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text))
 }

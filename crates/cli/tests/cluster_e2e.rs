@@ -1,0 +1,182 @@
+//! Issue 12, process-level faults: `neardup serve --cluster` nodes as real
+//! processes over a three-server NATS JetStream cluster on loopback. A node
+//! is SIGKILLed mid-ingest and restarted (it catches up); a node is
+//! SIGKILLed while it writes a snapshot set; a node started with an empty
+//! data directory rebuilds from the object store and the stream. After
+//! each, every acknowledged write is found on every node, the nodes answer
+//! the same decision for the same probe and give the same snapshot bytes.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{call, http, start_with, Server, ADMIN};
+use neardup_cluster::testkit::NatsCluster;
+use serde_json::{json, Value};
+
+fn node(dir: &std::path::Path, nats: &NatsCluster, id: &str, snapshot_secs: &str) -> Server {
+    let urls = nats.urls();
+    let server = start_with(
+        dir,
+        &[
+            "--cluster",
+            &urls,
+            "--node-id",
+            id,
+            "--cluster-snapshot-secs",
+            snapshot_secs,
+            "--fsync",
+            "os",
+            "--checkpoint-interval-secs",
+            "0",
+        ],
+    );
+    wait_ready(&server.addr);
+    server
+}
+
+fn wait_ready(addr: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while call(addr, "GET", "/readyz", None, None).0 != 200 {
+        assert!(Instant::now() < deadline, "{addr} not ready within 60 s");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn text(i: u64) -> String {
+    format!("family {} of the red fox that runs {} times very fast over the hill, item {i}", i % 13, i % 4)
+}
+
+fn put(addr: &str, id: &str, i: u64) -> Option<u64> {
+    let path = format!("/v1/tenants/t/items/{id}");
+    match http(addr, "PUT", &path, Some(ADMIN), "application/json", json!({"content": text(i)}).to_string().as_bytes())
+    {
+        Ok((200 | 201, body)) => serde_json::from_slice::<Value>(&body).ok()?["lsn"].as_u64(),
+        _ => None,
+    }
+}
+
+/// Every acknowledged id is on every node (read at or after `lsn`), the
+/// nodes decide a probe alike and give the same snapshot bytes.
+fn assert_agree(addrs: &[&str], acked: &[String], lsn: u64) {
+    for addr in addrs {
+        let mut found = 0;
+        for id in acked {
+            let (s, v) = call(addr, "GET", &format!("/v1/tenants/t/items/{id}?min_lsn={lsn}"), Some(ADMIN), None);
+            assert_eq!(s, 200, "{addr}: acknowledged {id}: {v}");
+            found += 1;
+        }
+        assert_eq!(found, acked.len(), "{addr}");
+    }
+    let probe = json!({"content": text(7)});
+    let first = call(addrs[0], "POST", "/v1/tenants/t/decide", Some(ADMIN), Some(probe.clone())).1;
+    let snap = http(addrs[0], "GET", "/v1/tenants/t/snapshot", Some(ADMIN), "", &[]).unwrap();
+    assert_eq!(snap.0, 200);
+    for addr in &addrs[1..] {
+        assert_eq!(call(addr, "POST", "/v1/tenants/t/decide", Some(ADMIN), Some(probe.clone())).1, first, "{addr}");
+        let other = http(addr, "GET", "/v1/tenants/t/snapshot", Some(ADMIN), "", &[]).unwrap();
+        assert!(other.1 == snap.1, "{addr}: snapshot bytes differ ({} vs {} bytes)", other.1.len(), snap.1.len());
+    }
+}
+
+#[test]
+fn killed_nodes_catch_up_and_an_empty_node_rebuilds_from_the_object_store() {
+    let nats = NatsCluster::start(3).unwrap();
+    let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    let n1 = node(dirs[0].path(), &nats, "n1", "0");
+    let mut n2 = node(dirs[1].path(), &nats, "n2", "0");
+    let (a1, a2) = (n1.addr.clone(), n2.addr.clone());
+    let (s, v) = call(&a1, "POST", "/v1/tenants", Some(ADMIN), Some(json!({"tenant_id": "t"})));
+    assert_eq!(s, 201, "{v}");
+
+    // Ingest on both nodes; n2 is SIGKILLed mid-ingest and restarted.
+    let (mut acked, mut lsn, mut refused) = (Vec::new(), 0u64, 0);
+    let mut a2_now = a2.clone();
+    for i in 0..300u64 {
+        if i == 100 {
+            n2.child.kill().unwrap();
+            n2.child.wait().unwrap();
+        }
+        if i == 200 {
+            n2 = node(dirs[1].path(), &nats, "n2", "0");
+            a2_now = n2.addr.clone();
+        }
+        let addr = if i % 2 == 0 { &a1 } else { &a2_now };
+        match put(addr, &format!("i{i}"), i) {
+            Some(l) => {
+                acked.push(format!("i{i}"));
+                lsn = lsn.max(l);
+            }
+            None => refused += 1,
+        }
+    }
+    // Only the writes sent to the dead node went unanswered.
+    assert!(refused <= 50, "{refused} writes refused");
+    assert!(acked.len() >= 250, "{} acknowledged", acked.len());
+    assert_agree(&[&a1, &a2_now], &acked, lsn);
+
+    // A node that writes a snapshot set every second is SIGKILLed while it
+    // writes one (its snapshot file on the way out is seen on disk).
+    let mut caught = 0;
+    for _attempt in 0..10 {
+        let mut n3 = node(dirs[2].path(), &nats, "n3", "1");
+        let upload = dirs[2].path().join("data").join("upload");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut killed = false;
+        while Instant::now() < deadline {
+            let writing = std::fs::read_dir(&upload).is_ok_and(|mut d| d.next().is_some());
+            if writing {
+                n3.child.kill().unwrap();
+                n3.child.wait().unwrap();
+                killed = true;
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(300));
+        }
+        if !killed {
+            n3.child.kill().unwrap();
+            n3.child.wait().unwrap();
+        }
+        caught += usize::from(killed);
+        // More writes between attempts, so each set has something new.
+        for i in 0..20u64 {
+            let n = 1000 + 20 * _attempt + i;
+            if let Some(l) = put(&a1, &format!("i{n}"), n) {
+                acked.push(format!("i{n}"));
+                lsn = lsn.max(l);
+            }
+        }
+        if caught >= 2 {
+            break;
+        }
+    }
+    assert!(caught >= 1, "never caught a node writing a snapshot set");
+
+    // A complete set exists (n1 writes one now; the killed writer's
+    // unfinished sets are ignored); a node with an empty data directory
+    // starts from it and the stream tail, and agrees with the others.
+    drop(n1);
+    let n1 = node(dirs[0].path(), &nats, "n1", "1");
+    let a1 = n1.addr.clone();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let metrics = http(&a1, "GET", "/metrics", None, "", &[]).unwrap().1;
+        let text = String::from_utf8_lossy(&metrics).into_owned();
+        if text.contains("neardup_cluster_snapshot_age_seconds{node=\"n1\"}") {
+            assert!(text.contains("neardup_cluster_lag_commands{node=\"n1\"}"), "{text}");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no snapshot set within 30 s: {text}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    for i in 2000..2050u64 {
+        if let Some(l) = put(&a2_now, &format!("i{i}"), i) {
+            acked.push(format!("i{i}"));
+            lsn = lsn.max(l);
+        }
+    }
+    let n4 = node(dirs[3].path(), &nats, "n4", "0");
+    let log = std::fs::read_to_string(dirs[3].path().join("server.log")).unwrap();
+    assert!(log.contains("seeded from the newest snapshot set"), "{log}");
+    assert_agree(&[&a1, &a2_now, &n4.addr], &acked, lsn);
+}
