@@ -43,6 +43,15 @@ fn wait_ready(addr: &str) {
     }
 }
 
+/// Waits up to 10 s for `ok`.
+fn eventually(ok: impl Fn() -> bool, what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !ok() {
+        assert!(Instant::now() < deadline, "{what}: not within 10 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
 fn text(i: u64) -> String {
     format!("family {} of the red fox that runs {} times very fast over the hill, item {i}", i % 13, i % 4)
 }
@@ -88,6 +97,18 @@ fn killed_nodes_catch_up_and_an_empty_node_rebuilds_from_the_object_store() {
     let (a1, a2) = (n1.addr.clone(), n2.addr.clone());
     let (s, v) = call(&a1, "POST", "/v1/tenants", Some(ADMIN), Some(json!({"tenant_id": "t"})));
     assert_eq!(s, 201, "{v}");
+    // Keys are shared: the key minted with the tenant on n1 works on n2;
+    // one minted on n2 works on n1; one revoked on n1 stops working on n2.
+    let key1 = v["api_key"].as_str().unwrap().to_string();
+    let works = |addr: &str, key: &str| call(addr, "GET", "/v1/tenants/t", Some(key), None).0 == 200;
+    eventually(|| works(&a2, &key1), "n1's key on n2");
+    let (s, v) = call(&a2, "POST", "/v1/tenants/t/keys", Some(&key1), Some(json!({"scopes": ["query"]})));
+    assert_eq!(s, 201, "{v}");
+    let (key2, key2_id) = (v["api_key"].as_str().unwrap().to_string(), v["key_id"].as_str().unwrap().to_string());
+    eventually(|| works(&a1, &key2), "n2's key on n1");
+    let (s, v) = call(&a1, "DELETE", &format!("/v1/tenants/t/keys/{key2_id}"), Some(ADMIN), None);
+    assert!(s == 200 || s == 204, "{s} {v}");
+    eventually(|| call(&a2, "GET", "/v1/tenants/t", Some(&key2), None).0 == 401, "n1's revocation on n2");
 
     // Ingest on both nodes; n2 is SIGKILLed mid-ingest and restarted.
     let (mut acked, mut lsn, mut refused) = (Vec::new(), 0u64, 0);
@@ -179,4 +200,6 @@ fn killed_nodes_catch_up_and_an_empty_node_rebuilds_from_the_object_store() {
     let log = std::fs::read_to_string(dirs[3].path().join("server.log")).unwrap();
     assert!(log.contains("seeded from the newest snapshot set"), "{log}");
     assert_agree(&[&a1, &a2_now, &n4.addr], &acked, lsn);
+    // The new node knows the shared keys too.
+    eventually(|| works(&n4.addr, &key1), "the first key on the new node");
 }

@@ -17,6 +17,7 @@
 //!
 //! See `docs/cluster.md` for running it and what each failure does.
 
+pub mod keys;
 pub mod snapshots;
 pub mod testkit;
 
@@ -199,6 +200,8 @@ pub struct Node {
     pub snapshots: Arc<snapshots::SnapshotState>,
     /// The position of the set this node was seeded from, when it was.
     pub seeded_from: Option<u64>,
+    /// Tenant API keys shared by every node.
+    pub keys: keys::SharedKeys,
     options: ClusterOptions,
     js: jetstream::Context,
     bucket: async_nats::jetstream::object_store::ObjectStore,
@@ -251,6 +254,7 @@ impl Node {
         let js = jetstream::new(writes.clone());
         let mut stream = ensure_stream(&js, cluster.replicas).await?;
         let bucket = snapshots::bucket(&js, cluster.replicas).await?;
+        let shared_keys = keys::SharedKeys::open(&js, cluster.replicas, cluster.propose_timeout).await?;
         // A node without state starts from the newest snapshot set, if any.
         let fresh = !dir.join("replica.json").exists()
             && std::fs::read_dir(dir.join("snapshots")).map_or(true, |mut d| d.next().is_none());
@@ -298,6 +302,7 @@ impl Node {
             state,
             snapshots: snapshot_state,
             seeded_from,
+            keys: shared_keys,
             options: cluster,
             js,
             bucket,

@@ -135,12 +135,34 @@ pub struct MintedKey {
     pub scopes: Vec<Scope>,
 }
 
+/// Where tenant keys are shared with the other nodes of a cluster: a
+/// replicated map from key id to the key's record (never the secret).
+/// Calls block until a quorum stored the change; make them from blocking
+/// threads.
+pub trait KeyReplica: Send + Sync {
+    /// Stores `record` (JSON) under `id`.
+    fn put(&self, id: &str, record: &[u8]) -> Result<(), String>;
+    /// Removes `id`.
+    fn remove(&self, id: &str) -> Result<(), String>;
+}
+
 /// The credential store.
-#[derive(Debug)]
 pub struct KeyStore {
     path: Option<PathBuf>,
     admin_hash: Option<[u8; 32]>,
     keys: RwLock<BTreeMap<String, KeyRecord>>,
+    /// Cluster mode: where keys are shared (see [`KeyStore::share`]).
+    replica: std::sync::OnceLock<std::sync::Arc<dyn KeyReplica>>,
+}
+
+impl std::fmt::Debug for KeyStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyStore").field("path", &self.path).field("shared", &self.replica.get().is_some()).finish()
+    }
+}
+
+fn unavailable(detail: String) -> ApiError {
+    ApiError::from(neardup_index::Error::unavailable(format!("the cluster's key bucket: {detail}")))
 }
 
 /// Why the key store could not be opened or written.
@@ -211,7 +233,38 @@ impl KeyStore {
                 Err(e) => return Err(KeyStoreError(format!("{}: {e}", p.display()))),
             }
         }
-        Ok(KeyStore { path, admin_hash, keys: RwLock::new(keys) })
+        Ok(KeyStore { path, admin_hash, keys: RwLock::new(keys), replica: std::sync::OnceLock::new() })
+    }
+
+    /// Cluster mode: from now on keys are minted and revoked in `replica`
+    /// first (the call fails with `unavailable` when it cannot be), and
+    /// [`KeyStore::apply_shared`] brings in the other nodes' changes.
+    pub fn share(&self, replica: std::sync::Arc<dyn KeyReplica>) {
+        let _ = self.replica.set(replica);
+    }
+
+    /// Applies a change of the shared key map (a key's record, or `None`
+    /// when it was revoked) to this node's copy and persists it. A record
+    /// that does not parse, or names another id, is ignored with a warning.
+    pub fn apply_shared(&self, id: &str, record: Option<&[u8]>) {
+        let parsed = match record.map(serde_json::from_slice::<KeyRecord>) {
+            None => None,
+            Some(Ok(r)) if r.id == id && unhex32(&r.hash).is_some() => Some(r),
+            Some(_) => {
+                tracing::warn!(key_id = id, "a shared key record that does not parse was ignored");
+                return;
+            }
+        };
+        let Ok(mut keys) = self.keys.write() else { return };
+        let changed = match parsed {
+            Some(r) => keys.insert(id.to_string(), r.clone()).is_none_or(|old| old.hash != r.hash),
+            None => keys.remove(id).is_some(),
+        };
+        if changed {
+            if let Err(e) = self.persist(&keys) {
+                tracing::warn!(error = %e, "persisting the shared keys failed; they stay in memory");
+            }
+        }
     }
 
     /// Who holds `token`, if anyone.
@@ -251,10 +304,18 @@ impl KeyStore {
                 .map(|d| d.as_millis() as u64)
                 .unwrap_or(0),
         };
+        if let Some(r) = self.replica.get() {
+            let json = serde_json::to_vec(&rec).map_err(|e| ApiError::internal(format!("encoding a key: {e}")))?;
+            r.put(&id, &json).map_err(unavailable)?;
+        }
         let mut keys = self.keys.write().map_err(|_| ApiError::internal("key store lock poisoned"))?;
         keys.insert(id.clone(), rec);
         if let Err(e) = self.persist(&keys) {
             keys.remove(&id);
+            if let Some(r) = self.replica.get() {
+                // Nobody will ever hold its secret: take it back.
+                let _ = r.remove(&id);
+            }
             return Err(ApiError::internal(format!("persisting keys: {e}")));
         }
         Ok(MintedKey { key_id: id.clone(), api_key: format!("ndk_{id}_{secret}"), scopes })
@@ -270,11 +331,19 @@ impl KeyStore {
 
     /// Revokes a key of `tenant`; false when there is none.
     pub fn revoke(&self, tenant: &str, key_id: &str) -> ApiResult<bool> {
-        let mut keys = self.keys.write().map_err(|_| ApiError::internal("key store lock poisoned"))?;
-        match keys.get(key_id) {
-            Some(r) if r.tenant == tenant => {}
-            Some(_) | None => return Ok(false),
+        let ours = self
+            .keys
+            .read()
+            .map_err(|_| ApiError::internal("key store lock poisoned"))?
+            .get(key_id)
+            .is_some_and(|r| r.tenant == tenant);
+        if !ours {
+            return Ok(false);
         }
+        if let Some(r) = self.replica.get() {
+            r.remove(key_id).map_err(unavailable)?;
+        }
+        let mut keys = self.keys.write().map_err(|_| ApiError::internal("key store lock poisoned"))?;
         let removed = keys.remove(key_id);
         if let Err(e) = self.persist(&keys) {
             if let Some(r) = removed {
@@ -324,6 +393,46 @@ mod tests {
         assert_eq!(ks.authenticate(""), None);
         assert_eq!(ks.authenticate("admin-token-0123456789"), Some(Principal::Admin));
         assert!(KeyStore::open(None, Some("short")).is_err());
+    }
+
+    /// A shared map standing in for the cluster's key bucket.
+    #[derive(Default)]
+    struct Shared(std::sync::Mutex<BTreeMap<String, Vec<u8>>>);
+
+    impl KeyReplica for Shared {
+        fn put(&self, id: &str, record: &[u8]) -> Result<(), String> {
+            self.0.lock().unwrap().insert(id.into(), record.to_vec());
+            Ok(())
+        }
+        fn remove(&self, id: &str) -> Result<(), String> {
+            self.0.lock().unwrap().remove(id);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn shared_keys_reach_other_nodes_and_revocations_too() {
+        let shared = std::sync::Arc::new(Shared::default());
+        let (a, b) = (KeyStore::open(None, None).unwrap(), KeyStore::open(None, None).unwrap());
+        a.share(shared.clone());
+        b.share(shared.clone());
+        let k = a.mint("t1", &[Scope::Query]).unwrap();
+        // Node b learns of it from the shared map (as its watch would tell it).
+        assert_eq!(b.authenticate(&k.api_key), None);
+        let record = shared.0.lock().unwrap().get(&k.key_id).cloned().unwrap();
+        assert!(!String::from_utf8_lossy(&record).contains(k.api_key.rsplit('_').next().unwrap()));
+        b.apply_shared(&k.key_id, Some(&record));
+        assert!(matches!(b.authenticate(&k.api_key), Some(Principal::Tenant { ref tenant, .. }) if tenant == "t1"));
+        // Revoked on b: gone from the shared map, and from a once told.
+        assert!(b.revoke("t1", &k.key_id).unwrap());
+        assert!(shared.0.lock().unwrap().is_empty());
+        a.apply_shared(&k.key_id, None);
+        assert_eq!(a.authenticate(&k.api_key), None);
+        // A record under another id is ignored.
+        let k2 = a.mint("t1", &[Scope::Query]).unwrap();
+        let rec2 = shared.0.lock().unwrap().get(&k2.key_id).cloned().unwrap();
+        b.apply_shared("0000000000000000", Some(&rec2));
+        assert_eq!(b.authenticate(&k2.api_key), None);
     }
 
     #[test]

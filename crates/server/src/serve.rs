@@ -70,9 +70,14 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
             tracing::warn!(snapshot = %rej, "snapshot rejected; an older one or the log was used");
         }
         let state = AppState::new(Arc::clone(&engine), keys, cfg.gateway.clone());
-        if let Some(node) = &_node {
+        // Cluster mode: tenant keys are shared through the cluster's key
+        // bucket; this node's copy follows it.
+        let _key_watch = _node.as_ref().map(|node| {
             state.set_cluster(Arc::clone(node));
-        }
+            state.keys.share(Arc::new(SharedKeys(node.keys.clone())));
+            let watching = state.clone();
+            node.keys.watch(move |(id, record)| watching.keys.apply_shared(&id, record.as_deref()))
+        });
         seed_snapshot_ages(&state, &cfg.data_dir);
         raise_fd_limit();
         let listener =
@@ -102,6 +107,18 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
         tracing::info!("stopped");
         Ok(())
     })
+}
+
+/// The cluster's key bucket as the key store sees it.
+struct SharedKeys(neardup_cluster::keys::SharedKeys);
+
+impl crate::auth::KeyReplica for SharedKeys {
+    fn put(&self, id: &str, record: &[u8]) -> Result<(), String> {
+        self.0.put(id, record)
+    }
+    fn remove(&self, id: &str) -> Result<(), String> {
+        self.0.remove(id)
+    }
 }
 
 /// How long a connection may take to send a request's headers. A client

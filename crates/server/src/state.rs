@@ -127,6 +127,20 @@ impl AppState {
         tokio::task::spawn_blocking(move || f(&engine));
     }
 
+    /// Runs a key store call off the async workers: it may fsync, and in
+    /// cluster mode it waits for the shared key bucket.
+    pub async fn keys_call<T, F>(&self, f: F) -> ApiResult<T>
+    where
+        F: FnOnce(&crate::auth::KeyStore) -> ApiResult<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let state = self.clone();
+        match tokio::task::spawn_blocking(move || f(&state.keys)).await {
+            Ok(r) => r,
+            Err(e) => Err(ApiError::internal(format!("key store task failed: {e}"))),
+        }
+    }
+
     /// Runs a blocking engine call off the async workers (it may fsync).
     pub async fn run<T, F>(&self, f: F) -> ApiResult<T>
     where

@@ -25,7 +25,8 @@ pub(crate) async fn create(
     let config = req.config.unwrap_or_default().for_new_tenant()?;
     let id = req.tenant_id.clone();
     s.run(move |e| e.create_tenant(&id, config)).await?;
-    let key = s.keys.mint(&req.tenant_id, &Scope::ALL)?;
+    let tenant_id = req.tenant_id.clone();
+    let key = s.keys_call(move |k| k.mint(&tenant_id, &Scope::ALL)).await?;
     s.metrics.snapshot_written(&req.tenant_id, std::time::SystemTime::now());
     s.journal.audit(&req.tenant_id, p.actor(), "create_tenant", format!("key {}", key.key_id));
     Ok((
@@ -97,7 +98,8 @@ pub(crate) async fn create_key(
     // The tenant must exist (the operator may name any id).
     let t = tenant.clone();
     s.run(move |e| e.tenant_config(&t)).await?;
-    let key = s.keys.mint(&tenant, &req.scopes)?;
+    let (t, scopes) = (tenant.clone(), req.scopes.clone());
+    let key = s.keys_call(move |k| k.mint(&t, &scopes)).await?;
     s.journal.audit(&tenant, p.actor(), "create_key", format!("key {} scopes {:?}", key.key_id, key.scopes));
     Ok((StatusCode::CREATED, Json(key)))
 }
@@ -129,7 +131,8 @@ pub(crate) async fn revoke_key(
     P((tenant, key_id)): P<(String, String)>,
 ) -> ApiResult<StatusCode> {
     s.enter(&p, &tenant, Scope::Admin, 0)?;
-    if !s.keys.revoke(&tenant, &key_id)? {
+    let (t, id) = (tenant.clone(), key_id.clone());
+    if !s.keys_call(move |k| k.revoke(&t, &id)).await? {
         return Err(ApiError::invalid_request(format!("no key {key_id:?} for this tenant")));
     }
     s.journal.audit(&tenant, p.actor(), "revoke_key", format!("key {key_id}"));
