@@ -58,22 +58,12 @@ impl SharedKeys {
             discard: jetstream::stream::DiscardPolicy::New,
             ..Default::default()
         };
-        let mut last = String::new();
-        let mut kv = None;
-        for _ in 0..20 {
-            match js.get_or_create_stream(config.clone()).await {
-                Ok(_) => match js.get_key_value(KEYS_BUCKET).await {
-                    Ok(store) => {
-                        kv = Some(store);
-                        break;
-                    }
-                    Err(e) => last = e.to_string(),
-                },
-                Err(e) => last = e.to_string(),
-            }
-            tokio::time::sleep(Duration::from_millis(250)).await;
-        }
-        let kv = kv.ok_or_else(|| ClusterError(format!("creating the key bucket {KEYS_BUCKET}: {last}")))?;
+        let kv = crate::retry(20, Duration::from_millis(250), || async {
+            js.get_or_create_stream(config.clone()).await.map_err(|e| e.to_string())?;
+            js.get_key_value(KEYS_BUCKET).await.map_err(|e| e.to_string())
+        })
+        .await
+        .map_err(|last| ClusterError(format!("creating the key bucket {KEYS_BUCKET}: {last}")))?;
         Ok(SharedKeys { kv, runtime: Handle::current(), timeout })
     }
 

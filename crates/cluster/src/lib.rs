@@ -424,16 +424,31 @@ async fn ensure_stream(js: &jetstream::Context, replicas: usize) -> Result<strea
         max_age: Duration::ZERO,
         ..Default::default()
     };
-    let mut last = String::new();
     // The cluster may still be electing a meta leader right after start.
-    for _ in 0..60 {
-        match js.get_or_create_stream(config.clone()).await {
-            Ok(s) => return Ok(s),
-            Err(e) => last = e.to_string(),
+    retry(60, Duration::from_millis(500), || async {
+        js.get_or_create_stream(config.clone()).await.map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|last| ClusterError(format!("creating the JetStream stream {STREAM}: {last}")))
+}
+
+/// Runs `attempt` until it succeeds, at most `times` times, `pause` apart
+/// (right after start a NATS cluster may still be electing its leaders);
+/// the last error when none did.
+pub(crate) async fn retry<T, F, Fut>(times: usize, pause: Duration, mut attempt: F) -> Result<T, String>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let mut last = String::from("no attempt");
+    for _ in 0..times {
+        match attempt().await {
+            Ok(v) => return Ok(v),
+            Err(e) => last = e,
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(pause).await;
     }
-    Err(ClusterError(format!("creating the JetStream stream {STREAM}: {last}")))
+    Err(last)
 }
 
 /// Reads the stream from `from` and applies each command, in order, on one

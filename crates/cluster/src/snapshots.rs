@@ -86,19 +86,15 @@ pub async fn bucket(js: &jetstream::Context, replicas: usize) -> Result<object_s
         storage: jetstream::stream::StorageType::File,
         ..Default::default()
     };
-    let mut last = String::new();
-    for _ in 0..20 {
+    crate::retry(20, Duration::from_millis(250), || async {
         match js.create_object_store(config.clone()).await {
-            Ok(b) => return Ok(b),
-            Err(e) => last = e.to_string(),
+            Ok(b) => Ok(b),
+            // Another node may have created it meanwhile.
+            Err(e) => js.get_object_store(BUCKET).await.map_err(|_| e.to_string()),
         }
-        // Another node may have created it meanwhile.
-        if let Ok(b) = js.get_object_store(BUCKET).await {
-            return Ok(b);
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
-    Err(ClusterError(format!("creating the object store {BUCKET}: {last}")))
+    })
+    .await
+    .map_err(|last| ClusterError(format!("creating the object store {BUCKET}: {last}")))
 }
 
 /// Every live object name in the bucket.
