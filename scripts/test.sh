@@ -8,3 +8,5 @@ export NEARDUP_TEST_MINILM_DIR="${NEARDUP_TEST_MINILM_DIR:-$PWD/target/minilm}"
 [ -s "$NEARDUP_TEST_MINILM_DIR/model.safetensors" ] || bash scripts/fetch-minilm.sh "$NEARDUP_TEST_MINILM_DIR"
 bash scripts/install-nats.sh
 cargo test --workspace --locked --no-fail-fast
+# The Python package (pip builds it with maturin; pytest runs it against the CLI).
+bash scripts/test-python.sh

@@ -1,0 +1,62 @@
+from typing import List, Optional, Sequence, Tuple
+
+DEFAULT_SEED: int
+
+class Fingerprint:
+    content_hash: str
+    tokens: int
+    features: List[int]
+    signature: List[int]
+    band_keys: List[int]
+    degraded: bool
+
+class Fingerprinter:
+    def __init__(
+        self,
+        *,
+        threshold: float = 0.8,
+        shingle_width: int = 5,
+        char_shingles: bool = False,
+        normalizer: str = "default",
+        num_perm: int = 128,
+        bands: Optional[int] = None,
+        rows: Optional[int] = None,
+        signature: str = "oph",
+        seed: int = ...,
+    ) -> None: ...
+    def fingerprint(self, text: str) -> Fingerprint: ...
+    def fingerprint_many(self, texts: Sequence[str]) -> List[Fingerprint]: ...
+    @property
+    def fingerprint_version(self) -> str: ...
+    @property
+    def bands(self) -> int: ...
+    @property
+    def rows(self) -> int: ...
+
+class Index:
+    def __init__(
+        self,
+        *,
+        threshold: float = 0.8,
+        shingle_width: int = 5,
+        char_shingles: bool = False,
+        normalizer: str = "default",
+        num_perm: int = 128,
+        bands: Optional[int] = None,
+        rows: Optional[int] = None,
+        signature: str = "oph",
+        seed: int = ...,
+        max_candidates: int = 100,
+    ) -> None: ...
+    def add(self, item_id: str, text: str) -> List[Tuple[str, float]]: ...
+    def add_many(self, items: Sequence[Tuple[str, str]]) -> List[List[Tuple[str, float]]]: ...
+    def query(self, text: str) -> List[Tuple[str, float]]: ...
+    def remove(self, item_id: str) -> bool: ...
+    def __len__(self) -> int: ...
+    def __contains__(self, item_id: str) -> bool: ...
+    @property
+    def threshold(self) -> float: ...
+
+def jaccard(
+    a: str, b: str, *, shingle_width: int = 5, char_shingles: bool = False, normalizer: str = "default"
+) -> float: ...

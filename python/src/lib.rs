@@ -1,0 +1,297 @@
+//! `neardup._neardup`: neardup's core for Python (pyo3, abi3).
+//!
+//! The same parameters, names, defaults and error messages as the command
+//! line (`neardup dedup --help`): a configuration is checked by
+//! `neardup_core::Config::resolve`, and its error is the Python
+//! `ValueError`'s message. Work on texts runs with the GIL released.
+
+use std::collections::HashMap;
+
+use neardup_core::{
+    Config, Fingerprint, Fingerprinter as CoreFingerprinter, MemoryIndex, Normalizer, Params, ShingleKind,
+    SignatureScheme,
+};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+fn value_error(e: impl std::fmt::Display) -> PyErr {
+    PyValueError::new_err(e.to_string())
+}
+
+/// The pipeline configuration from keyword arguments (CLI names and defaults).
+#[allow(clippy::too_many_arguments)]
+fn params(
+    threshold: f64,
+    shingle_width: u32,
+    char_shingles: bool,
+    normalizer: &str,
+    num_perm: u32,
+    bands: Option<u32>,
+    rows: Option<u32>,
+    signature: &str,
+    seed: u64,
+    max_candidates: u32,
+) -> PyResult<Params> {
+    let config = Config {
+        normalizer: Normalizer::from_name(normalizer).map_err(value_error)?,
+        shingle_kind: if char_shingles { ShingleKind::Char } else { ShingleKind::Word },
+        shingle_width,
+        signature: SignatureScheme::from_name(signature).map_err(value_error)?,
+        num_perm,
+        bands,
+        rows,
+        seed,
+        threshold,
+        max_candidates,
+        ..Config::default()
+    };
+    config.resolve().map_err(value_error)
+}
+
+/// What one text became: content hash, token count, canonical features,
+/// MinHash signature and LSH band keys.
+#[pyclass(name = "Fingerprint", module = "neardup", frozen, get_all)]
+#[derive(Debug, Clone)]
+pub struct Fingerprint_ {
+    /// BLAKE3-128 of the normalized text, hex.
+    content_hash: String,
+    /// Tokens in the normalized text.
+    tokens: u32,
+    /// Sorted, unique 64-bit shingle hashes (empty when degraded).
+    features: Vec<u64>,
+    /// MinHash (one-permutation by default) signature.
+    signature: Vec<u32>,
+    /// LSH band keys.
+    band_keys: Vec<u64>,
+    /// True when the text had more shingles than the limit and is matched
+    /// by exact content only.
+    degraded: bool,
+}
+
+impl From<Fingerprint> for Fingerprint_ {
+    fn from(fp: Fingerprint) -> Self {
+        Fingerprint_ {
+            content_hash: fp.content_hash.to_hex(),
+            tokens: fp.tokens,
+            degraded: fp.degraded.is_some(),
+            features: fp.features,
+            signature: fp.signature,
+            band_keys: fp.band_keys,
+        }
+    }
+}
+
+#[pymethods]
+impl Fingerprint_ {
+    fn __repr__(&self) -> String {
+        format!(
+            "Fingerprint(content_hash='{}', tokens={}, features={}, signature={}, band_keys={})",
+            self.content_hash,
+            self.tokens,
+            self.features.len(),
+            self.signature.len(),
+            self.band_keys.len()
+        )
+    }
+}
+
+/// Text → fingerprint under one configuration.
+#[pyclass(module = "neardup")]
+pub struct Fingerprinter {
+    inner: CoreFingerprinter,
+}
+
+#[pymethods]
+impl Fingerprinter {
+    #[new]
+    #[pyo3(signature = (*, threshold=0.8, shingle_width=5, char_shingles=false, normalizer="default", num_perm=128,
+        bands=None, rows=None, signature="oph", seed=neardup_core::DEFAULT_SEED))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        threshold: f64,
+        shingle_width: u32,
+        char_shingles: bool,
+        normalizer: &str,
+        num_perm: u32,
+        bands: Option<u32>,
+        rows: Option<u32>,
+        signature: &str,
+        seed: u64,
+    ) -> PyResult<Self> {
+        let p =
+            params(threshold, shingle_width, char_shingles, normalizer, num_perm, bands, rows, signature, seed, 100)?;
+        Ok(Fingerprinter { inner: CoreFingerprinter::new(p).map_err(value_error)? })
+    }
+
+    /// The fingerprint of `text`.
+    fn fingerprint(&mut self, py: Python<'_>, text: &str) -> Fingerprint_ {
+        let inner = &mut self.inner;
+        py.detach(|| inner.fingerprint(text)).into()
+    }
+
+    /// The fingerprints of many texts, in order.
+    fn fingerprint_many(&mut self, py: Python<'_>, texts: Vec<String>) -> Vec<Fingerprint_> {
+        let inner = &mut self.inner;
+        py.detach(|| texts.iter().map(|t| inner.fingerprint(t).into()).collect())
+    }
+
+    /// The configuration's fingerprint version: equal strings, compatible fingerprints.
+    #[getter]
+    fn fingerprint_version(&self) -> String {
+        self.inner.params().fingerprint_version()
+    }
+
+    /// LSH bands and rows per band.
+    #[getter]
+    fn bands(&self) -> u32 {
+        self.inner.params().lsh().bands
+    }
+
+    #[getter]
+    fn rows(&self) -> u32 {
+        self.inner.params().lsh().rows
+    }
+}
+
+/// A near-duplicate index: MinHash-LSH candidates, every candidate verified
+/// with exact Jaccard on canonical shingle sets.
+#[pyclass(module = "neardup")]
+pub struct Index {
+    fingerprinter: CoreFingerprinter,
+    index: MemoryIndex,
+    ids: Vec<Option<String>>,
+    by_id: HashMap<String, u32>,
+}
+
+impl Index {
+    /// Verified live items for `fp` at or above the threshold, best first.
+    fn matches(&self, fp: &Fingerprint) -> PyResult<Vec<(String, f64)>> {
+        let cands = self.index.candidates(fp, None).map_err(value_error)?;
+        let found = self.index.verify(fp, &cands.ids, self.index.params().threshold());
+        Ok(found.into_iter().filter_map(|m| Some((self.ids.get(m.id as usize)?.clone()?, m.score))).collect())
+    }
+
+    fn add_one(&mut self, item_id: String, text: &str) -> PyResult<Vec<(String, f64)>> {
+        if self.by_id.contains_key(&item_id) {
+            return Err(value_error(format!("item id {item_id:?} is already in the index")));
+        }
+        let fp = self.fingerprinter.fingerprint(text);
+        let found = self.matches(&fp)?;
+        let n = self.index.insert(fp).map_err(value_error)?;
+        self.ids.push(Some(item_id.clone()));
+        self.by_id.insert(item_id, n);
+        Ok(found)
+    }
+}
+
+#[pymethods]
+impl Index {
+    #[new]
+    #[pyo3(signature = (*, threshold=0.8, shingle_width=5, char_shingles=false, normalizer="default", num_perm=128,
+        bands=None, rows=None, signature="oph", seed=neardup_core::DEFAULT_SEED, max_candidates=100))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        threshold: f64,
+        shingle_width: u32,
+        char_shingles: bool,
+        normalizer: &str,
+        num_perm: u32,
+        bands: Option<u32>,
+        rows: Option<u32>,
+        signature: &str,
+        seed: u64,
+        max_candidates: u32,
+    ) -> PyResult<Self> {
+        let p = params(
+            threshold,
+            shingle_width,
+            char_shingles,
+            normalizer,
+            num_perm,
+            bands,
+            rows,
+            signature,
+            seed,
+            max_candidates,
+        )?;
+        Ok(Index {
+            fingerprinter: CoreFingerprinter::new(p.clone()).map_err(value_error)?,
+            index: MemoryIndex::new(p),
+            ids: Vec::new(),
+            by_id: HashMap::new(),
+        })
+    }
+
+    /// Adds `text` as `item_id`; returns the earlier items it verifies
+    /// against at or above the threshold, as `(item_id, score)`, best first.
+    fn add(&mut self, py: Python<'_>, item_id: String, text: &str) -> PyResult<Vec<(String, f64)>> {
+        py.detach(|| self.add_one(item_id, text))
+    }
+
+    /// Adds many `(item_id, text)` pairs in order (each sees the earlier
+    /// ones); returns each one's matches, as `add` does.
+    fn add_many(&mut self, py: Python<'_>, items: Vec<(String, String)>) -> PyResult<Vec<Vec<(String, f64)>>> {
+        py.detach(|| items.into_iter().map(|(id, text)| self.add_one(id, &text)).collect())
+    }
+
+    /// The items `text` verifies against at or above the threshold, best first.
+    fn query(&self, py: Python<'_>, text: &str) -> PyResult<Vec<(String, f64)>> {
+        py.detach(|| {
+            let fp = self.fingerprinter.clone().fingerprint(text);
+            self.matches(&fp)
+        })
+    }
+
+    /// Removes `item_id`; False when it is not in the index.
+    fn remove(&mut self, item_id: &str) -> bool {
+        let Some(n) = self.by_id.remove(item_id) else { return false };
+        self.ids[n as usize] = None;
+        self.index.remove(n)
+    }
+
+    fn __len__(&self) -> usize {
+        self.index.len()
+    }
+
+    fn __contains__(&self, item_id: &str) -> bool {
+        self.by_id.contains_key(item_id)
+    }
+
+    /// The threshold.
+    #[getter]
+    fn threshold(&self) -> f64 {
+        self.index.params().threshold()
+    }
+}
+
+/// Exact Jaccard similarity of the canonical shingle sets of `a` and `b`
+/// (1.0 for texts that normalize to the same content).
+#[pyfunction]
+#[pyo3(signature = (a, b, *, shingle_width=5, char_shingles=false, normalizer="default"))]
+fn jaccard(
+    py: Python<'_>,
+    a: &str,
+    b: &str,
+    shingle_width: u32,
+    char_shingles: bool,
+    normalizer: &str,
+) -> PyResult<f64> {
+    let p =
+        params(0.8, shingle_width, char_shingles, normalizer, 128, None, None, "oph", neardup_core::DEFAULT_SEED, 100)?;
+    let mut f = CoreFingerprinter::new(p).map_err(value_error)?;
+    py.detach(|| {
+        let (x, y) = (f.fingerprint(a), f.fingerprint(b));
+        Ok(neardup_core::verify_pair(&x.features, &x.content_hash, &y.features, &y.content_hash, 0.0)
+            .map_or(0.0, |s| s.score))
+    })
+}
+
+#[pymodule]
+fn _neardup(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Fingerprinter>()?;
+    m.add_class::<Fingerprint_>()?;
+    m.add_class::<Index>()?;
+    m.add_function(wrap_pyfunction!(jaccard, m)?)?;
+    m.add("DEFAULT_SEED", neardup_core::DEFAULT_SEED)?;
+    Ok(())
+}

@@ -1,0 +1,145 @@
+"""The Python package against the command line: the same parameters give
+the same fingerprints, the same verified pairs and the same errors.
+
+Needs the `neardup` binary (NEARDUP_BIN, or target/debug/neardup built by
+`cargo test`) and python3 with the package installed (`pip install ./python`).
+"""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+import neardup
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = os.environ.get("NEARDUP_BIN", str(ROOT / "target" / "debug" / "neardup"))
+
+
+def run_cli(*args):
+    out = subprocess.run([BIN, *args], capture_output=True, text=True)
+    return out
+
+
+def test_seed_demonstration():
+    idx = neardup.Index(threshold=0.75, shingle_width=2, normalizer="seed")
+    assert idx.add("A", "red fox runs very fast") == []
+    assert idx.add("B", "red fox runs very fast today") == [("A", 0.8)]
+    assert idx.add("C", "database backup completed nightly") == []
+    assert len(idx) == 3 and "B" in idx
+    assert idx.query("red fox runs very fast") == [("A", 1.0), ("B", 0.8)]
+    assert idx.remove("A") is True
+    assert idx.remove("A") is False
+    assert idx.query("red fox runs very fast") == [("B", 0.8)]
+    assert neardup.jaccard(
+        "red fox runs very fast", "red fox runs very fast today", shingle_width=2, normalizer="seed"
+    ) == 0.8
+
+
+def test_the_contract_call():
+    idx = neardup.Index(threshold=0.85, shingle_width=5, normalizer="seed")
+    text = "the quick brown fox jumps over the lazy dog and runs far away into the woods"
+    assert idx.add("A", text) == []
+    got = idx.add("B", text + " today")
+    assert isinstance(got, list) and isinstance(got[0], tuple)
+    assert got[0][0] == "A" and 0.85 <= got[0][1] <= 1.0
+
+
+def test_errors_are_value_errors_with_the_cli_messages():
+    for kwargs, flag in [({"threshold": 1.5}, ["--threshold", "1.5"]), ({"normalizer": "nope"}, ["--normalizer", "nope"])]:
+        with pytest.raises(ValueError) as e:
+            neardup.Index(**kwargs)
+        cli = run_cli("dedup", "-", *flag, "-q")
+        assert cli.returncode == 2
+        assert str(e.value) in cli.stderr, (str(e.value), cli.stderr)
+    idx = neardup.Index()
+    idx.add("x", "some text here to index for the test")
+    with pytest.raises(ValueError, match="already in the index"):
+        idx.add("x", "other text")
+
+
+def test_fingerprints_match_the_cli_configuration():
+    f = neardup.Fingerprinter(threshold=0.85, shingle_width=3)
+    summary = json.loads(
+        run_cli("dedup", "-", "--threshold", "0.85", "--shingle-width", "3", "--json", "-q").stdout
+    )
+    assert f.fingerprint_version == summary["params"]["fingerprint_version"]
+    assert (f.bands, f.rows) == (summary["params"]["bands"], summary["params"]["rows"])
+    fp = f.fingerprint("Hello, World! This is the same text.")
+    again = f.fingerprint("hello world this is the same text")
+    assert fp.content_hash == again.content_hash and fp.features == again.features
+    assert len(fp.signature) == 128 and len(fp.band_keys) == f.bands
+    assert [x.content_hash for x in f.fingerprint_many(["a b c", "d e f"])] == [
+        f.fingerprint("a b c").content_hash,
+        f.fingerprint("d e f").content_hash,
+    ]
+
+
+def real_corpus(tmp_path, limit):
+    out = tmp_path / "real.jsonl"
+    subprocess.run([sys.executable, str(ROOT / "bench" / "corpus" / "real.py"), str(out)], check=True,
+                   stdout=subprocess.DEVNULL)
+    lines = out.read_text().splitlines()[:limit]
+    sub = tmp_path / "sub.jsonl"
+    sub.write_text("\n".join(lines) + "\n")
+    return sub, [json.loads(l) for l in lines]
+
+
+def test_index_gives_the_cli_verified_pairs_on_real_documents(tmp_path):
+    corpus, records = real_corpus(tmp_path, 3000)
+    assert len(records) >= 2000
+    pairs_tsv = tmp_path / "pairs.tsv"
+    cli = run_cli("dedup", str(corpus), "--max-candidates", "10000", "--pairs", str(pairs_tsv), "--json", "-q")
+    assert cli.returncode == 0, cli.stderr
+    summary = json.loads(cli.stdout)
+    # No capped query: the CLI verified every LSH candidate, as add() does.
+    assert summary["capped_queries"] == 0, summary
+    want = set()
+    for line in pairs_tsv.read_text().splitlines():
+        left, right, score = line.split("\t")
+        want.add((left, right, float(score)))
+    assert len(want) >= 100, len(want)
+
+    idx = neardup.Index(max_candidates=10000)
+    got = set()
+    results = idx.add_many([(r["id"], r["text"]) for r in records])
+    for r, matches in zip(records, results):
+        for other, score in matches:
+            got.add((other, r["id"], score))
+    assert got == want, (len(got), len(want), sorted(got ^ want)[:5])
+
+
+def test_work_runs_without_the_gil():
+    # A watcher thread notes the time as fast as it can while the main
+    # thread fingerprints a long text. With the GIL held through the call,
+    # the watcher would stall for the whole call; released, it keeps running.
+    import time
+
+    f = neardup.Fingerprinter()
+    text = " ".join(f"word{i % 5000}" for i in range(1_500_000))
+    stamps = []
+    done = threading.Event()
+
+    def watch():
+        while not done.is_set():
+            stamps.append(time.perf_counter())
+
+    t = threading.Thread(target=watch)
+    t.start()
+    time.sleep(0.05)
+    start = time.perf_counter()
+    f.fingerprint(text)
+    end = time.perf_counter()
+    done.set()
+    t.join()
+    call = end - start
+    # The call's start and end count as stamps: a watcher stalled from just
+    # before the call to its end leaves one gap as long as the call.
+    inside = [start] + [s for s in stamps if start <= s <= end] + [end]
+    gaps = [b - a for a, b in zip(inside, inside[1:])]
+    assert call > 0.05, call
+    assert len(inside) > 10 and max(gaps) < call / 2, (call, len(inside), max(gaps, default=None))
