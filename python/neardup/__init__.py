@@ -13,6 +13,73 @@ similarity, not an estimate. Parameters, names and defaults are those of the
     [('A', 0.8)]
 """
 
+from typing import Any, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
+
 from ._neardup import DEFAULT_SEED, Fingerprint, Fingerprinter, Index, jaccard
 
-__all__ = ["DEFAULT_SEED", "Fingerprint", "Fingerprinter", "Index", "jaccard"]
+__all__ = ["DEFAULT_SEED", "Fingerprint", "Fingerprinter", "Index", "Outcome", "dedup", "jaccard"]
+
+
+class Outcome(NamedTuple):
+    """What ``dedup`` decided for one record."""
+
+    #: The record's id (its ``id_key`` value, else its 1-based position).
+    id: str
+    #: False when it verifies at or above the threshold against an earlier kept record.
+    kept: bool
+    #: The best-scoring earlier kept record it duplicates, when dropped.
+    duplicate_of: Optional[str]
+    #: Its exact Jaccard score against ``duplicate_of``.
+    score: Optional[float]
+    #: Every earlier record it verifies against, ``(id, score)``, best first.
+    matches: List[Tuple[str, float]]
+
+
+def dedup(
+    records: Iterable[Mapping[str, Any]],
+    *,
+    text_key: str = "text",
+    id_key: str = "id",
+    chunk: int = 1024,
+    **params: Any,
+) -> Iterator[Tuple[Mapping[str, Any], Outcome]]:
+    """Deduplicates a stream of records as ``neardup dedup`` does, lazily.
+
+    Yields ``(record, Outcome)`` for every record, in order. A record is
+    dropped only when it verifies against an earlier *kept* record (the
+    greedy rule of the command line), so every dropped record names the kept
+    one it duplicates. ``params`` are ``Index``'s (``threshold``,
+    ``shingle_width``, ``normalizer``, ...). Records are indexed ``chunk`` at
+    a time with the GIL released; memory grows with the index, not the
+    stream. A record without a string ``text_key`` raises ``ValueError``.
+    """
+    if chunk < 1:
+        raise ValueError("chunk must be at least 1")
+    index = Index(**params)
+    kept = set()
+    position = 0
+    batch: List[Mapping[str, Any]] = []
+
+    def flush() -> Iterator[Tuple[Mapping[str, Any], Outcome]]:
+        nonlocal position
+        items = []
+        for record in batch:
+            position += 1
+            text = record.get(text_key)
+            if not isinstance(text, str):
+                raise ValueError(f"record {position}: missing string field {text_key!r}")
+            rid = record.get(id_key)
+            items.append((str(rid) if rid is not None else str(position), text))
+        for record, (rid, _), matches in zip(batch, items, index.add_many(items)):
+            best = next(((m, s) for m, s in matches if m in kept), None)
+            if best is None:
+                kept.add(rid)
+            yield record, Outcome(rid, best is None, best[0] if best else None, best[1] if best else None, matches)
+        batch.clear()
+
+    for record in records:
+        batch.append(record)
+        if len(batch) >= chunk:
+            yield from flush()
+    if batch:
+        yield from flush()

@@ -143,3 +143,31 @@ def test_work_runs_without_the_gil():
     gaps = [b - a for a, b in zip(inside, inside[1:])]
     assert call > 0.05, call
     assert len(inside) > 10 and max(gaps) < call / 2, (call, len(inside), max(gaps, default=None))
+
+
+def test_dedup_keeps_and_drops_as_the_cli_does(tmp_path):
+    corpus, records = real_corpus(tmp_path, 3000)
+    dropped_tsv = tmp_path / "dropped.tsv"
+    cli = run_cli("dedup", str(corpus), "--max-candidates", "10000", "--dropped", str(dropped_tsv), "--json", "-q")
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout)["capped_queries"] == 0
+    want = {}
+    for line in dropped_tsv.read_text().splitlines():
+        item, kept_item, score = line.split("\t")
+        want[item] = (kept_item, float(score))
+    assert len(want) >= 50
+    seen = 0
+    got = {}
+    for record, outcome in neardup.dedup(iter(records), max_candidates=10000, chunk=700):
+        assert record is records[seen] and outcome.id == record["id"]
+        seen += 1
+        if not outcome.kept:
+            got[outcome.id] = (outcome.duplicate_of, outcome.score)
+            assert (outcome.duplicate_of, outcome.score) in outcome.matches
+    assert seen == len(records)
+    assert got == want
+    # Records without an id are named by position; a record without text is an error.
+    out = list(neardup.dedup([{"text": "a b c d e f g"}, {"text": "a b c d e f g"}]))
+    assert [(o.id, o.kept, o.duplicate_of) for _, o in out] == [("1", True, None), ("2", False, "1")]
+    with pytest.raises(ValueError, match="missing string field 'text'"):
+        list(neardup.dedup([{"body": "x"}]))
