@@ -1,4 +1,5 @@
-from typing import List, Optional, Sequence, Tuple
+import os
+from typing import List, Optional, Sequence, Tuple, Union
 
 DEFAULT_SEED: int
 
@@ -56,6 +57,9 @@ class Index:
     def __contains__(self, item_id: str) -> bool: ...
     @property
     def threshold(self) -> float: ...
+    def save(self, path: Union[str, "os.PathLike[str]"]) -> None: ...
+    @staticmethod
+    def load(path: Union[str, "os.PathLike[str]"]) -> "Index": ...
 
 def jaccard(
     a: str, b: str, *, shingle_width: int = 5, char_shingles: bool = False, normalizer: str = "default"

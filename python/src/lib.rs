@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use neardup_core::saved_index::{self, FormatError, Header, Reader, SavedItem};
 use neardup_core::{
     Config, Fingerprint, Fingerprinter as CoreFingerprinter, MemoryIndex, Normalizer, Params, ShingleKind,
     SignatureScheme,
@@ -261,6 +262,70 @@ impl Index {
     #[getter]
     fn threshold(&self) -> f64 {
         self.index.params().threshold()
+    }
+
+    /// Writes the index to `path` (the format `neardup dedup --index`
+    /// uses), replacing the file atomically: a crash leaves the old file or
+    /// the new one, whole.
+    fn save(&self, py: Python<'_>, path: std::path::PathBuf) -> PyResult<()> {
+        py.detach(|| {
+            let live: Vec<u32> = (0..self.ids.len() as u32).filter(|&n| self.ids[n as usize].is_some()).collect();
+            let sketch = self.index.candidate_index().sketch_len();
+            let header = Header::new(
+                self.index.params(),
+                live.len() as u64,
+                live.len() as u64,
+                1,
+                sketch,
+                concat!("neardup-python ", env!("CARGO_PKG_VERSION")),
+            );
+            let view = self.index.candidate_index().view();
+            neardup_fs::write_atomic_with(&path, |w: &mut dyn std::io::Write| -> Result<(), FormatError> {
+                let items = live.iter().enumerate().map_while(|(k, &n)| {
+                    Some(SavedItem {
+                        id: self.ids[n as usize].as_deref()?,
+                        kept: true,
+                        first: k as u32,
+                        row: view.row(n)?,
+                        features: self.index.features(n).unwrap_or(&[]),
+                    })
+                });
+                saved_index::write(w, &header, items).map(|_| ())
+            })
+            .map_err(|e| value_error(format!("cannot save the index {}: {e}", path.display())))
+        })
+    }
+
+    /// An index read from `path` (written by `save` or `neardup dedup
+    /// --index`), with the settings it was made under.
+    #[staticmethod]
+    fn load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<Index> {
+        py.detach(|| {
+            let shown = path.display().to_string();
+            let fail = |e: &dyn std::fmt::Display| value_error(format!("cannot load the index {shown}: {e}"));
+            let file = std::fs::File::open(&path).map_err(|e| fail(&e))?;
+            let reader = Reader::open(std::io::BufReader::with_capacity(4 << 20, file)).map_err(|e| fail(&e))?;
+            let p = reader.header().config.resolve().map_err(|e| fail(&e))?;
+            let mut index = Index {
+                fingerprinter: CoreFingerprinter::new(p.clone()).map_err(value_error)?,
+                index: MemoryIndex::new(p),
+                ids: Vec::new(),
+                by_id: HashMap::new(),
+            };
+            let sketch = index.index.candidate_index().sketch_len();
+            reader
+                .read_items(sketch, |item| {
+                    if index.by_id.contains_key(&item.id) {
+                        return Err(FormatError(format!("the id {:?} is in it twice", item.id)));
+                    }
+                    let n = index.index.insert_row(item.row, item.features).map_err(|e| FormatError(e.to_string()))?;
+                    index.by_id.insert(item.id.clone(), n);
+                    index.ids.push(Some(item.id));
+                    Ok(())
+                })
+                .map_err(|e| fail(&e))?;
+            Ok(index)
+        })
     }
 }
 

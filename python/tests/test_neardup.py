@@ -171,3 +171,38 @@ def test_dedup_keeps_and_drops_as_the_cli_does(tmp_path):
     assert [(o.id, o.kept, o.duplicate_of) for _, o in out] == [("1", True, None), ("2", False, "1")]
     with pytest.raises(ValueError, match="missing string field 'text'"):
         list(neardup.dedup([{"body": "x"}]))
+
+
+def test_save_and_load_share_the_cli_index_format(tmp_path):
+    corpus, records = real_corpus(tmp_path, 1500)
+    idx = neardup.Index(threshold=0.85)
+    idx.add_many([(r["id"], r["text"]) for r in records])
+    gone = records[0]["id"]
+    assert idx.remove(gone)
+    path = tmp_path / "py.ndx"
+    idx.save(path)
+    back = neardup.Index.load(path)
+    assert len(back) == len(idx) == len(records) - 1
+    assert back.threshold == 0.85 and gone not in back
+    for r in records[1:40]:
+        assert back.query(r["text"]) == idx.query(r["text"])
+
+    # An index written by `neardup dedup --index` loads in Python and
+    # answers with the run's settings and items.
+    cli = run_cli("dedup", str(corpus), "--threshold", "0.85", "--index", str(tmp_path / "cli"), "-q")
+    assert cli.returncode == 0, cli.stderr
+    from_cli = neardup.Index.load(tmp_path / "cli" / "index.ndx")
+    assert len(from_cli) == len(records) and from_cli.threshold == 0.85
+    probe = records[5]["text"]
+    assert from_cli.query(probe)[0] == (records[5]["id"], 1.0)
+    # And the CLI reads what Python wrote, under the same settings.
+    (tmp_path / "py").mkdir()
+    (tmp_path / "py" / "index.ndx").write_bytes(path.read_bytes())
+    cli = run_cli("dedup", str(corpus), "--threshold", "0.85", "--reference", str(tmp_path / "py"), "-q")
+    assert cli.returncode == 3 and "duplicate item id" in cli.stderr  # every id but one is in it already
+
+    bad = bytearray(path.read_bytes())
+    bad[len(bad) // 2] ^= 0x10
+    (tmp_path / "bad.ndx").write_bytes(bytes(bad))
+    with pytest.raises(ValueError, match="damaged"):
+        neardup.Index.load(tmp_path / "bad.ndx")

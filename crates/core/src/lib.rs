@@ -36,6 +36,7 @@ pub mod normalize;
 pub mod oracle;
 pub mod pages;
 mod policy;
+pub mod saved_index;
 pub mod shingle;
 pub mod simhash;
 pub mod verify;
