@@ -206,3 +206,48 @@ def test_save_and_load_share_the_cli_index_format(tmp_path):
     (tmp_path / "bad.ndx").write_bytes(bytes(bad))
     with pytest.raises(ValueError, match="damaged"):
         neardup.Index.load(tmp_path / "bad.ndx")
+
+
+def test_the_service_client_walks_the_seed_demonstration(tmp_path):
+    import socket
+    import time
+
+    from neardup.client import Client, ServiceError
+
+    admin_token = "python-client-admin-token-0123"
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = dict(os.environ, NEARDUP_ADMIN_TOKEN=admin_token)
+    server = subprocess.Popen(
+        [BIN, "serve", "--listen", f"127.0.0.1:{port}", "--data-dir", str(tmp_path / "data"), "--log-format", "text"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}"
+        admin = Client(url, token=admin_token)
+        deadline = time.time() + 30
+        while not admin.ready():
+            assert time.time() < deadline, "the service did not become ready"
+            time.sleep(0.05)
+        created = admin.create_tenant("t1", {"normalizer": "seed", "shingle_width": 2, "threshold": 0.75})
+        key = created["api_key"]
+        c = Client(url, token=key)
+        assert c.upsert("t1", "A", "red fox runs very fast")["decision"] == "distinct"
+        b = c.upsert("t1", "B", "red fox runs very fast today")
+        assert b["decision"] == "near_duplicate"
+        assert b["candidates"][0]["item_id"] == "A" and b["candidates"][0]["score"] == 0.8
+        assert c.get("t1", "B", min_lsn=b["lsn"])["item_id"] == "B"
+        assert c.decide("t1", "database backup completed nightly")["decision"] == "distinct"
+        batch = c.upsert_many("t1", [{"item_id": "C", "content": "red fox runs very fast"}])
+        assert batch["results"][0]["decision"] == "duplicate", batch
+        c.tombstone("t1", "A", epoch=1)
+        with pytest.raises(ServiceError) as e:
+            c.get("t1", "A")
+        assert e.value.status == 404 and e.value.code == "item_not_found"
+        with pytest.raises(ServiceError) as e:
+            Client(url, token="wrong-token").tenant("t1")
+        assert e.value.status == 401
+    finally:
+        server.kill()
+        server.wait()

@@ -1,0 +1,115 @@
+"""A small client for ``neardup serve`` (standard library only).
+
+    >>> from neardup.client import Client
+    >>> admin = Client("http://127.0.0.1:8080", token=ADMIN_TOKEN)
+    >>> key = admin.create_tenant("docs", config={"threshold": 0.85})["api_key"]
+    >>> docs = Client("http://127.0.0.1:8080", token=key)
+    >>> docs.upsert("docs", "a", "the red fox runs very fast")["decision"]
+    'distinct'
+
+Every method returns the service's JSON answer as a dict. An error answer
+raises ``ServiceError`` with the HTTP status, the stable ``code`` and the
+message (``docs/service.md`` lists the codes). In cluster mode pass a
+write's ``lsn`` as ``min_lsn`` to a read on another node.
+"""
+
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any, Dict, Iterable, Mapping, Optional
+
+__all__ = ["Client", "ServiceError"]
+
+
+class ServiceError(Exception):
+    """An error answer from the service."""
+
+    def __init__(self, status: int, code: str, message: str):
+        super().__init__(f"{status} {code}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+
+
+class Client:
+    """One service endpoint and bearer token (the operator token or a tenant key)."""
+
+    def __init__(self, url: str, token: Optional[str] = None, timeout: float = 30.0):
+        self.url = url.rstrip("/")
+        self.token = token
+        self.timeout = timeout
+
+    def _call(self, method: str, path: str, body: Any = None, query: Optional[Mapping[str, Any]] = None) -> Any:
+        url = self.url + path
+        params = {k: v for k, v in (query or {}).items() if v is not None}
+        if params:
+            url += "?" + urllib.parse.urlencode(params)
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, method=method)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        if self.token:
+            req.add_header("Authorization", f"Bearer {self.token}")
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as e:
+            raw = e.read()
+            try:
+                err = json.loads(raw)["error"]
+                raise ServiceError(e.code, err["code"], err["message"]) from None
+            except (ValueError, KeyError, TypeError):
+                raise ServiceError(e.code, "http_error", raw.decode(errors="replace")) from None
+        return json.loads(raw) if raw else None
+
+    @staticmethod
+    def _seg(s: str) -> str:
+        return urllib.parse.quote(s, safe="")
+
+    # Tenants and keys.
+    def create_tenant(self, tenant_id: str, config: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+        body: Dict[str, Any] = {"tenant_id": tenant_id}
+        if config is not None:
+            body["config"] = config
+        return self._call("POST", "/v1/tenants", body)
+
+    def tenant(self, tenant: str) -> Dict[str, Any]:
+        return self._call("GET", f"/v1/tenants/{self._seg(tenant)}")
+
+    def create_key(self, tenant: str, scopes: Iterable[str]) -> Dict[str, Any]:
+        return self._call("POST", f"/v1/tenants/{self._seg(tenant)}/keys", {"scopes": list(scopes)})
+
+    # Items.
+    def upsert(self, tenant: str, item_id: str, content: str, **fields: Any) -> Dict[str, Any]:
+        """Inserts or replaces an item; ``fields`` are the request's other
+        fields (``epoch``, ``idempotency_key``, ``metadata``)."""
+        path = f"/v1/tenants/{self._seg(tenant)}/items/{self._seg(item_id)}"
+        return self._call("PUT", path, {"content": content, **fields})
+
+    def upsert_many(self, tenant: str, items: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:
+        """A batch: items are ``{"item_id", "content", ...}``."""
+        return self._call("POST", f"/v1/tenants/{self._seg(tenant)}/items", {"items": list(items)})
+
+    def get(self, tenant: str, item_id: str, min_lsn: Optional[int] = None) -> Dict[str, Any]:
+        path = f"/v1/tenants/{self._seg(tenant)}/items/{self._seg(item_id)}"
+        return self._call("GET", path, query={"min_lsn": min_lsn})
+
+    def tombstone(self, tenant: str, item_id: str, epoch: int) -> Dict[str, Any]:
+        path = f"/v1/tenants/{self._seg(tenant)}/items/{self._seg(item_id)}"
+        return self._call("DELETE", path, query={"epoch": epoch})
+
+    # Queries.
+    def decide(self, tenant: str, content: str, min_lsn: Optional[int] = None) -> Dict[str, Any]:
+        return self._call("POST", f"/v1/tenants/{self._seg(tenant)}/decide", {"content": content}, {"min_lsn": min_lsn})
+
+    def candidates(self, tenant: str, content: str, min_lsn: Optional[int] = None) -> Dict[str, Any]:
+        path = f"/v1/tenants/{self._seg(tenant)}/candidates"
+        return self._call("POST", path, {"content": content}, {"min_lsn": min_lsn})
+
+    def ready(self) -> bool:
+        try:
+            self._call("GET", "/readyz")
+            return True
+        except (ServiceError, OSError):
+            return False
