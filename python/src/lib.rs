@@ -351,12 +351,32 @@ fn jaccard(
     })
 }
 
+/// Every pair of the given feature sets (e.g. `Fingerprint.features`) with
+/// exact Jaccard at or above `threshold`, as `(i, j, score)` with `i < j`:
+/// the all-pairs oracle neardup's own accuracy is measured against.
+#[pyfunction]
+fn exact_pairs(py: Python<'_>, sets: Vec<Vec<u64>>, threshold: f64) -> PyResult<Vec<(u32, u32, f64)>> {
+    if !(0.0..=1.0).contains(&threshold) {
+        return Err(value_error(format!("threshold must be in [0, 1], got {threshold}")));
+    }
+    let sets: Vec<Vec<u64>> = sets
+        .into_iter()
+        .map(|mut s| {
+            s.sort_unstable();
+            s.dedup();
+            s
+        })
+        .collect();
+    Ok(py.detach(|| neardup_core::oracle::all_pairs(&sets, threshold)))
+}
+
 #[pymodule]
 fn _neardup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Fingerprinter>()?;
     m.add_class::<Fingerprint_>()?;
     m.add_class::<Index>()?;
     m.add_function(wrap_pyfunction!(jaccard, m)?)?;
+    m.add_function(wrap_pyfunction!(exact_pairs, m)?)?;
     m.add("DEFAULT_SEED", neardup_core::DEFAULT_SEED)?;
     Ok(())
 }

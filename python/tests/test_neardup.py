@@ -251,3 +251,24 @@ def test_the_service_client_walks_the_seed_demonstration(tmp_path):
     finally:
         server.kill()
         server.wait()
+
+
+def test_exact_pairs_is_the_all_pairs_oracle():
+    import random
+
+    rng = random.Random(7)
+    base = [rng.sample(range(200), 40) for _ in range(30)]
+    sets = base + [s[:36] + rng.sample(range(200, 260), 4) for s in base[:10]]
+    want = []
+    for i in range(len(sets)):
+        for j in range(i + 1, len(sets)):
+            a, b = set(sets[i]), set(sets[j])
+            score = len(a & b) / len(a | b)
+            if score >= 0.7:
+                want.append((i, j, score))
+    got = neardup.exact_pairs(sets, 0.7)
+    assert len(want) >= 10
+    assert [(i, j) for i, j, _ in got] == [(i, j) for i, j, _ in sorted(want)]
+    assert all(abs(g[2] - w[2]) < 1e-12 for g, w in zip(got, sorted(want)))
+    with pytest.raises(ValueError):
+        neardup.exact_pairs(sets, 1.5)
