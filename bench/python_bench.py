@@ -108,7 +108,7 @@ def main():
     docs = corpus(limit)
     f = neardup.Fingerprinter()
     t0 = time.perf_counter()
-    sets = [fp.features for fp in f.fingerprint_many([d["text"] for d in docs])]
+    sets = [fp.features.tolist() for fp in f.fingerprint_many([d["text"] for d in docs])]
     shingle_s = time.perf_counter() - t0
     import datasketch
     import importlib.metadata as md

@@ -1,4 +1,6 @@
 import os
+
+import numpy
 from typing import List, Optional, Sequence, Tuple, Union
 
 DEFAULT_SEED: int
@@ -6,9 +8,9 @@ DEFAULT_SEED: int
 class Fingerprint:
     content_hash: str
     tokens: int
-    features: List[int]
-    signature: List[int]
-    band_keys: List[int]
+    features: "numpy.ndarray"  # uint64, sorted and unique
+    signature: "numpy.ndarray"  # uint32
+    band_keys: "numpy.ndarray"  # uint64
     degraded: bool
 
 class Fingerprinter:

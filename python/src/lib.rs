@@ -12,6 +12,7 @@ use neardup_core::{
     Config, Fingerprint, Fingerprinter as CoreFingerprinter, MemoryIndex, Normalizer, Params, ShingleKind,
     SignatureScheme,
 };
+use numpy::{PyArray1, ToPyArray};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -50,22 +51,22 @@ fn params(
 }
 
 /// What one text became: content hash, token count, canonical features,
-/// MinHash signature and LSH band keys.
-#[pyclass(name = "Fingerprint", module = "neardup", frozen, get_all)]
+/// MinHash signature and LSH band keys (the last three as NumPy arrays).
+#[pyclass(name = "Fingerprint", module = "neardup", frozen)]
 #[derive(Debug, Clone)]
 pub struct Fingerprint_ {
     /// BLAKE3-128 of the normalized text, hex.
+    #[pyo3(get)]
     content_hash: String,
     /// Tokens in the normalized text.
+    #[pyo3(get)]
     tokens: u32,
-    /// Sorted, unique 64-bit shingle hashes (empty when degraded).
     features: Vec<u64>,
-    /// MinHash (one-permutation by default) signature.
     signature: Vec<u32>,
-    /// LSH band keys.
     band_keys: Vec<u64>,
     /// True when the text had more shingles than the limit and is matched
     /// by exact content only.
+    #[pyo3(get)]
     degraded: bool,
 }
 
@@ -84,6 +85,24 @@ impl From<Fingerprint> for Fingerprint_ {
 
 #[pymethods]
 impl Fingerprint_ {
+    /// Sorted, unique 64-bit shingle hashes (empty when degraded), `uint64`.
+    #[getter]
+    fn features<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        self.features.to_pyarray(py)
+    }
+
+    /// The MinHash (one-permutation by default) signature, `uint32`.
+    #[getter]
+    fn signature<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u32>> {
+        self.signature.to_pyarray(py)
+    }
+
+    /// The LSH band keys, `uint64`.
+    #[getter]
+    fn band_keys<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        self.band_keys.to_pyarray(py)
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "Fingerprint(content_hash='{}', tokens={}, features={}, signature={}, band_keys={})",

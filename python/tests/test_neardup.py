@@ -71,8 +71,13 @@ def test_fingerprints_match_the_cli_configuration():
     assert (f.bands, f.rows) == (summary["params"]["bands"], summary["params"]["rows"])
     fp = f.fingerprint("Hello, World! This is the same text.")
     again = f.fingerprint("hello world this is the same text")
-    assert fp.content_hash == again.content_hash and fp.features == again.features
+    assert fp.content_hash == again.content_hash and (fp.features == again.features).all()
     assert len(fp.signature) == 128 and len(fp.band_keys) == f.bands
+    # NumPy arrays, as the fingerprint holds them.
+    assert (fp.features.dtype, fp.signature.dtype, fp.band_keys.dtype) == ("uint64", "uint32", "uint64")
+    assert list(fp.features) == sorted(set(fp.features.tolist()))
+    # The oracle takes them as they come.
+    assert neardup.exact_pairs([fp.features, again.features], 1.0) == [(0, 1, 1.0)]
     assert [x.content_hash for x in f.fingerprint_many(["a b c", "d e f"])] == [
         f.fingerprint("a b c").content_hash,
         f.fingerprint("d e f").content_hash,
