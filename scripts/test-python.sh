@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # The Python package's checks and tests: format and lint its Rust crate,
-# build and install ./python (maturin, fetched by pip), and run pytest
-# against the `neardup` binary cargo built. Called by scripts/test.sh.
+# build and install ./python (maturin, fetched by pip), install what the
+# Spark job's tests need, and run pytest against the `neardup` binary cargo
+# built. Called by scripts/test.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 (cd python && cargo fmt --check && cargo clippy --locked --all-targets -q -- -D warnings)
 cargo build --locked -q -p neardup
 python3 -m pip install --quiet --disable-pip-version-check ./python
 python3 -c 'import pytest' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check pytest
+# The Spark job's tests: Java 17 (Debian) and PyPI's pyspark.
+bash scripts/install-java.sh
+python3 -c 'import pyspark' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check "pyspark>=4,<5"
+# Spark talks only to loopback.
+export SPARK_LOCAL_IP=127.0.0.1
 NEARDUP_BIN="$PWD/target/debug/neardup" python3 -m pytest -q python/tests
