@@ -221,7 +221,7 @@ def main(argv: Optional[list] = None) -> int:
 
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.appName("neardup-dedup")
+    builder = SparkSession.builder.appName("neardup-dedup").config("spark.ui.showConsoleProgress", "false")
     if a.master:
         builder = builder.master(a.master)
     spark = builder.getOrCreate()
