@@ -15,9 +15,9 @@ similarity, not an estimate. Parameters, names and defaults are those of the
 
 from typing import Any, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
-from ._neardup import DEFAULT_SEED, Fingerprint, Fingerprinter, Index, exact_pairs, jaccard
+from ._neardup import DEFAULT_SEED, Fingerprint, Fingerprinter, Index, exact_pairs, jaccard, pair_score
 
-__all__ = ["DEFAULT_SEED", "Fingerprint", "Fingerprinter", "Index", "Outcome", "dedup", "exact_pairs", "jaccard"]
+__all__ = ["DEFAULT_SEED", "Fingerprint", "Fingerprinter", "Index", "Outcome", "dedup", "exact_pairs", "jaccard", "pair_score"]
 
 
 class Outcome(NamedTuple):

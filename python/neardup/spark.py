@@ -15,9 +15,9 @@ Stages:
    more rows gives its candidate pairs; a bucket is read up to
    ``max_bucket`` rows (in input order), as the single-machine index reads a
    hot bucket partially.
-3. Verify every distinct candidate pair exactly (features joined to the
-   pair; exact Jaccard, or 1.0 for equal content hashes) and keep those at
-   or above the threshold.
+3. Verify every distinct candidate pair exactly in Rust
+   (``neardup.pair_score``: features joined to the pair; exact Jaccard, or
+   1.0 for equal content hashes) and keep those at or above the threshold.
 4. Connected components of the verified pairs by iterated minimum-label
    propagation in Spark SQL (each round a join and a group-by; rounds grow
    with the clusters' diameter).
@@ -74,13 +74,8 @@ def _emit(f, batch, text_col):
 
 
 def _score(fa, ha, fb, hb) -> float:
-    if ha == hb:
-        return 1.0
-    if not fa or not fb:
-        return 0.0
-    a, b = set(fa), set(fb)
-    inter = len(a & b)
-    return inter / (len(a) + len(b) - inter)
+    # Verified in Rust by the one rule of every neardup face.
+    return neardup.pair_score(fa, ha, fb, hb)
 
 
 def dedup(

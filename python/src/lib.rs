@@ -370,6 +370,35 @@ fn jaccard(
     })
 }
 
+/// The exact score of two fingerprints from their features and content
+/// hashes (`Fingerprint.features`, `.content_hash`): 1.0 for equal content,
+/// else the Jaccard similarity of the feature sets (0.0 when either has
+/// none) — the one rule every neardup face verifies with. Features may be
+/// given as signed 64-bit values (as Spark's LongType holds them): only
+/// their bits count.
+#[pyfunction]
+fn pair_score(py: Python<'_>, a: Vec<i128>, a_hash: &str, b: Vec<i128>, b_hash: &str) -> PyResult<f64> {
+    let hash = |h: &str| {
+        neardup_core::ContentHash::from_hex(h).ok_or_else(|| value_error(format!("not a content hash: {h:?}")))
+    };
+    let (ha, hb) = (hash(a_hash)?, hash(b_hash)?);
+    // Unsigned or signed 64-bit: the same bits.
+    let canonical = |v: Vec<i128>| -> PyResult<Vec<u64>> {
+        let mut out = Vec::with_capacity(v.len());
+        for x in v {
+            if x < i128::from(i64::MIN) || x > i128::from(u64::MAX) {
+                return Err(value_error(format!("{x} is not a 64-bit feature")));
+            }
+            out.push(x as u64);
+        }
+        out.sort_unstable();
+        out.dedup();
+        Ok(out)
+    };
+    let (fa, fb) = (canonical(a)?, canonical(b)?);
+    Ok(py.detach(|| neardup_core::verify_pair(&fa, &ha, &fb, &hb, 0.0).map_or(0.0, |s| s.score)))
+}
+
 /// Every pair of the given feature sets (e.g. `Fingerprint.features`) with
 /// exact Jaccard at or above `threshold`, as `(i, j, score)` with `i < j`:
 /// the all-pairs oracle neardup's own accuracy is measured against.
@@ -396,6 +425,7 @@ fn _neardup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Index>()?;
     m.add_function(wrap_pyfunction!(jaccard, m)?)?;
     m.add_function(wrap_pyfunction!(exact_pairs, m)?)?;
+    m.add_function(wrap_pyfunction!(pair_score, m)?)?;
     m.add("DEFAULT_SEED", neardup_core::DEFAULT_SEED)?;
     Ok(())
 }

@@ -277,3 +277,17 @@ def test_exact_pairs_is_the_all_pairs_oracle():
     assert all(abs(g[2] - w[2]) < 1e-12 for g, w in zip(got, sorted(want)))
     with pytest.raises(ValueError):
         neardup.exact_pairs(sets, 1.5)
+
+
+def test_pair_score_is_the_verification_rule():
+    f = neardup.Fingerprinter(shingle_width=2, normalizer="seed")
+    a, b = f.fingerprint("red fox runs very fast"), f.fingerprint("red fox runs very fast today")
+    assert neardup.pair_score(a.features.tolist(), a.content_hash, b.features.tolist(), b.content_hash) == 0.8
+    # Signed 64-bit values (Spark's LongType) give the same score.
+    signed = [x - (1 << 64) if x >= (1 << 63) else x for x in a.features.tolist()]
+    assert neardup.pair_score(signed, a.content_hash, b.features.tolist(), b.content_hash) == 0.8
+    # Equal content is 1.0 even without features; none on one side is 0.0.
+    assert neardup.pair_score([], a.content_hash, [], a.content_hash) == 1.0
+    assert neardup.pair_score([], a.content_hash, b.features.tolist(), b.content_hash) == 0.0
+    with pytest.raises(ValueError):
+        neardup.pair_score([], "zz", [], a.content_hash)

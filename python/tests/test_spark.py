@@ -13,7 +13,7 @@ from test_neardup import real_corpus, run_cli
 
 def test_spark_job_gives_the_cli_pairs_and_kept_set(tmp_path):
 
-    corpus, records = real_corpus(tmp_path, 1200)
+    corpus, records = real_corpus(tmp_path, 3000)
     pairs_tsv, kept_jsonl = tmp_path / "pairs.tsv", tmp_path / "kept.jsonl"
     cli = run_cli("dedup", str(corpus), "--max-candidates", "10000", "--pairs", str(pairs_tsv), "-o", str(kept_jsonl),
                   "--json", "-q")
