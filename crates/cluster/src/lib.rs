@@ -424,8 +424,9 @@ async fn ensure_stream(js: &jetstream::Context, replicas: usize) -> Result<strea
         max_age: Duration::ZERO,
         ..Default::default()
     };
-    // The cluster may still be electing a meta leader right after start.
-    retry(60, Duration::from_millis(500), || async {
+    // The cluster may still be electing a meta leader right after start, or
+    // (after a server restarted) still be learning its peers: up to a minute.
+    retry(120, Duration::from_millis(500), || async {
         js.get_or_create_stream(config.clone()).await.map_err(|e| e.to_string())
     })
     .await

@@ -14,6 +14,15 @@ use neardup_index::{Engine, EngineOptions, FsyncPolicy, Item, StoreKind, TenantC
 
 const WAIT: Duration = Duration::from_secs(20);
 
+/// One NATS cluster at a time: three of them at once (nine servers and
+/// their nodes) on CI's two cores made forming one take longer than a
+/// node waits for its stream.
+static ONE_CLUSTER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn one_cluster() -> std::sync::MutexGuard<'static, ()> {
+    ONE_CLUSTER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
@@ -64,6 +73,7 @@ fn last_lsn(outcomes: &[UpsertOutcome]) -> u64 {
 
 #[test]
 fn replicas_agree_and_races_have_one_winner() {
+    let _one = one_cluster();
     let rt = runtime();
     let nats = NatsCluster::start(3).unwrap();
     let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -124,6 +134,7 @@ fn replicas_agree_and_races_have_one_winner() {
 
 #[test]
 fn restarted_nodes_catch_up_and_a_killed_nats_server_loses_nothing() {
+    let _one = one_cluster();
     let rt = runtime();
     let mut nats = NatsCluster::start(3).unwrap();
     let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -190,6 +201,7 @@ fn restarted_nodes_catch_up_and_a_killed_nats_server_loses_nothing() {
 /// before its manifest is ignored.
 #[test]
 fn new_nodes_start_from_snapshot_sets_and_the_stream_is_trimmed() {
+    let _one = one_cluster();
     let rt = runtime();
     let nats = NatsCluster::start(3).unwrap();
     let (da, db, dc) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
