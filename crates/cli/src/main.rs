@@ -47,7 +47,8 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Deduplicate a JSONL dataset: verified pairs, clusters, kept records, summary.
+    /// Deduplicate a dataset (JSONL, zstd/gzip JSONL, Parquet; optionally against a saved index):
+    /// verified pairs, clusters, kept or annotated records, summary.
     Dedup(dedup::DedupArgs),
     /// Recall and precision of the fast path against the exact all-pairs oracle.
     Eval(eval::EvalArgs),
