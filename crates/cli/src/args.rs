@@ -108,8 +108,8 @@ pub struct InputArgs {
 
 impl InputArgs {
     /// How to read the inputs when no row is written out.
-    pub fn read_options(&self) -> crate::input::ReadOptions {
-        crate::input::ReadOptions {
+    pub fn read_options(&self) -> crate::chunk::ReadOptions {
+        crate::chunk::ReadOptions {
             max_line: self.max_line_bytes,
             text_field: self.text_field.clone(),
             id_field: self.id_field.clone(),

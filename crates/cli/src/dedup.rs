@@ -12,7 +12,8 @@ use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use crate::args::{InputArgs, PipelineArgs};
-use crate::input::{Chunk, Input, Kind, ReadOptions, Sources};
+use crate::chunk::{Chunk, Input, Kind, ReadOptions};
+use crate::input::Sources;
 use crate::jsonl::{Body, Reject};
 use crate::output::tsv_field;
 use crate::parquet_io::{Annotation, RowWriter, Table, Value};

@@ -9,27 +9,9 @@ use std::time::Instant;
 
 use anyhow::Context;
 
-use crate::jsonl::{open_input, read_chunk, Line, Reject};
+use crate::chunk::{Chunk, Input, Kind, ReadOptions};
+use crate::jsonl::{open_input, read_chunk, Reject};
 use crate::parquet_io::ParquetInput;
-
-/// What an input holds.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// JSON lines, plain or compressed with zstd or gzip.
-    Jsonl,
-    /// An Apache Parquet file.
-    Parquet,
-}
-
-/// One input, found and recognised.
-#[derive(Debug, Clone)]
-pub struct Input {
-    /// Its path as given or found (`-` for standard input).
-    pub name: String,
-    pub kind: Kind,
-    /// Its size on disk (unknown for standard input).
-    pub size: Option<u64>,
-}
 
 /// Expands the inputs as given into files, in reading order: a folder
 /// stands for its files (recursively, sorted by path, names starting with
@@ -158,33 +140,6 @@ impl Sources {
             starts.push((first, name.to_owned()));
         }
     }
-}
-
-/// How records are read.
-#[derive(Debug, Clone)]
-pub struct ReadOptions {
-    /// Longest accepted JSONL line or Parquet text; longer ones are
-    /// skipped and reported.
-    pub max_line: usize,
-    pub text_field: String,
-    pub id_field: String,
-    /// Read every Parquet column (to write the rows out), not only the
-    /// text and id.
-    pub all_columns: bool,
-}
-
-/// Records read together, all from one input.
-#[derive(Debug)]
-pub struct Chunk {
-    pub lines: Vec<Line>,
-    pub rejects: Vec<Reject>,
-    /// The Parquet rows the lines came from (a line's `Body::Row` gives its
-    /// position here).
-    pub rows: Option<arrow_array::RecordBatch>,
-    /// Index of its input in the run's inputs.
-    pub input: usize,
-    /// Bytes of the inputs' files this chunk accounts for (progress).
-    pub progress: u64,
 }
 
 /// Records per chunk, and bytes of JSONL per chunk.

@@ -17,6 +17,7 @@ macro_rules! eprintln {
 
 mod args;
 mod bench;
+mod chunk;
 mod dedup;
 mod eval;
 mod gen;

@@ -17,7 +17,7 @@ use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
 
-use crate::input::{Chunk, Input, ReadOptions};
+use crate::chunk::{Chunk, Input, ReadOptions};
 use crate::jsonl::{Body, Line, Reject};
 
 /// Rows decoded at a time.

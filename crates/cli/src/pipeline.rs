@@ -27,7 +27,8 @@ use std::time::Instant;
 use neardup_core::{CandidateSet, Fingerprinter, Match, MemoryIndex, Params};
 use rayon::prelude::*;
 
-use crate::input::{for_each_chunk, Chunk, Input, ReadOptions};
+use crate::chunk::{Chunk, Input, ReadOptions};
+use crate::input::for_each_chunk;
 use crate::jsonl::{Line, Reject};
 use crate::unionfind::UnionFind;
 
