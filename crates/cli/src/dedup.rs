@@ -5,7 +5,6 @@ use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::Context;
@@ -356,21 +355,6 @@ fn open_rows(path: &str, inputs: &[Input], annotate: bool) -> anyhow::Result<Row
     Ok(RowsOut::Parquet(RowWriter::new(create_raw(path)?, &schema, annotate)?))
 }
 
-/// The cluster of each item: the number of its first item.
-fn cluster_firsts(batch: &mut Batch) -> Vec<u32> {
-    let n = batch.ids.len() as u32;
-    let mut first_of_root = vec![u32::MAX; n as usize];
-    (0..n)
-        .map(|i| {
-            let r = batch.uf.find(i) as usize;
-            if first_of_root[r] == u32::MAX {
-                first_of_root[r] = i;
-            }
-            first_of_root[r]
-        })
-        .collect()
-}
-
 pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     crate::usage::init_threads(a.input.threads)?;
     let params = a.pipeline.config()?.resolve()?;
@@ -393,15 +377,10 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|p| ScoresOut::create(p, report_parquet(p), ["item", "kept_item", "score"]))
         .transpose()?;
-    let opts = ReadOptions {
-        max_line: a.input.max_line_bytes,
-        text_field: a.input.text_field.clone(),
-        id_field: a.input.id_field.clone(),
-        // Parquet rows are read whole only when they are written out.
-        all_columns: rows_out.is_some(),
-    };
+    // Parquet rows are read whole only when they are written out.
+    let opts = ReadOptions { all_columns: rows_out.is_some(), ..a.input.read_options() };
     let mut batch = Batch::new(params.clone(), &a.input.text_field, &a.input.id_field)?;
-    let sources = (inputs.len() > 1).then(|| Arc::new(Sources::default()));
+    let sources = Sources::for_inputs(&inputs);
     batch.sources = sources.clone();
 
     // The saved index.
@@ -491,9 +470,9 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     })?;
     bar.finish_and_clear();
     batch.timings.read_s = read_s;
-    let firsts = cluster_firsts(&mut batch);
     if a.annotate {
         let t = Instant::now();
+        let firsts = batch.cluster_firsts();
         if let Some(w) = rows_out.as_mut() {
             annotate(&inputs, &opts, &batch, &firsts, &notes, w, !a.quiet)?;
         }
@@ -532,7 +511,6 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
             w.finish()?;
         }
     }
-    drop(firsts);
     for w in [rows_out.map(|w| w.finish()), pairs_out.map(|w| w.finish()), dropped_out.map(|w| w.finish())] {
         w.transpose()?;
     }

@@ -67,7 +67,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
     let inputs = crate::input::expand(&a.input.inputs)?;
     let opts = a.input.read_options();
     let mut batch = Batch::new(params.clone(), &a.input.text_field, &a.input.id_field)?;
-    let sources = (inputs.len() > 1).then(|| std::sync::Arc::new(crate::input::Sources::default()));
+    let sources = crate::input::Sources::for_inputs(&inputs);
     batch.sources = sources.clone();
     batch.candidate_pairs = Some(Vec::new());
     let started = Instant::now();

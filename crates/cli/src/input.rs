@@ -117,6 +117,12 @@ pub struct Sources {
 }
 
 impl Sources {
+    /// Where-each-input-begins for a run over `inputs`: only when there are
+    /// several (a single input's records are named by line alone).
+    pub fn for_inputs(inputs: &[Input]) -> Option<Arc<Sources>> {
+        (inputs.len() > 1).then(|| Arc::new(Sources::default()))
+    }
+
     /// The input holding record `n` of the run, and the record's number in it
     /// (its line in a JSONL file, its row in a Parquet file, from 1).
     pub fn locate(&self, n: u64) -> Option<(String, u64)> {

@@ -351,6 +351,22 @@ impl Batch {
         Ok(out)
     }
 
+    /// The cluster of each item, as the number of its first item (in input
+    /// order): what `--annotate` names and the saved index records.
+    pub fn cluster_firsts(&mut self) -> Vec<u32> {
+        let n = self.ids.len() as u32;
+        let mut first_of_root = vec![u32::MAX; n as usize];
+        (0..n)
+            .map(|i| {
+                let r = self.uf.find(i) as usize;
+                if first_of_root[r] == u32::MAX {
+                    first_of_root[r] = i;
+                }
+                first_of_root[r]
+            })
+            .collect()
+    }
+
     /// Connected components of verified pairs with more than one member:
     /// (members in input order, kept members).
     pub fn clusters(&mut self) -> Vec<(Vec<u32>, Vec<u32>)> {

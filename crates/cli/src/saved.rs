@@ -89,15 +89,7 @@ pub fn save(dir: &Path, batch: &mut Batch, runs: u64) -> anyhow::Result<Saved> {
     let path = path_in(dir);
     let n = batch.ids.len() as u32;
     // The first item of each cluster, so a load rebuilds the same clusters.
-    let mut first_of_root = vec![u32::MAX; n as usize];
-    let mut firsts = Vec::with_capacity(n as usize);
-    for i in 0..n {
-        let r = batch.uf.find(i) as usize;
-        if first_of_root[r] == u32::MAX {
-            first_of_root[r] = i;
-        }
-        firsts.push(first_of_root[r]);
-    }
+    let firsts = batch.cluster_firsts();
     let batch = &*batch;
     let params = batch.index.params();
     let kept = batch.kept.iter().filter(|&&k| k).count() as u64;
