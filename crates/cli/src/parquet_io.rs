@@ -94,10 +94,7 @@ impl ParquetInput {
     /// Opens a Parquet file: reads its footer and checks the text column.
     pub fn open(input: &Input, opts: &ReadOptions) -> anyhow::Result<ParquetInput> {
         let name = input.name.clone();
-        let file = File::open(&name).with_context(|| format!("cannot open {name}"))?;
-        let builder = caught(|| ParquetRecordBatchReaderBuilder::try_new(file))
-            .and_then(|r| r.map_err(anyhow::Error::from))
-            .with_context(|| format!("{name}: not a readable Parquet file"))?;
+        let builder = open_footer(&name)?;
         let schema = Arc::clone(builder.schema());
         let Some(text_root) = root_of(&schema, &opts.text_field) else {
             let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
@@ -200,13 +197,18 @@ fn caught<T>(f: impl FnOnce() -> T) -> anyhow::Result<T> {
     })
 }
 
+/// Opens a Parquet file and reads its footer (a decoder panic on a
+/// damaged footer is an error naming the file).
+fn open_footer(path: &str) -> anyhow::Result<ParquetRecordBatchReaderBuilder<File>> {
+    let file = File::open(path).with_context(|| format!("cannot open {path}"))?;
+    caught(|| ParquetRecordBatchReaderBuilder::try_new(file))
+        .and_then(|r| r.map_err(anyhow::Error::from))
+        .with_context(|| format!("{path}: not a readable Parquet file"))
+}
+
 /// The Arrow schema of a Parquet file.
 pub fn schema_of(path: &str) -> anyhow::Result<SchemaRef> {
-    let file = File::open(path).with_context(|| format!("cannot open {path}"))?;
-    let builder = caught(|| ParquetRecordBatchReaderBuilder::try_new(file))
-        .and_then(|r| r.map_err(anyhow::Error::from))
-        .with_context(|| format!("{path}: not a readable Parquet file"))?;
-    Ok(Arc::clone(builder.schema()))
+    Ok(Arc::clone(open_footer(path)?.schema()))
 }
 
 /// Writer settings: zstd, row groups flushed at [`ROW_GROUP_BYTES`].
