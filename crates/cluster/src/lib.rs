@@ -258,9 +258,9 @@ impl Node {
         // A node without state starts from the newest snapshot set, if any.
         let fresh = !dir.join("replica.json").exists()
             && std::fs::read_dir(dir.join("snapshots")).map_or(true, |mut d| d.next().is_none());
-        let seeded_from = if fresh { snapshots::seed_from_latest(&bucket, dir).await? } else { None };
-        if let Some(p) = seeded_from {
-            tracing::info!(position = p, "seeded from the newest snapshot set");
+        let seeded = if fresh { snapshots::seed_from_latest(&bucket, dir).await? } else { None };
+        if let Some(m) = &seeded {
+            tracing::info!(position = m.position, "seeded from the newest snapshot set");
         }
         let proposer = Arc::new(NatsProposer {
             js: js.clone(),
@@ -294,14 +294,19 @@ impl Node {
         let read_js = jetstream::new(reads);
         let reader = spawn_applier(read_js, Arc::clone(&engine), Arc::clone(&state), from);
         let snapshot_state = Arc::new(snapshots::SnapshotState::default());
-        if let Ok(Some(m)) = snapshots::latest(&bucket).await {
-            snapshot_state.saw(&m);
+        // The newest set, for metrics: the one seeded from, else a look.
+        let newest = match &seeded {
+            Some(m) => Some(m.clone()),
+            None => snapshots::latest(&bucket).await.ok().flatten(),
+        };
+        if let Some(m) = &newest {
+            snapshot_state.saw(m);
         }
         let mut node = Node {
             engine,
             state,
             snapshots: snapshot_state,
-            seeded_from,
+            seeded_from: seeded.map(|m| m.position),
             keys: shared_keys,
             options: cluster,
             js,

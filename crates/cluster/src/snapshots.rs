@@ -112,15 +112,19 @@ async fn names(store: &object_store::ObjectStore) -> Result<Vec<String>, Cluster
 
 /// The ids of the complete sets (with a manifest), newest first.
 async fn complete_sets(store: &object_store::ObjectStore) -> Result<Vec<String>, ClusterError> {
-    let mut sets: Vec<String> = names(store)
-        .await?
+    Ok(complete_among(&names(store).await?))
+}
+
+/// The ids of the complete sets among object `names`, newest first.
+fn complete_among(names: &[String]) -> Vec<String> {
+    let mut sets: Vec<String> = names
         .iter()
         .filter_map(|n| n.strip_prefix("sets/")?.strip_suffix(&format!("/{MANIFEST}")))
         .filter(|id| position_of(id).is_some())
         .map(str::to_string)
         .collect();
     sets.sort_unstable_by(|a, b| b.cmp(a));
-    Ok(sets)
+    sets
 }
 
 async fn read_manifest(store: &object_store::ObjectStore, id: &str) -> Result<Manifest, ClusterError> {
@@ -197,18 +201,19 @@ pub async fn publish(
 /// Deletes sets beyond [`KEEP_SETS`] and unfinished ones older than the
 /// newest, then purges the stream below the oldest set kept.
 async fn prune(js: &jetstream::Context, store: &object_store::ObjectStore) -> Result<(), ClusterError> {
-    let complete = complete_sets(store).await?;
+    let names = names(store).await?;
+    let complete = complete_among(&names);
     let kept: Vec<&String> = complete.iter().take(KEEP_SETS).collect();
     let (Some(oldest), Some(newest)) = (kept.last().and_then(|id| position_of(id)), position_of(&complete[0])) else {
         return Ok(());
     };
-    for name in names(store).await? {
+    for name in &names {
         let Some(id) = name.strip_prefix("sets/").and_then(|r| r.split('/').next()) else { continue };
         let Some(p) = position_of(id) else { continue };
         // A set being written now (by another node) is at least as new as
         // every complete set: leave it.
         if !kept.iter().any(|k| k.as_str() == id) && p < newest {
-            store.delete(&name).await.map_err(|e| err("deleting an old snapshot", e))?;
+            store.delete(name).await.map_err(|e| err("deleting an old snapshot", e))?;
         }
     }
     if kept.len() == KEEP_SETS {
@@ -221,8 +226,8 @@ async fn prune(js: &jetstream::Context, store: &object_store::ObjectStore) -> Re
 
 /// Seeds an empty data directory from the newest set, when there is one:
 /// downloads every tenant's snapshot into `dir/seed/` and installs them
-/// ([`neardup_index::seed_replica`]). Returns the set's position.
-pub async fn seed_from_latest(store: &object_store::ObjectStore, dir: &Path) -> Result<Option<u64>, ClusterError> {
+/// ([`neardup_index::seed_replica`]). Returns the set's manifest.
+pub async fn seed_from_latest(store: &object_store::ObjectStore, dir: &Path) -> Result<Option<Manifest>, ClusterError> {
     let Some(manifest) = latest(store).await? else { return Ok(None) };
     let seed = dir.join("seed");
     let _ = tokio::fs::remove_dir_all(&seed).await;
@@ -252,7 +257,7 @@ pub async fn seed_from_latest(store: &object_store::ObjectStore, dir: &Path) -> 
         .map_err(|e| err("installing the snapshot set", e))?
         .map_err(|e| err("installing the snapshot set", e))?;
     let _ = tokio::fs::remove_dir_all(&seed).await;
-    Ok(Some(manifest.position))
+    Ok(Some(manifest))
 }
 
 /// Seconds since `manifest` was finished.
