@@ -184,6 +184,22 @@ pub struct Index {
 }
 
 impl Index {
+    /// An empty index under `p`.
+    fn empty(p: Params) -> PyResult<Index> {
+        Ok(Index {
+            fingerprinter: CoreFingerprinter::new(p.clone()).map_err(value_error)?,
+            index: MemoryIndex::new(p),
+            ids: Vec::new(),
+            by_id: HashMap::new(),
+        })
+    }
+
+    /// Names item number `n` (just inserted) `item_id`.
+    fn name(&mut self, item_id: String, n: u32) {
+        self.by_id.insert(item_id.clone(), n);
+        self.ids.push(Some(item_id));
+    }
+
     /// Verified live items for `fp` at or above the threshold, best first.
     fn matches(&self, fp: &Fingerprint) -> PyResult<Vec<(String, f64)>> {
         let cands = self.index.candidates(fp, None).map_err(value_error)?;
@@ -198,8 +214,7 @@ impl Index {
         let fp = self.fingerprinter.fingerprint(text);
         let found = self.matches(&fp)?;
         let n = self.index.insert(fp).map_err(value_error)?;
-        self.ids.push(Some(item_id.clone()));
-        self.by_id.insert(item_id, n);
+        self.name(item_id, n);
         Ok(found)
     }
 }
@@ -234,12 +249,7 @@ impl Index {
             seed,
             max_candidates,
         )?;
-        Ok(Index {
-            fingerprinter: CoreFingerprinter::new(p.clone()).map_err(value_error)?,
-            index: MemoryIndex::new(p),
-            ids: Vec::new(),
-            by_id: HashMap::new(),
-        })
+        Index::empty(p)
     }
 
     /// Adds `text` as `item_id`; returns the earlier items it verifies
@@ -325,12 +335,7 @@ impl Index {
             let file = std::fs::File::open(&path).map_err(|e| fail(&e))?;
             let reader = Reader::open(std::io::BufReader::with_capacity(4 << 20, file)).map_err(|e| fail(&e))?;
             let p = reader.header().config.resolve().map_err(|e| fail(&e))?;
-            let mut index = Index {
-                fingerprinter: CoreFingerprinter::new(p.clone()).map_err(value_error)?,
-                index: MemoryIndex::new(p),
-                ids: Vec::new(),
-                by_id: HashMap::new(),
-            };
+            let mut index = Index::empty(p)?;
             let sketch = index.index.candidate_index().sketch_len();
             reader
                 .read_items(sketch, |item| {
@@ -338,8 +343,7 @@ impl Index {
                         return Err(FormatError(format!("the id {:?} is in it twice", item.id)));
                     }
                     let n = index.index.insert_row(item.row, item.features).map_err(|e| FormatError(e.to_string()))?;
-                    index.by_id.insert(item.id.clone(), n);
-                    index.ids.push(Some(item.id));
+                    index.name(item.id, n);
                     Ok(())
                 })
                 .map_err(|e| fail(&e))?;
