@@ -64,16 +64,14 @@ def run_neardup_uncapped(docs, t):
     return run_neardup(docs, t, max_candidates=10000)
 
 
-def run_datasketch(sets, t):
-    from datasketch import MinHash, MinHashLSH
-
+def _run_lsh(lsh, minhash, sets, t):
+    """Queries each set's MinHash against the earlier ones, then inserts it:
+    the LSH candidates, and those whose MinHash estimate is >= t."""
     start = time.perf_counter()
-    lsh = MinHashLSH(threshold=t, num_perm=128)
     hashes = []
     cand, est = set(), set()
     for i, s in enumerate(sets):
-        m = MinHash(num_perm=128)
-        m.update_batch([x.to_bytes(8, "little") for x in s])
+        m = minhash(s)
         for j in lsh.query(m):
             cand.add((j, i))
             if hashes[j].jaccard(m) >= t:
@@ -81,25 +79,28 @@ def run_datasketch(sets, t):
         lsh.insert(i, m)
         hashes.append(m)
     return time.perf_counter() - start, {"LSH candidates": cand, "estimate >= t": est}
+
+
+def run_datasketch(sets, t):
+    from datasketch import MinHash, MinHashLSH
+
+    def minhash(s):
+        m = MinHash(num_perm=128)
+        m.update_batch([x.to_bytes(8, "little") for x in s])
+        return m
+
+    return _run_lsh(MinHashLSH(threshold=t, num_perm=128), minhash, sets, t)
 
 
 def run_rensa(sets, t):
     from rensa import RMinHash, RMinHashLSH
 
-    start = time.perf_counter()
-    lsh = RMinHashLSH(threshold=t, num_perm=128, num_bands=16)
-    hashes = []
-    cand, est = set(), set()
-    for i, s in enumerate(sets):
+    def minhash(s):
         m = RMinHash(num_perm=128, seed=42)
         m.update([str(x) for x in s])
-        for j in lsh.query(m):
-            cand.add((j, i))
-            if hashes[j].jaccard(m) >= t:
-                est.add((j, i))
-        lsh.insert(i, m)
-        hashes.append(m)
-    return time.perf_counter() - start, {"LSH candidates": cand, "estimate >= t": est}
+        return m
+
+    return _run_lsh(RMinHashLSH(threshold=t, num_perm=128, num_bands=16), minhash, sets, t)
 
 
 def main():
