@@ -30,7 +30,6 @@ use common::{pct, phase, Conn, Kind, ADMIN};
 use neardup_cluster::testkit::NatsCluster;
 use neardup_cluster::{ClusterOptions, Node};
 use neardup_index::{EngineOptions, FsyncPolicy, StoreKind};
-use neardup_server::{AppState, GatewayConfig, KeyStore, QuotaConfig};
 use tokio::net::TcpStream;
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
@@ -69,13 +68,7 @@ async fn run(count: usize, clients: usize, secs: u64, batch: usize) {
         c.snapshot_interval = None;
         let opts = EngineOptions { fsync: FsyncPolicy::Os, store: StoreKind::Fjall, ..EngineOptions::default() };
         let node = Arc::new(Node::start(dir.path(), opts, c).await.unwrap());
-        let keys = KeyStore::open(None, Some(ADMIN)).unwrap();
-        let quotas = QuotaConfig { requests_per_sec: 1e9, request_burst: 1e9, bytes_per_sec: 1e12, byte_burst: 1e12 };
-        let state = AppState::new(Arc::clone(&node.engine), keys, GatewayConfig { quotas, ..GatewayConfig::default() });
-        state.set_cluster(Arc::clone(&node));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        addrs.push(listener.local_addr().unwrap().to_string());
-        tokio::spawn(neardup_server::serve(listener, state, std::future::pending()));
+        addrs.push(common::serve(Arc::clone(&node.engine), Some(Arc::clone(&node))).await);
         nodes.push(node);
     }
     let mut c = Conn { s: TcpStream::connect(&addrs[0]).await.unwrap(), buf: Vec::new() };

@@ -20,7 +20,6 @@ use std::sync::Arc;
 
 use common::{pct, phase, Conn, Kind, ADMIN};
 use neardup_index::{Engine, EngineOptions, FsyncPolicy, StoreKind};
-use neardup_server::{AppState, GatewayConfig, KeyStore, QuotaConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -35,12 +34,7 @@ fn main() {
         let opts = EngineOptions { fsync: FsyncPolicy::Always, store: StoreKind::Fjall, ..EngineOptions::default() };
         let engine = Arc::new(Engine::open(dir.path(), opts).unwrap());
         let engine_ref = Arc::clone(&engine);
-        let keys = KeyStore::open(None, Some(ADMIN)).unwrap();
-        let quotas = QuotaConfig { requests_per_sec: 1e9, request_burst: 1e9, bytes_per_sec: 1e12, byte_burst: 1e12 };
-        let state = AppState::new(engine, keys, GatewayConfig { quotas, ..GatewayConfig::default() });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap().to_string();
-        tokio::spawn(neardup_server::serve(listener, state, std::future::pending()));
+        let addr = common::serve(engine, None).await;
         let mut c = Conn { s: TcpStream::connect(&addr).await.unwrap(), buf: Vec::new() };
         let body = r#"{"tenant_id":"bench","config":{"threshold":0.8}}"#;
         assert_eq!(c.request("POST", "/v1/tenants", ADMIN, body).await, 201);

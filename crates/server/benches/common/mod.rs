@@ -2,12 +2,32 @@
 //! HTTP/1.1 client, request bodies and a timed phase of clients.
 #![allow(dead_code)]
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+use neardup_index::Engine;
+use neardup_server::{AppState, GatewayConfig, KeyStore, QuotaConfig};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 pub const ADMIN: &str = "bench-operator-token-0123";
+
+/// Serves `engine` (and `cluster`'s node, in cluster mode) on a free
+/// loopback port with the operator token [`ADMIN`] and quotas out of the
+/// way; returns the address.
+pub async fn serve(engine: Arc<Engine>, cluster: Option<Arc<neardup_cluster::Node>>) -> String {
+    let keys = KeyStore::open(None, Some(ADMIN)).unwrap();
+    let quotas = QuotaConfig { requests_per_sec: 1e9, request_burst: 1e9, bytes_per_sec: 1e12, byte_burst: 1e12 };
+    let state = AppState::new(engine, keys, GatewayConfig { quotas, ..GatewayConfig::default() });
+    if let Some(node) = cluster {
+        state.set_cluster(node);
+    }
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    tokio::spawn(neardup_server::serve(listener, state, std::future::pending()));
+    addr
+}
 
 pub fn doc(seed: u64, i: u64) -> String {
     // ~2 KB of words from a 5k-word vocabulary; every 10th doc is a near copy.
