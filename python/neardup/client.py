@@ -10,7 +10,9 @@
 Every method returns the service's JSON answer as a dict. An error answer
 raises ``ServiceError`` with the HTTP status, the stable ``code`` and the
 message (``docs/service.md`` lists the codes). In cluster mode pass a
-write's ``lsn`` as ``min_lsn`` to a read on another node.
+write's ``lsn`` as ``min_lsn`` to a read on another node; in a
+partitioned cluster, a redirect to the node serving a tenant is followed
+with the same method, body and token.
 """
 
 import json
@@ -20,6 +22,19 @@ import urllib.request
 from typing import Any, Dict, Iterable, Mapping, Optional
 
 __all__ = ["Client", "ServiceError"]
+
+_MAX_REDIRECTS = 3
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Redirects come back as errors; ``Client._call`` follows them itself,
+    keeping the method, body and token (urllib would refuse a PUT's)."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # noqa: D102
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
 
 
 class ServiceError(Exception):
@@ -46,22 +61,30 @@ class Client:
         if params:
             url += "?" + urllib.parse.urlencode(params)
         data = None if body is None else json.dumps(body).encode()
-        req = urllib.request.Request(url, data=data, method=method)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        if self.token:
-            req.add_header("Authorization", f"Bearer {self.token}")
-        try:
-            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
-                raw = resp.read()
-        except urllib.error.HTTPError as e:
-            raw = e.read()
+        # A partitioned cluster answers 307 for a tenant served by another
+        # node: the same request (method, body, token) goes there.
+        for _hop in range(_MAX_REDIRECTS + 1):
+            req = urllib.request.Request(url, data=data, method=method)
+            if data is not None:
+                req.add_header("Content-Type", "application/json")
+            if self.token:
+                req.add_header("Authorization", f"Bearer {self.token}")
             try:
-                err = json.loads(raw)["error"]
-                raise ServiceError(e.code, err["code"], err["message"]) from None
-            except (ValueError, KeyError, TypeError):
-                raise ServiceError(e.code, "http_error", raw.decode(errors="replace")) from None
-        return json.loads(raw) if raw else None
+                with _OPENER.open(req, timeout=self.timeout) as resp:
+                    raw = resp.read()
+                return json.loads(raw) if raw else None
+            except urllib.error.HTTPError as e:
+                raw = e.read()
+                location = e.headers.get("Location")
+                if e.code in (307, 308) and location:
+                    url = urllib.parse.urljoin(url, location)
+                    continue
+                try:
+                    err = json.loads(raw)["error"]
+                    raise ServiceError(e.code, err["code"], err["message"]) from None
+                except (ValueError, KeyError, TypeError):
+                    raise ServiceError(e.code, "http_error", raw.decode(errors="replace")) from None
+        raise ServiceError(307, "too_many_redirects", f"more than {_MAX_REDIRECTS} redirects from {self.url + path}")
 
     @staticmethod
     def _seg(s: str) -> str:

@@ -253,9 +253,56 @@ def test_the_service_client_walks_the_seed_demonstration(tmp_path):
         with pytest.raises(ServiceError) as e:
             Client(url, token="wrong-token").tenant("t1")
         assert e.value.status == 401
+
+        # A partitioned cluster's 307 (here from a stand-in node that
+        # redirects everything to the real one) is followed with the same
+        # method, body and token; a redirect loop ends in an error.
+        with _redirector(lambda path: url + path) as elsewhere:
+            d = Client(elsewhere, token=key).upsert("t1", "D", "red fox runs very fast today")
+            assert d["decision"] == "duplicate" and d["candidates"][0]["item_id"] == "B", d
+        with _redirector(lambda path: None) as loop:
+            with pytest.raises(ServiceError) as e:
+                Client(loop, token=key).tenant("t1")
+            assert e.value.code == "too_many_redirects"
     finally:
         server.kill()
         server.wait()
+
+
+class _redirector:
+    """An HTTP server on loopback answering every request with a 307 to
+    ``target(path)`` (``None``: to itself)."""
+
+    def __init__(self, target):
+        import http.server
+
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _redirect(self):
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                to = target(self.path) or f"{outer.url}{self.path}"
+                self.send_response(307)
+                self.send_header("Location", to)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            do_GET = do_PUT = do_POST = do_DELETE = _redirect
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self.url
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
 
 
 def test_exact_pairs_is_the_all_pairs_oracle():

@@ -120,6 +120,24 @@ pub struct ServeArgs {
     #[arg(long, env = "NEARDUP_CLUSTER_SNAPSHOT_SECS", value_name = "SECS")]
     cluster_snapshot_secs: Option<u64>,
 
+    /// Cluster mode: tenants are spread over this many partitions, each
+    /// its own replicated stream (the same count on every node; 1..=256).
+    /// [default: 1, every node a full replica]
+    #[arg(long, env = "NEARDUP_PARTITIONS", value_name = "N")]
+    partitions: Option<u32>,
+
+    /// Cluster mode: the partitions this node serves, e.g. `0,2-3`;
+    /// requests for tenants of other partitions are redirected (307) to a
+    /// node that serves them. [default: all]
+    #[arg(long, env = "NEARDUP_SERVE_PARTITIONS", value_name = "LIST")]
+    serve_partitions: Option<String>,
+
+    /// Cluster mode: the URL clients reach this node at
+    /// (`http://HOST:PORT`), given to other nodes for their redirects.
+    /// [default: http://LISTEN when --listen is not a wildcard address]
+    #[arg(long, env = "NEARDUP_ADVERTISE_URL", value_name = "URL")]
+    advertise_url: Option<String>,
+
     /// TOML file with any of the options above (snake_case keys, e.g.
     /// `listen = "0.0.0.0:8080"`, `fsync = "everysec"`); flags and
     /// environment variables win over it.
@@ -160,6 +178,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<ExitCode> {
         cluster: a.cluster,
         node_id: a.node_id,
         cluster_snapshot_secs: a.cluster_snapshot_secs,
+        partitions: a.partitions,
+        serve_partitions: a.serve_partitions,
+        advertise_url: a.advertise_url,
     };
     let cfg = raw.or_file(file).validate().map_err(usage)?;
     neardup_server::init_logging(cfg.json_logs);

@@ -5,12 +5,18 @@
 //! data directory rebuilds from the object store and the stream. After
 //! each, every acknowledged write is found on every node, the nodes answer
 //! the same decision for the same probe and give the same snapshot bytes.
+//!
+//! Partitions: tenants spread over two partitions served by different
+//! nodes; a request for a tenant served elsewhere is redirected (307) to a
+//! node that serves it, a node serving both replicates both, a node or a
+//! data directory with another partition count is refused, and redirects
+//! move to a live node when the one they named dies.
 
 mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{call, http, start_with, Server, ADMIN};
+use common::{call, http, http_with_headers, start_with, Server, ADMIN};
 use neardup_cluster::testkit::NatsCluster;
 use serde_json::{json, Value};
 
@@ -183,8 +189,8 @@ fn killed_nodes_catch_up_and_an_empty_node_rebuilds_from_the_object_store() {
     loop {
         let metrics = http(&a1, "GET", "/metrics", None, "", &[]).unwrap().1;
         let text = String::from_utf8_lossy(&metrics).into_owned();
-        if text.contains("neardup_cluster_snapshot_age_seconds{node=\"n1\"}") {
-            assert!(text.contains("neardup_cluster_lag_commands{node=\"n1\"}"), "{text}");
+        if text.contains("neardup_cluster_snapshot_age_seconds{node=\"n1\",partition=\"0/1\"}") {
+            assert!(text.contains("neardup_cluster_lag_commands{node=\"n1\",partition=\"0/1\"}"), "{text}");
             break;
         }
         assert!(Instant::now() < deadline, "no snapshot set within 30 s: {text}");
@@ -202,4 +208,172 @@ fn killed_nodes_catch_up_and_an_empty_node_rebuilds_from_the_object_store() {
     assert_agree(&[&a1, &a2_now, &n4.addr], &acked, lsn);
     // The new node knows the shared keys too.
     eventually(|| works(&n4.addr, &key1), "the first key on the new node");
+}
+
+fn partition_node(dir: &std::path::Path, nats: &NatsCluster, id: &str, serve: &str) -> Server {
+    let urls = nats.urls();
+    let server = start_with(
+        dir,
+        &[
+            "--cluster",
+            &urls,
+            "--node-id",
+            id,
+            "--partitions",
+            "2",
+            "--serve-partitions",
+            serve,
+            "--cluster-snapshot-secs",
+            "0",
+            "--fsync",
+            "os",
+            "--checkpoint-interval-secs",
+            "0",
+        ],
+    );
+    wait_ready(&server.addr);
+    server
+}
+
+/// The status, the `Location` (if any) and the JSON body of a request.
+fn ask(addr: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Option<String>, Value) {
+    let bytes = body.map(|v| v.to_string().into_bytes()).unwrap_or_default();
+    let (status, headers, out) =
+        http_with_headers(addr, method, path, Some(ADMIN), "application/json", &bytes).unwrap();
+    let location = headers.into_iter().find(|(k, _)| k == "location").map(|(_, v)| v);
+    (status, location, serde_json::from_slice(&out).unwrap_or(Value::Null))
+}
+
+/// Sends a request to `addr` and follows one redirect, as a client would;
+/// the status and body of the last answer.
+fn follow(addr: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
+    let (status, location, v) = ask(addr, method, path, body.clone());
+    if status != 307 {
+        return (status, v);
+    }
+    let location = location.expect("a 307 names a Location");
+    let rest = location.strip_prefix("http://").expect("an http:// Location");
+    let (host, target) = rest.split_at(rest.find('/').expect("a path"));
+    let (status, _, v) = ask(host, method, target, body);
+    (status, v)
+}
+
+/// The process's exit status and log when it stops within 60 s.
+fn refused(dir: &std::path::Path, args: &[&str]) -> String {
+    let log = dir.join("refused.log");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--log-format", "text", "--data-dir"])
+        .arg(dir.join("data"))
+        .args(args)
+        .env("NEARDUP_ADMIN_TOKEN", ADMIN)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("neardup serve {args:?} did not stop within 60 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!status.success(), "{args:?} started");
+    std::fs::read_to_string(&log).unwrap()
+}
+
+#[test]
+fn partitions_are_served_by_their_nodes_and_redirected_elsewhere() {
+    use neardup_cluster::partition::partition_of;
+    let nats = NatsCluster::start(1).unwrap();
+    let dirs: Vec<tempfile::TempDir> = (0..4).map(|_| tempfile::tempdir().unwrap()).collect();
+    // A tenant in each of the two partitions.
+    let name_in = |p: u32| (0..).map(|i| format!("tenant{i}")).find(|t| partition_of(t, 2).index == p).unwrap();
+    let (ta, tb) = (name_in(0), name_in(1));
+    let n1 = partition_node(dirs[0].path(), &nats, "n1", "0");
+    let mut n2 = partition_node(dirs[1].path(), &nats, "n2", "1");
+    let (a1, a2) = (n1.addr.clone(), n2.addr.clone());
+
+    // Creating tb on n1: a redirect to n2 (once n1 has seen n2's entry),
+    // which creates it; ta is created on n1 itself.
+    let create_b = || ask(&a1, "POST", "/v1/tenants", Some(json!({"tenant_id": tb})));
+    eventually(|| create_b().0 == 307, "n1 redirects to n2");
+    let (_, location, v) = create_b();
+    assert_eq!(location.as_deref(), Some(format!("http://{a2}/v1/tenants").as_str()), "{v}");
+    assert_eq!(v["error"]["code"], "other_partition", "{v}");
+    assert_eq!(follow(&a1, "POST", "/v1/tenants", Some(json!({"tenant_id": tb}))).0, 201);
+    assert_eq!(follow(&a1, "POST", "/v1/tenants", Some(json!({"tenant_id": ta}))).0, 201);
+    // Path and query are kept; nothing is read or charged on the way.
+    let (s, location, _) = ask(&a1, "GET", &format!("/v1/tenants/{tb}/items/x?min_lsn=1"), None);
+    assert_eq!((s, location), (307, Some(format!("http://{a2}/v1/tenants/{tb}/items/x?min_lsn=1"))));
+
+    // Writes through n1 only, following redirects: each lands in its
+    // tenant's partition, and only there.
+    let mut lsn = [0u64; 2];
+    for i in 0..40u64 {
+        let (t, p) = if i % 2 == 0 { (&ta, 0) } else { (&tb, 1) };
+        let (s, v) = follow(&a1, "PUT", &format!("/v1/tenants/{t}/items/i{i}"), Some(json!({"content": text(i)})));
+        assert!(s == 200 || s == 201, "{s} {v}");
+        lsn[p] = lsn[p].max(v["lsn"].as_u64().unwrap());
+    }
+    let list = |addr: &str| call(addr, "GET", "/v1/tenants", Some(ADMIN), None).1["tenants"].clone();
+    assert_eq!(list(&a1), json!([ta]));
+    assert_eq!(list(&a2), json!([tb]));
+    let metrics = http(&a1, "GET", "/metrics", None, "", &[]).unwrap().1;
+    let metrics = String::from_utf8(metrics).unwrap();
+    assert!(metrics.contains("neardup_cluster_applied_position{node=\"n1\",partition=\"0/2\"}"), "{metrics}");
+    assert!(!metrics.contains("neardup_cluster_applied_position{node=\"n1\",partition=\"1/2\"}"), "{metrics}");
+    // Nothing of tb's requests was counted on n1, which redirected them.
+    assert!(!metrics.contains(&format!("tenant=\"{tb}\"")), "{metrics}");
+
+    // A node serving both partitions replicates both.
+    let mut n3 = partition_node(dirs[2].path(), &nats, "n3", "0-1");
+    let a3 = n3.addr.clone();
+    for i in 0..40u64 {
+        let (t, p) = if i % 2 == 0 { (&ta, 0) } else { (&tb, 1) };
+        let (s, v) = call(&a3, "GET", &format!("/v1/tenants/{t}/items/i{i}?min_lsn={}", lsn[p]), Some(ADMIN), None);
+        assert_eq!(s, 200, "n3: {t}/i{i}: {v}");
+    }
+    let mut both = vec![ta.clone(), tb.clone()];
+    both.sort();
+    assert_eq!(list(&a3), json!(both));
+
+    // Another partition count: refused by the live nodes' entries, and by
+    // a data directory written with two partitions.
+    let urls = nats.urls();
+    let log = refused(dirs[3].path(), &["--cluster", &urls, "--node-id", "n4", "--partitions", "3"]);
+    assert!(log.contains("--partitions 2") && log.contains("same count"), "{log}");
+    let log = refused(dirs[0].path(), &["--cluster", &urls, "--node-id", "n1b", "--partitions", "3"]);
+    assert!(log.contains("2 partition(s)"), "{log}");
+
+    // Two nodes serve tb's partition now (the registry, as n1's metrics
+    // show it). The one n1 redirects to dies: once its entry expires, n1
+    // sends tb's requests to the other.
+    let live = |addr: &str, p: &str| {
+        let m = String::from_utf8(http(addr, "GET", "/metrics", None, "", &[]).unwrap().1).unwrap();
+        let line = format!("neardup_cluster_partition_live_nodes{{partition=\"{p}\"}} ");
+        m.lines().find_map(|l| l.strip_prefix(line.as_str())?.parse::<u64>().ok())
+    };
+    eventually(|| live(&a1, "1/2") == Some(2) && live(&a1, "0/2") == Some(2), "n1 sees n2 and n3");
+    let item = format!("/v1/tenants/{tb}/items/i1");
+    let (s, named, _) = ask(&a1, "GET", &item, None);
+    assert_eq!(s, 307);
+    let (dead, other) = if named == Some(format!("http://{a2}{item}")) { (&mut n2, a3) } else { (&mut n3, a2) };
+    assert_eq!(named, Some(format!("http://{}{item}", dead.addr)));
+    dead.child.kill().unwrap();
+    dead.child.wait().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let (s, location, _) = ask(&a1, "GET", &item, None);
+        if s == 307 && location == Some(format!("http://{other}{item}")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "n1 still redirects tb to {location:?} ({s})");
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    assert_eq!(live(&a1, "1/2"), Some(1));
+    assert_eq!(follow(&a1, "GET", &format!("/v1/tenants/{tb}/items/i1"), None).0, 200);
 }

@@ -15,9 +15,17 @@
 //! with the same code as single-node replay (`Engine::apply_replicated`),
 //! so replicas reach the same state at the same position.
 //!
+//! Tenants may be spread over [`partition`]s: each is its own stream,
+//! snapshot bucket and engine, and a node replicates the partitions it is
+//! configured for ([`Cluster`]); the [`registry`] tells which node serves
+//! which, for redirects. One partition (the default) makes every node a
+//! full replica.
+//!
 //! See `docs/cluster.md` for running it and what each failure does.
 
 pub mod keys;
+pub mod partition;
+pub mod registry;
 pub mod snapshots;
 pub mod testkit;
 
@@ -28,11 +36,14 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer, stream};
 use futures_util::StreamExt;
 use neardup_index::{Engine, EngineOptions, Error as EngineError, Proposer};
+use partition::{Layout, Partition};
 use tokio::runtime::Handle;
 
-/// The stream holding the command log.
+/// The stream holding the command log (of the only partition; see
+/// [`Partition::stream`]).
 pub const STREAM: &str = "NEARDUP_LOG";
-/// Subjects of the stream: one per tenant under this prefix.
+/// Subjects of the stream: one per tenant under this prefix (of the only
+/// partition; see [`Partition::subject_prefix`]).
 pub const SUBJECT_PREFIX: &str = "neardup.log.t.";
 
 /// How often snapshot sets are written by default.
@@ -52,6 +63,11 @@ pub struct ClusterOptions {
     /// How often a snapshot set is written to the object store (by
     /// whichever node finds the newest one older than this); `None`: never.
     pub snapshot_interval: Option<Duration>,
+    /// The partitions of the cluster and those this node serves.
+    pub layout: Layout,
+    /// Where clients reach this node (`http://host:port`), for redirects
+    /// from nodes that do not serve a tenant's partition.
+    pub advertise_url: Option<String>,
 }
 
 impl ClusterOptions {
@@ -78,7 +94,23 @@ impl ClusterOptions {
             node_id: node_id.to_string(),
             propose_timeout: Duration::from_secs(10),
             snapshot_interval: Some(DEFAULT_SNAPSHOT_INTERVAL),
+            layout: Layout::default(),
+            advertise_url: None,
         })
+    }
+
+    /// Sets where clients reach this node: `http://` or `https://`, a host
+    /// and a port, no path.
+    pub fn advertise(&mut self, url: &str) -> Result<(), ClusterError> {
+        let url = url.trim_end_matches('/');
+        let rest = url.strip_prefix("http://").or_else(|| url.strip_prefix("https://"));
+        match rest {
+            Some(r) if !r.is_empty() && !r.contains(['/', '?', '#', ' ']) => {
+                self.advertise_url = Some(url.to_string());
+                Ok(())
+            }
+            _ => Err(ClusterError(format!("--advertise-url {url:?}: use http://host:port"))),
+        }
     }
 }
 
@@ -94,10 +126,11 @@ impl std::fmt::Display for ClusterError {
 
 impl std::error::Error for ClusterError {}
 
-/// The stream subject of `tenant`. Tenant ids are `[A-Za-z0-9_.-]`; `.`
-/// separates subject tokens, so it is written `~` (which ids never hold).
-pub fn tenant_subject(tenant: &str) -> String {
-    format!("{SUBJECT_PREFIX}{}", tenant.replace('.', "~"))
+/// The stream subject of `tenant` in partition `p`. Tenant ids are
+/// `[A-Za-z0-9_.-]`; `.` separates subject tokens, so it is written `~`
+/// (which ids never hold).
+pub fn tenant_subject(p: Partition, tenant: &str) -> String {
+    format!("{}{}", p.subject_prefix(), tenant.replace('.', "~"))
 }
 
 fn unavailable(detail: impl Into<String>) -> EngineError {
@@ -106,6 +139,7 @@ fn unavailable(detail: impl Into<String>) -> EngineError {
 
 /// Proposes commands to the stream (see [`Proposer`]).
 struct NatsProposer {
+    partition: Partition,
     js: jetstream::Context,
     runtime: Handle,
     timeout: Duration,
@@ -115,7 +149,7 @@ struct NatsProposer {
 impl NatsProposer {
     async fn propose_async(&self, tenant: &str, after: u64, payload: &[u8]) -> Result<u64, EngineError> {
         use jetstream::context::PublishErrorKind as K;
-        let subject = tenant_subject(tenant);
+        let subject = tenant_subject(self.partition, tenant);
         let payload = bytes::Bytes::copy_from_slice(payload);
         let deadline = tokio::time::Instant::now() + self.timeout;
         loop {
@@ -153,7 +187,11 @@ impl NatsProposer {
 
     /// The position of the last command of `subject` (0: none).
     async fn last_of(&self, subject: &str) -> Result<u64, EngineError> {
-        let stream = self.js.get_stream(STREAM).await.map_err(|e| unavailable(format!("reading the stream: {e}")))?;
+        let stream = self
+            .js
+            .get_stream(self.partition.stream())
+            .await
+            .map_err(|e| unavailable(format!("reading the stream: {e}")))?;
         match stream.get_last_raw_message_by_subject(subject).await {
             Ok(m) => Ok(m.sequence),
             Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => Ok(0),
@@ -190,7 +228,170 @@ pub struct ApplierState {
     pub applied_total: AtomicU64,
 }
 
-/// A running cluster node: its engine and the task applying the stream.
+/// The NATS connections of a node, shared by its partitions: one for
+/// writes and one for reads, so a slow applier never delays proposals'
+/// acknowledgements.
+#[derive(Clone)]
+struct Connections {
+    writes: async_nats::Client,
+    reads: async_nats::Client,
+    js: jetstream::Context,
+}
+
+impl Connections {
+    async fn open(cluster: &ClusterOptions) -> Result<Connections, ClusterError> {
+        let addrs: Vec<async_nats::ServerAddr> = cluster
+            .servers
+            .iter()
+            .map(|s| s.parse().map_err(|e| ClusterError(format!("{s}: {e}"))))
+            .collect::<Result<_, _>>()?;
+        let connect = |role: &str| {
+            async_nats::ConnectOptions::new()
+                .name(format!("neardup-{}-{role}", cluster.node_id))
+                .retry_on_initial_connect()
+                .connect(addrs.clone())
+        };
+        let writes = connect("writes").await.map_err(|e| ClusterError(format!("connecting to NATS: {e}")))?;
+        let reads = connect("reads").await.map_err(|e| ClusterError(format!("connecting to NATS: {e}")))?;
+        Ok(Connections { js: jetstream::new(writes.clone()), writes, reads })
+    }
+}
+
+/// A node of a cluster: the partitions it serves (each a [`Node`]), the
+/// shared API keys, and the registry of who serves what.
+pub struct Cluster {
+    nodes: Vec<Node>,
+    /// Tenant API keys shared by every node.
+    pub keys: keys::SharedKeys,
+    /// Which node serves which partition.
+    pub registry: registry::Registry,
+    options: ClusterOptions,
+    tasks: Vec<tokio::task::AbortHandle>,
+}
+
+impl std::fmt::Debug for Cluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Cluster")
+            .field("node_id", &self.options.node_id)
+            .field("layout", &self.options.layout)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// What a data directory records of the cluster it belongs to.
+const LAYOUT_FILE: &str = "cluster-layout.json";
+
+/// Refuses a data directory written with another partition count (its
+/// tenants would be looked for in the wrong partitions), and records the
+/// count in a new one.
+fn check_layout(dir: &std::path::Path, count: u32) -> Result<(), ClusterError> {
+    let path = dir.join(LAYOUT_FILE);
+    let recorded = match std::fs::read(&path) {
+        Ok(b) => serde_json::from_slice::<serde_json::Value>(&b)
+            .ok()
+            .and_then(|v| v.get("partitions")?.as_u64())
+            .ok_or_else(|| ClusterError(format!("{} is damaged", path.display())))?,
+        // Written before partitions existed: one partition, if anything.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            if ["replica.json", "wal", "snapshots"].iter().any(|f| dir.join(f).exists()) {
+                1
+            } else {
+                std::fs::create_dir_all(dir).map_err(|e| ClusterError(format!("{}: {e}", dir.display())))?;
+                let body = serde_json::json!({ "partitions": count }).to_string();
+                neardup_fs::write_atomic(&path, body.as_bytes())
+                    .map_err(|e| ClusterError(format!("{}: {e}", path.display())))?;
+                return Ok(());
+            }
+        }
+        Err(e) => return Err(ClusterError(format!("{}: {e}", path.display()))),
+    };
+    if recorded != u64::from(count) {
+        return Err(ClusterError(format!(
+            "{} holds a node of a cluster with {recorded} partition(s), and this node is started with --partitions \
+             {count}: use the same count, or an empty data directory",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
+impl Cluster {
+    /// Connects, opens the shared buckets, joins the registry and starts a
+    /// [`Node`] for every partition this node serves, each in its own
+    /// folder of `dir` ([`Partition::dir`]). Must run inside a
+    /// multi-threaded tokio runtime.
+    pub async fn start(
+        dir: &std::path::Path,
+        opts: EngineOptions,
+        cluster: ClusterOptions,
+    ) -> Result<Cluster, ClusterError> {
+        check_layout(dir, cluster.layout.count)?;
+        let conns = Connections::open(&cluster).await?;
+        let keys = keys::SharedKeys::open(&conns.js, cluster.replicas, cluster.propose_timeout).await?;
+        let me = registry::NodeEntry {
+            node: cluster.node_id.clone(),
+            url: cluster.advertise_url.clone(),
+            partitions: cluster.layout.count,
+            serves: cluster.layout.served.clone(),
+            at_ms: 0,
+        };
+        let (registry, tasks) = registry::join(&conns.js, cluster.replicas, me, &cluster.layout).await?;
+        let mut nodes = Vec::new();
+        for p in cluster.layout.served() {
+            nodes.push(Node::start_partition(&conns, &p.dir(dir), opts.clone(), cluster.clone(), p).await?);
+        }
+        Ok(Cluster { nodes, keys, registry, options: cluster, tasks })
+    }
+
+    /// This node's id.
+    pub fn node_id(&self) -> &str {
+        &self.options.node_id
+    }
+
+    /// The partitions of the cluster and those served here.
+    pub fn layout(&self) -> &Layout {
+        &self.options.layout
+    }
+
+    /// The partitions served here, ascending.
+    pub fn nodes(&self) -> &[Node] {
+        &self.nodes
+    }
+
+    /// The partition of `tenant`.
+    pub fn partition_of(&self, tenant: &str) -> Partition {
+        partition::partition_of(tenant, self.options.layout.count)
+    }
+
+    /// The partition `tenant` belongs to, if this node serves it.
+    pub fn local(&self, tenant: &str) -> Option<&Node> {
+        let p = self.partition_of(tenant);
+        self.nodes.iter().find(|n| n.partition == p)
+    }
+
+    /// Where to send a request for `tenant` when this node does not serve
+    /// its partition: a live node that does (`None`: none is known).
+    pub fn redirect_url(&self, tenant: &str) -> Option<String> {
+        let p = self.partition_of(tenant);
+        self.registry.url_for(p, &self.options.node_id, partition::fnv1a(tenant.as_bytes()))
+    }
+
+    /// Whether every partition served here is ready ([`Node::is_ready`]).
+    pub fn is_ready(&self) -> bool {
+        self.nodes.iter().all(Node::is_ready)
+    }
+}
+
+/// A running replica of one partition: its engine and the task applying
+/// the partition's stream.
 pub struct Node {
     /// The replica engine: reads and writes go here as on a single node.
     pub engine: Arc<Engine>,
@@ -200,8 +401,8 @@ pub struct Node {
     pub snapshots: Arc<snapshots::SnapshotState>,
     /// The position of the set this node was seeded from, when it was.
     pub seeded_from: Option<u64>,
-    /// Tenant API keys shared by every node.
-    pub keys: keys::SharedKeys,
+    /// The partition it replicates.
+    pub partition: Partition,
     options: ClusterOptions,
     js: jetstream::Context,
     bucket: async_nats::jetstream::object_store::ObjectStore,
@@ -213,7 +414,11 @@ pub struct Node {
 
 impl std::fmt::Debug for Node {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Node").field("node_id", &self.options.node_id).field("dir", &self.dir).finish()
+        f.debug_struct("Node")
+            .field("node_id", &self.options.node_id)
+            .field("partition", &self.partition)
+            .field("dir", &self.dir)
+            .finish()
     }
 }
 
@@ -228,45 +433,46 @@ impl Drop for Node {
 }
 
 impl Node {
-    /// Connects to the cluster, creates the stream if it is missing, opens
-    /// the engine in `dir` as a replica and starts applying the stream from
-    /// the node's last checkpoint. Must run inside a multi-threaded tokio
-    /// runtime.
+    /// The replica of an unpartitioned cluster (one partition, no key
+    /// bucket or registry: see [`Cluster::start`] for a whole node).
+    /// Connects, creates the stream if it is missing, opens the engine in
+    /// `dir` as a replica and starts applying the stream from the node's
+    /// last checkpoint. Must run inside a multi-threaded tokio runtime.
     pub async fn start(
         dir: &std::path::Path,
         opts: EngineOptions,
         cluster: ClusterOptions,
     ) -> Result<Node, ClusterError> {
-        let addrs: Vec<async_nats::ServerAddr> = cluster
-            .servers
-            .iter()
-            .map(|s| s.parse().map_err(|e| ClusterError(format!("{s}: {e}"))))
-            .collect::<Result<_, _>>()?;
-        let connect = |role: &str| {
-            async_nats::ConnectOptions::new()
-                .name(format!("neardup-{}-{role}", cluster.node_id))
-                .retry_on_initial_connect()
-                .connect(addrs.clone())
-        };
-        // Two connections: a slow applier never delays proposals' acks.
-        let writes = connect("writes").await.map_err(|e| ClusterError(format!("connecting to NATS: {e}")))?;
-        let reads = connect("reads").await.map_err(|e| ClusterError(format!("connecting to NATS: {e}")))?;
-        let js = jetstream::new(writes.clone());
-        let mut stream = ensure_stream(&js, cluster.replicas).await?;
-        let bucket = snapshots::bucket(&js, cluster.replicas).await?;
-        let shared_keys = keys::SharedKeys::open(&js, cluster.replicas, cluster.propose_timeout).await?;
+        if cluster.layout.count != 1 {
+            return Err(ClusterError("Node::start is for one partition; use Cluster::start".into()));
+        }
+        let conns = Connections::open(&cluster).await?;
+        Node::start_partition(&conns, dir, opts, cluster, Partition::ONLY).await
+    }
+
+    async fn start_partition(
+        conns: &Connections,
+        dir: &std::path::Path,
+        opts: EngineOptions,
+        cluster: ClusterOptions,
+        partition: Partition,
+    ) -> Result<Node, ClusterError> {
+        let js = conns.js.clone();
+        let mut stream = ensure_stream(&js, cluster.replicas, partition).await?;
+        let bucket = snapshots::bucket(&js, cluster.replicas, partition).await?;
         // A node without state starts from the newest snapshot set, if any.
         let fresh = !dir.join("replica.json").exists()
             && std::fs::read_dir(dir.join("snapshots")).map_or(true, |mut d| d.next().is_none());
         let seeded = if fresh { snapshots::seed_from_latest(&bucket, dir).await? } else { None };
         if let Some(m) = &seeded {
-            tracing::info!(position = m.position, "seeded from the newest snapshot set");
+            tracing::info!(%partition, position = m.position, "seeded from the newest snapshot set");
         }
         let proposer = Arc::new(NatsProposer {
+            partition,
             js: js.clone(),
             runtime: Handle::current(),
             timeout: cluster.propose_timeout,
-            client: writes,
+            client: conns.writes.clone(),
         });
         let engine = {
             let dir = dir.to_path_buf();
@@ -282,8 +488,9 @@ impl Node {
         // when it holds none now); a new, empty stream starts at 0 or 1.
         if info.state.first_sequence > from {
             return Err(ClusterError(format!(
-                "the stream starts at {} but this node's checkpoints end at {}: the commands between are gone; \
+                "the stream {} starts at {} but this node's checkpoints end at {}: the commands between are gone; \
                  start this node with an empty data directory",
+                partition.stream(),
                 info.state.first_sequence,
                 from - 1
             )));
@@ -291,8 +498,8 @@ impl Node {
         let state = Arc::new(ApplierState::default());
         engine.set_catch_up_target(info.state.last_sequence);
         state.stream_last.store(info.state.last_sequence, Ordering::Relaxed);
-        let read_js = jetstream::new(reads);
-        let reader = spawn_applier(read_js, Arc::clone(&engine), Arc::clone(&state), from);
+        let read_js = jetstream::new(conns.reads.clone());
+        let reader = spawn_applier(read_js, Arc::clone(&engine), Arc::clone(&state), from, partition);
         let snapshot_state = Arc::new(snapshots::SnapshotState::default());
         // The newest set, for metrics: the one seeded from, else a look.
         let newest = match &seeded {
@@ -307,7 +514,7 @@ impl Node {
             state,
             snapshots: snapshot_state,
             seeded_from: seeded.map(|m| m.position),
-            keys: shared_keys,
+            partition,
             options: cluster,
             js,
             bucket,
@@ -331,6 +538,7 @@ impl Node {
             bucket: self.bucket.clone(),
             node: self.options.node_id.clone(),
             work: self.dir.join("upload"),
+            partition: self.partition,
         }
     }
 
@@ -378,14 +586,16 @@ struct SnapshotHandle {
     bucket: async_nats::jetstream::object_store::ObjectStore,
     node: String,
     work: std::path::PathBuf,
+    partition: Partition,
 }
 
 impl SnapshotHandle {
     async fn publish(&self) -> Result<snapshots::Manifest, ClusterError> {
-        let m = snapshots::publish(&self.js, &self.bucket, &self.engine, &self.node, &self.work).await?;
+        let m =
+            snapshots::publish(&self.js, &self.bucket, &self.engine, &self.node, &self.work, self.partition).await?;
         self.snapshots.saw(&m);
         self.snapshots.written.fetch_add(1, Ordering::Relaxed);
-        tracing::info!(position = m.position, tenants = m.tenants.len(), "wrote a snapshot set");
+        tracing::info!(partition = %self.partition, position = m.position, tenants = m.tenants.len(), "wrote a snapshot set");
         Ok(m)
     }
 }
@@ -416,10 +626,15 @@ async fn snapshot_loop(h: SnapshotHandle, every: Duration) {
     }
 }
 
-async fn ensure_stream(js: &jetstream::Context, replicas: usize) -> Result<stream::Stream, ClusterError> {
+async fn ensure_stream(
+    js: &jetstream::Context,
+    replicas: usize,
+    partition: Partition,
+) -> Result<stream::Stream, ClusterError> {
+    let name = partition.stream();
     let config = stream::Config {
-        name: STREAM.to_string(),
-        subjects: vec![format!("{SUBJECT_PREFIX}>")],
+        name: name.clone(),
+        subjects: vec![format!("{}>", partition.subject_prefix())],
         storage: stream::StorageType::File,
         num_replicas: replicas,
         retention: stream::RetentionPolicy::Limits,
@@ -435,7 +650,7 @@ async fn ensure_stream(js: &jetstream::Context, replicas: usize) -> Result<strea
         js.get_or_create_stream(config.clone()).await.map_err(|e| e.to_string())
     })
     .await
-    .map_err(|last| ClusterError(format!("creating the JetStream stream {STREAM}: {last}")))
+    .map_err(|last| ClusterError(format!("creating the JetStream stream {name}: {last}")))
 }
 
 /// Runs `attempt` until it succeeds, at most `times` times, `pause` apart
@@ -465,11 +680,12 @@ fn spawn_applier(
     engine: Arc<Engine>,
     state: Arc<ApplierState>,
     from: u64,
+    partition: Partition,
 ) -> tokio::task::AbortHandle {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, bytes::Bytes)>(1024);
     let apply_state = Arc::clone(&state);
     std::thread::Builder::new()
-        .name("neardup-applier".into())
+        .name(format!("neardup-applier-{}", partition.index))
         .spawn(move || {
             while let Some((seq, payload)) = rx.blocking_recv() {
                 let result = engine.apply_replicated(seq, &payload);
@@ -486,7 +702,7 @@ fn spawn_applier(
         .ok();
     tokio::spawn(async move {
         loop {
-            match read_stream(&js, &tx, &state, from).await {
+            match read_stream(&js, &tx, &state, from, partition).await {
                 Ok(()) => return, // the applier thread stopped
                 Err(e) if e.starts_with(TRIMMED) => {
                     tracing::error!(error = %e, "the stream was trimmed past this node; it stops applying");
@@ -513,8 +729,9 @@ async fn read_stream(
     tx: &tokio::sync::mpsc::Sender<(u64, bytes::Bytes)>,
     state: &ApplierState,
     from: u64,
+    partition: Partition,
 ) -> Result<(), String> {
-    let stream = js.get_stream(STREAM).await.map_err(|e| e.to_string())?;
+    let stream = js.get_stream(partition.stream()).await.map_err(|e| e.to_string())?;
     // After a retry, resume after what was already handed over.
     let last = state.stream_last_handed.load(Ordering::Relaxed);
     let start = from.max(last + 1);

@@ -27,9 +27,11 @@ use neardup_index::Engine;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
-use crate::{ClusterError, STREAM};
+use crate::partition::Partition;
+use crate::ClusterError;
 
-/// The object store bucket holding snapshot sets.
+/// The object store bucket holding snapshot sets (of the only partition;
+/// see [`Partition::bucket`]).
 pub const BUCKET: &str = "NEARDUP_SNAPSHOTS";
 /// Snapshot sets kept; the stream keeps what the oldest of them needs.
 pub const KEEP_SETS: usize = 2;
@@ -66,7 +68,7 @@ fn position_of(id: &str) -> Option<u64> {
     id.get(..20)?.parse().ok()
 }
 
-fn now_ms() -> u64 {
+pub(crate) fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
@@ -74,13 +76,18 @@ fn err(what: &str, e: impl std::fmt::Display) -> ClusterError {
     ClusterError(format!("{what}: {e}"))
 }
 
-/// The snapshot bucket, created if missing.
-pub async fn bucket(js: &jetstream::Context, replicas: usize) -> Result<object_store::ObjectStore, ClusterError> {
-    if let Ok(b) = js.get_object_store(BUCKET).await {
+/// The snapshot bucket of `partition`, created if missing.
+pub async fn bucket(
+    js: &jetstream::Context,
+    replicas: usize,
+    partition: Partition,
+) -> Result<object_store::ObjectStore, ClusterError> {
+    let name = partition.bucket();
+    if let Ok(b) = js.get_object_store(&name).await {
         return Ok(b);
     }
     let config = object_store::Config {
-        bucket: BUCKET.to_string(),
+        bucket: name.clone(),
         description: Some("neardup snapshot sets".into()),
         num_replicas: replicas,
         storage: jetstream::stream::StorageType::File,
@@ -90,11 +97,11 @@ pub async fn bucket(js: &jetstream::Context, replicas: usize) -> Result<object_s
         match js.create_object_store(config.clone()).await {
             Ok(b) => Ok(b),
             // Another node may have created it meanwhile.
-            Err(e) => js.get_object_store(BUCKET).await.map_err(|_| e.to_string()),
+            Err(e) => js.get_object_store(&name).await.map_err(|_| e.to_string()),
         }
     })
     .await
-    .map_err(|last| ClusterError(format!("creating the object store {BUCKET}: {last}")))
+    .map_err(|last| ClusterError(format!("creating the object store {name}: {last}")))
 }
 
 /// Every live object name in the bucket.
@@ -156,6 +163,7 @@ pub async fn publish(
     engine: &std::sync::Arc<Engine>,
     node: &str,
     work: &Path,
+    partition: Partition,
 ) -> Result<Manifest, ClusterError> {
     let position = engine.applied_position();
     let prefix = format!("sets/{}/", set_id(position, node));
@@ -194,13 +202,17 @@ pub async fn publish(
         .put(format!("{prefix}{MANIFEST}").as_str(), &mut &bytes[..])
         .await
         .map_err(|e| err("uploading the manifest", e))?;
-    prune(js, store).await?;
+    prune(js, store, partition).await?;
     Ok(manifest)
 }
 
 /// Deletes sets beyond [`KEEP_SETS`] and unfinished ones older than the
 /// newest, then purges the stream below the oldest set kept.
-async fn prune(js: &jetstream::Context, store: &object_store::ObjectStore) -> Result<(), ClusterError> {
+async fn prune(
+    js: &jetstream::Context,
+    store: &object_store::ObjectStore,
+    partition: Partition,
+) -> Result<(), ClusterError> {
     let names = names(store).await?;
     let complete = complete_among(&names);
     let kept: Vec<&String> = complete.iter().take(KEEP_SETS).collect();
@@ -217,7 +229,7 @@ async fn prune(js: &jetstream::Context, store: &object_store::ObjectStore) -> Re
         }
     }
     if kept.len() == KEEP_SETS {
-        let stream = js.get_stream(STREAM).await.map_err(|e| err("reading the stream", e))?;
+        let stream = js.get_stream(partition.stream()).await.map_err(|e| err("reading the stream", e))?;
         // Keep every command after the oldest kept set's position.
         stream.purge().sequence(oldest + 1).await.map_err(|e| err("trimming the stream", e))?;
     }

@@ -5,7 +5,7 @@
 //!
 //! For each node count: a fresh NATS cluster (`nats-server` child
 //! processes, `neardup_cluster::testkit`), that many in-process nodes (each
-//! `neardup_cluster::Node` + `neardup_server::serve` on its own port, fjall
+//! `neardup_cluster::Cluster` + `neardup_server::serve` on its own port, fjall
 //! store), then N keep-alive HTTP/1.1 clients spread over the nodes.
 //! Phases of D s each: single upserts (`PUT`) and batches (`POST
 //! .../items`, B items each) into one tenant, then the same with each
@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use common::{pct, phase, Conn, Kind, ADMIN};
 use neardup_cluster::testkit::NatsCluster;
-use neardup_cluster::{ClusterOptions, Node};
+use neardup_cluster::{Cluster, ClusterOptions, Node};
 use neardup_index::{EngineOptions, FsyncPolicy, StoreKind};
 use tokio::net::TcpStream;
 
@@ -36,12 +36,17 @@ fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
 
+/// The one partition of an unpartitioned node.
+fn only(c: &Cluster) -> &Node {
+    &c.nodes()[0]
+}
+
 /// Samples the largest lag of any node every 50 ms until `stop`.
-fn sample_lag(nodes: Vec<Arc<Node>>, stop: Arc<AtomicBool>, max: Arc<AtomicU64>) -> tokio::task::JoinHandle<()> {
+fn sample_lag(nodes: Vec<Arc<Cluster>>, stop: Arc<AtomicBool>, max: Arc<AtomicU64>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         while !stop.load(Ordering::Relaxed) {
-            let last = nodes.iter().map(|n| n.state.stream_last.load(Ordering::Relaxed)).max().unwrap_or(0);
-            let lag = nodes.iter().map(|n| last.saturating_sub(n.engine.applied_position())).max().unwrap_or(0);
+            let last = nodes.iter().map(|n| only(n).state.stream_last.load(Ordering::Relaxed)).max().unwrap_or(0);
+            let lag = nodes.iter().map(|n| last.saturating_sub(only(n).engine.applied_position())).max().unwrap_or(0);
             max.fetch_max(lag, Ordering::Relaxed);
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -49,10 +54,10 @@ fn sample_lag(nodes: Vec<Arc<Node>>, stop: Arc<AtomicBool>, max: Arc<AtomicU64>)
 }
 
 /// Seconds until every node applied what any node has seen of the stream.
-async fn catch_up(nodes: &[Arc<Node>]) -> f64 {
+async fn catch_up(nodes: &[Arc<Cluster>]) -> f64 {
     let t = Instant::now();
-    let last = nodes.iter().map(|n| n.state.stream_last.load(Ordering::Relaxed)).max().unwrap_or(0);
-    while nodes.iter().any(|n| n.engine.applied_position() < last) && t.elapsed() < Duration::from_secs(120) {
+    let last = nodes.iter().map(|n| only(n).state.stream_last.load(Ordering::Relaxed)).max().unwrap_or(0);
+    while nodes.iter().any(|n| only(n).engine.applied_position() < last) && t.elapsed() < Duration::from_secs(120) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     t.elapsed().as_secs_f64()
@@ -67,8 +72,8 @@ async fn run(count: usize, clients: usize, secs: u64, batch: usize) {
         let mut c = ClusterOptions::new(&nats.urls(), &format!("n{i}")).unwrap();
         c.snapshot_interval = None;
         let opts = EngineOptions { fsync: FsyncPolicy::Os, store: StoreKind::Fjall, ..EngineOptions::default() };
-        let node = Arc::new(Node::start(dir.path(), opts, c).await.unwrap());
-        addrs.push(common::serve(Arc::clone(&node.engine), Some(Arc::clone(&node))).await);
+        let node = Arc::new(Cluster::start(dir.path(), opts, c).await.unwrap());
+        addrs.push(common::serve(Arc::clone(&only(&node).engine), Some(Arc::clone(&node))).await);
         nodes.push(node);
     }
     let mut c = Conn { s: TcpStream::connect(&addrs[0]).await.unwrap(), buf: Vec::new() };
@@ -78,9 +83,9 @@ async fn run(count: usize, clients: usize, secs: u64, batch: usize) {
         let body = format!(r#"{{"tenant_id":"{tenant}","config":{{"threshold":0.8}}}}"#);
         assert_eq!(c.request("POST", "/v1/tenants", ADMIN, &body).await, 201);
         // Every node has the tenant before the clock starts.
-        let lsn = nodes[0].engine.tenant_lsn(tenant).unwrap();
+        let lsn = only(&nodes[0]).engine.tenant_lsn(tenant).unwrap();
         for n in &nodes {
-            let (e, t) = (Arc::clone(&n.engine), tenant.to_string());
+            let (e, t) = (Arc::clone(&only(n).engine), tenant.to_string());
             tokio::task::spawn_blocking(move || e.wait_applied(&t, lsn, Duration::from_secs(30)))
                 .await
                 .unwrap()
@@ -114,7 +119,7 @@ async fn run(count: usize, clients: usize, secs: u64, batch: usize) {
     }
     let items: Vec<u64> = nodes
         .iter()
-        .map(|n| n.engine.tenants().unwrap().iter().map(|t| n.engine.stats(t).unwrap().live_items).sum())
+        .map(|n| only(n).engine.tenants().unwrap().iter().map(|t| only(n).engine.stats(t).unwrap().live_items).sum())
         .collect();
     println!("nodes {count}: items per replica {items:?}");
 }

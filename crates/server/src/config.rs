@@ -111,6 +111,12 @@ pub struct FileConfig {
     pub node_id: Option<String>,
     /// Seconds between snapshot sets in the cluster's object store (0 = never).
     pub cluster_snapshot_secs: Option<u64>,
+    /// `partitions = 4`: tenants spread over that many streams.
+    pub partitions: Option<u32>,
+    /// `serve_partitions = "0,2-3"`: the partitions this node serves.
+    pub serve_partitions: Option<String>,
+    /// `advertise_url = "http://10.0.0.5:8080"`: where clients reach it.
+    pub advertise_url: Option<String>,
 }
 
 impl FileConfig {
@@ -192,6 +198,12 @@ pub struct RawConfig {
     pub node_id: Option<String>,
     /// Seconds between snapshot sets (cluster mode; 0 = never).
     pub cluster_snapshot_secs: Option<u64>,
+    /// Partitions in the cluster (cluster mode).
+    pub partitions: Option<u32>,
+    /// Partitions this node serves (cluster mode).
+    pub serve_partitions: Option<String>,
+    /// Where clients reach this node (cluster mode).
+    pub advertise_url: Option<String>,
 }
 
 impl RawConfig {
@@ -219,7 +231,10 @@ impl RawConfig {
             log_format,
             cluster,
             node_id,
-            cluster_snapshot_secs
+            cluster_snapshot_secs,
+            partitions,
+            serve_partitions,
+            advertise_url
         );
         self
     }
@@ -310,11 +325,36 @@ impl RawConfig {
                     Some(0) => None,
                     Some(s) => Some(Duration::from_secs(s)),
                 };
+                c.layout = neardup_cluster::partition::Layout::new(
+                    self.partitions.unwrap_or(1),
+                    self.serve_partitions.as_deref(),
+                )
+                .map_err(|e| bad(e.to_string()))?;
+                // Without one, the address bound is advertised (at start,
+                // once a port 0 has become a real port) unless it is a
+                // wildcard, which names no host a client can use.
+                if let Some(url) = &self.advertise_url {
+                    c.advertise(url).map_err(|e| bad(e.to_string()))?;
+                }
+                if c.advertise_url.is_none() && c.layout.count > 1 && listen.ip().is_unspecified() {
+                    return Err(bad(format!(
+                        "--partitions {} with --listen {listen}: add --advertise-url http://HOST:PORT, the address \
+                         other nodes redirect clients to",
+                        c.layout.count
+                    )));
+                }
                 Some(c)
             }
         };
-        if cluster.is_none() && self.cluster_snapshot_secs.is_some() {
-            return Err(bad("--cluster-snapshot-secs is for cluster mode: add --cluster (NEARDUP_CLUSTER)".into()));
+        for (set, flag) in [
+            (self.cluster_snapshot_secs.is_some(), "--cluster-snapshot-secs"),
+            (self.partitions.is_some(), "--partitions"),
+            (self.serve_partitions.is_some(), "--serve-partitions"),
+            (self.advertise_url.is_some(), "--advertise-url"),
+        ] {
+            if cluster.is_none() && set {
+                return Err(bad(format!("{flag} is for cluster mode: add --cluster (NEARDUP_CLUSTER)")));
+            }
         }
         let checkpoint_interval = match self.checkpoint_interval_secs.unwrap_or(300) {
             0 => None,
@@ -399,6 +439,32 @@ mod tests {
         for (c, want) in cases {
             let e = c.validate().unwrap_err().to_string();
             assert!(e.contains(want), "{e}");
+        }
+    }
+
+    #[test]
+    fn partition_options_are_checked() {
+        let cluster =
+            |r: RawConfig| RawConfig { cluster: Some("nats://127.0.0.1:4222".into()), node_id: Some("n1".into()), ..r };
+        let c = cluster(RawConfig { partitions: Some(4), serve_partitions: Some("1,3".into()), ..raw() })
+            .validate()
+            .unwrap();
+        let c = c.cluster.unwrap();
+        assert_eq!(c.layout.served, vec![1, 3]);
+        assert_eq!(c.advertise_url, None, "the bound address is advertised at start");
+        let cases: [(RawConfig, &str); 5] = [
+            (RawConfig { partitions: Some(4), ..raw() }, "--partitions is for cluster mode"),
+            (cluster(RawConfig { partitions: Some(0), ..raw() }), "--partitions 0"),
+            (cluster(RawConfig { serve_partitions: Some("2".into()), ..raw() }), "--serve-partitions"),
+            (
+                cluster(RawConfig { partitions: Some(2), listen: Some("0.0.0.0:8080".into()), ..raw() }),
+                "--advertise-url",
+            ),
+            (cluster(RawConfig { advertise_url: Some("ftp://x".into()), ..raw() }), "--advertise-url"),
+        ];
+        for (c, want) in cases {
+            let e = c.validate().unwrap_err().to_string();
+            assert!(e.contains(want), "{want}: {e}");
         }
     }
 

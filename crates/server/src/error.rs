@@ -97,6 +97,18 @@ pub enum GatewayKind {
     Timeout,
     /// The service is starting or shutting down.
     Unavailable,
+    /// Cluster mode: the tenant's partition is not served by this node.
+    /// With a node that serves it, a `307` to that node (same path and
+    /// query; the `Location` is completed by the router, which knows the
+    /// request); without one, a `503`.
+    OtherPartition {
+        /// The tenant asked for.
+        tenant: String,
+        /// Its partition, `index/count`.
+        partition: String,
+        /// A live node serving it, `http://host:port`.
+        base_url: Option<String>,
+    },
     /// A bug or an environmental failure in the gateway (detail is logged).
     Internal {
         /// For the log only.
@@ -224,6 +236,16 @@ impl ApiError {
                         .into(),
                 ),
                 G::Unavailable => (StatusCode::SERVICE_UNAVAILABLE, "unavailable", "the service is not ready".into()),
+                G::OtherPartition { tenant, partition, base_url: Some(url) } => (
+                    StatusCode::TEMPORARY_REDIRECT,
+                    "other_partition",
+                    format!("tenant {tenant:?} is in partition {partition}, served by {url}; follow Location"),
+                ),
+                G::OtherPartition { tenant, partition, base_url: None } => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "partition_unavailable",
+                    format!("tenant {tenant:?} is in partition {partition}, which no live node serves now"),
+                ),
                 G::Internal { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "internal", internal),
             },
         }
@@ -270,11 +292,22 @@ impl IntoResponse for ApiError {
             ApiErrorKind::Gateway(GatewayKind::Unauthenticated) => {
                 resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
+            ApiErrorKind::Gateway(GatewayKind::OtherPartition { base_url: Some(url), .. }) => {
+                resp.extensions_mut().insert(RedirectBase(url.clone()));
+            }
+            ApiErrorKind::Gateway(GatewayKind::OtherPartition { base_url: None, .. }) => {
+                resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(1));
+            }
             ApiErrorKind::Engine(_) | ApiErrorKind::Gateway(_) => {}
         }
         resp
     }
 }
+
+/// On a `307` to another node: its base URL, to which the router appends
+/// the request's path and query as `Location`.
+#[derive(Debug, Clone)]
+pub(crate) struct RedirectBase(pub String);
 
 /// Shorthand for handlers.
 pub type ApiResult<T> = std::result::Result<T, ApiError>;
@@ -285,6 +318,7 @@ pub(crate) struct StdErrors;
 impl utoipa::IntoResponses for StdErrors {
     fn responses() -> BTreeMap<String, RefOr<utoipa::openapi::response::Response>> {
         [
+            ("307", "Cluster mode: the tenant's partition is served by the node in Location"),
             ("400", "Invalid input, JSON or configuration"),
             ("401", "Missing or invalid credential"),
             ("403", "The key lacks a scope"),
@@ -297,7 +331,7 @@ impl utoipa::IntoResponses for StdErrors {
             ("422", "Budget, snapshot or rebuild refused"),
             ("429", "Tenant quota exhausted (see Retry-After)"),
             ("500", "Internal error"),
-            ("503", "Not ready"),
+            ("503", "Not ready, or no live node serves the tenant's partition"),
         ]
         .into_iter()
         .map(|(code, desc)| {

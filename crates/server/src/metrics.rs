@@ -97,6 +97,8 @@ pub struct DiskGauges {
 #[derive(Debug, Clone, Default)]
 pub struct ClusterGauges {
     pub node: String,
+    /// The partition, `index/count` (`0/1` unpartitioned).
+    pub partition: String,
     /// Every command of the stream up to here is applied.
     pub applied_position: u64,
     /// The stream's last position as last seen.
@@ -115,10 +117,43 @@ pub struct ClusterGauges {
     pub snapshot_sets_written: u64,
 }
 
+/// Cluster mode: live nodes serving each partition, as the node registry
+/// shows them (this node included), for every partition of the cluster.
+pub fn render_partition_nodes(out: &mut String, counts: &[(String, u64)]) {
+    if counts.is_empty() {
+        return;
+    }
+    let name = "neardup_cluster_partition_live_nodes";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Live nodes serving the partition (0: its tenants answer 503).\n# TYPE {name} gauge"
+    );
+    for (p, n) in counts {
+        let _ = writeln!(out, "{name}{{partition=\"{}\"}} {n}", escape(p));
+    }
+}
+
 impl ClusterGauges {
-    fn render(&self, out: &mut String) {
-        let node = format!("node=\"{}\"", escape(&self.node));
-        let rows: [(&str, &str, &str, Option<f64>); 8] = [
+    /// The partitions' figures: each metric once, a line per partition.
+    fn render(all: &[ClusterGauges], out: &mut String) {
+        let rows: Vec<_> = all.iter().map(|g| (g.labels(), g.rows())).collect();
+        let Some((_, first)) = rows.first() else { return };
+        for (i, (name, kind, text, _)) in first.iter().enumerate() {
+            let _ = writeln!(out, "# HELP {name} {text}\n# TYPE {name} {kind}");
+            for (labels, values) in &rows {
+                if let Some(v) = values[i].3 {
+                    let _ = writeln!(out, "{name}{{{labels}}} {v}");
+                }
+            }
+        }
+    }
+
+    fn labels(&self) -> String {
+        format!("node=\"{}\",partition=\"{}\"", escape(&self.node), escape(&self.partition))
+    }
+
+    fn rows(&self) -> [(&'static str, &'static str, &'static str, Option<f64>); 8] {
+        [
             (
                 "neardup_cluster_applied_position",
                 "gauge",
@@ -167,13 +202,7 @@ impl ClusterGauges {
                 "Snapshot sets this node wrote since start.",
                 Some(self.snapshot_sets_written as f64),
             ),
-        ];
-        for (name, kind, text, value) in rows {
-            let _ = writeln!(out, "# HELP {name} {text}\n# TYPE {name} {kind}");
-            if let Some(v) = value {
-                let _ = writeln!(out, "{name}{{{node}}} {v}");
-            }
-        }
+        ]
     }
 }
 
@@ -312,7 +341,7 @@ impl Metrics {
         &self,
         gauges: &BTreeMap<String, TenantGauges>,
         disk: DiskGauges,
-        cluster: Option<&ClusterGauges>,
+        cluster: &[ClusterGauges],
     ) -> String {
         let log_bytes = disk.log_bytes;
         let mut out = String::with_capacity(8192);
@@ -438,9 +467,7 @@ impl Metrics {
         let _ = writeln!(out, "neardup_store_resident_bytes {}", disk.store_resident_bytes);
         help(&mut out, "neardup_data_dir_bytes", "gauge", "Bytes under the data directory (store, log, checkpoints).");
         let _ = writeln!(out, "neardup_data_dir_bytes {}", disk.data_dir_bytes);
-        if let Some(c) = cluster {
-            c.render(&mut out);
-        }
+        ClusterGauges::render(cluster, &mut out);
         help(&mut out, "neardup_http_responses_total", "counter", "HTTP responses by route and status.");
         if let Ok(h) = self.http.lock() {
             for ((route, status), n) in h.iter() {
@@ -479,7 +506,7 @@ mod tests {
         let m = Metrics::new();
         let d = DecisionSample { state: "distinct", candidates_seen: 3, over_cap: false, scores: &[0.8, 0.2] };
         m.ingest("t", 0.002, true, d);
-        let text = m.render(&BTreeMap::new(), DiskGauges::default(), None);
+        let text = m.render(&BTreeMap::new(), DiskGauges::default(), &[]);
         assert!(text.contains("neardup_verification_score_bucket{tenant=\"t\",le=\"0.8\"} 2"), "{text}");
         assert!(text.contains("neardup_verification_score_count{tenant=\"t\"} 2"));
         assert!(text.contains("neardup_decisions_total{tenant=\"t\",state=\"distinct\"} 1"));
@@ -506,6 +533,7 @@ mod tests {
         let gauges = BTreeMap::from([("t".to_string(), g)]);
         let cluster = ClusterGauges {
             node: "n1".into(),
+            partition: "0/1".into(),
             applied_position: 90,
             stream_last: 100,
             lag: 10,
@@ -518,10 +546,12 @@ mod tests {
         let text = m.render(
             &gauges,
             DiskGauges { log_bytes: 10, data_dir_bytes: 8_000, store_resident_bytes: 0 },
-            Some(&cluster),
+            &[cluster.clone(), ClusterGauges { partition: "1/2".into(), lag: 3, ..cluster }],
         );
-        assert!(text.contains("neardup_cluster_lag_commands{node=\"n1\"} 10\n"), "{text}");
-        assert!(text.contains("neardup_cluster_applied_commands_total{node=\"n1\"} 40\n"), "{text}");
+        assert!(text.contains("neardup_cluster_lag_commands{node=\"n1\",partition=\"0/1\"} 10\n"), "{text}");
+        assert!(text.contains("neardup_cluster_lag_commands{node=\"n1\",partition=\"1/2\"} 3\n"), "{text}");
+        assert_eq!(text.matches("# TYPE neardup_cluster_lag_commands gauge").count(), 1, "{text}");
+        assert!(text.contains("neardup_cluster_applied_commands_total{node=\"n1\",partition=\"0/1\"} 40\n"), "{text}");
         // No set yet: the age has no sample (not a fake 0).
         assert!(!text.contains("neardup_cluster_snapshot_age_seconds{"), "{text}");
         assert!(text.contains("neardup_cost_disk_bytes_per_million_items 2000000000\n"), "{text}");

@@ -38,51 +38,60 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
             .map_err(|e| ServeError::Io(format!("creating {}: {e}", cfg.data_dir.display())))?;
         let keys = KeyStore::open(Some(cfg.data_dir.join("keys.json")), Some(&cfg.admin_token))
             .map_err(|e| ServeError::Config(e.to_string()))?;
+        // Bound first: a cluster node advertises the address it got.
+        let listener =
+            TcpListener::bind(cfg.listen).await.map_err(|e| ServeError::Io(format!("binding {}: {e}", cfg.listen)))?;
+        let addr = listener.local_addr().map_err(|e| ServeError::Io(e.to_string()))?;
         let (dir, opts) = (cfg.data_dir.clone(), cfg.engine_options());
-        // Cluster mode: the node (and its applier) lives as long as serving.
-        let (engine, _node) = match cfg.cluster.clone() {
+        // Cluster mode: the node (its partitions' appliers) lives as long
+        // as serving.
+        let state = match cfg.cluster.clone() {
             None => {
                 let engine = tokio::task::spawn_blocking(move || Engine::open(&dir, opts))
                     .await
                     .map_err(|e| ServeError::Io(format!("opening the engine: {e}")))?
                     .map_err(ServeError::Engine)?;
-                (Arc::new(engine), None)
+                AppState::new(Arc::new(engine), keys, cfg.gateway.clone())
             }
-            Some(c) => {
-                let node =
-                    neardup_cluster::Node::start(&dir, opts, c).await.map_err(|e| ServeError::Config(e.to_string()))?;
-                tracing::info!(node = node.node_id(), lag = node.lag(), "joined the cluster");
-                (Arc::clone(&node.engine), Some(Arc::new(node)))
+            Some(mut c) => {
+                if c.advertise_url.is_none() && !addr.ip().is_unspecified() {
+                    c.advertise(&format!("http://{addr}")).map_err(|e| ServeError::Config(e.to_string()))?;
+                }
+                let cluster = neardup_cluster::Cluster::start(&dir, opts, c)
+                    .await
+                    .map_err(|e| ServeError::Config(e.to_string()))?;
+                for n in cluster.nodes() {
+                    tracing::info!(node = n.node_id(), partition = %n.partition, lag = n.lag(), "joined the cluster");
+                }
+                let cluster = Arc::new(cluster);
+                // Tenant keys are shared through the cluster's key bucket;
+                // this node's copy follows it.
+                keys.share(Arc::new(SharedKeys(cluster.keys.clone())));
+                AppState::clustered(cluster, keys, cfg.gateway.clone())
             }
         };
-        let r = engine.recovery_report();
-        tracing::info!(
-            snapshots_loaded = r.snapshots_loaded.len(),
-            snapshots_rejected = r.snapshots_rejected.len(),
-            records_replayed = r.records_replayed,
-            log_bytes_dropped = r.log.bytes_dropped,
-            "engine open"
-        );
-        for cut in &r.log.cuts {
-            tracing::warn!(%cut, "command log repaired");
-        }
-        for rej in &r.snapshots_rejected {
-            tracing::warn!(snapshot = %rej, "snapshot rejected; an older one or the log was used");
-        }
-        let state = AppState::new(Arc::clone(&engine), keys, cfg.gateway.clone());
-        // Cluster mode: tenant keys are shared through the cluster's key
-        // bucket; this node's copy follows it.
-        let _key_watch = _node.as_ref().map(|node| {
-            state.set_cluster(Arc::clone(node));
-            state.keys.share(Arc::new(SharedKeys(node.keys.clone())));
+        let _key_watch = state.cluster().map(|c| {
             let watching = state.clone();
-            node.keys.watch(move |(id, record)| watching.keys.apply_shared(&id, record.as_deref()))
+            c.keys.watch(move |(id, record)| watching.keys.apply_shared(&id, record.as_deref()))
         });
-        seed_snapshot_ages(&state, &cfg.data_dir);
+        for engine in state.engines() {
+            let r = engine.recovery_report();
+            tracing::info!(
+                snapshots_loaded = r.snapshots_loaded.len(),
+                snapshots_rejected = r.snapshots_rejected.len(),
+                records_replayed = r.records_replayed,
+                log_bytes_dropped = r.log.bytes_dropped,
+                "engine open"
+            );
+            for cut in &r.log.cuts {
+                tracing::warn!(%cut, "command log repaired");
+            }
+            for rej in &r.snapshots_rejected {
+                tracing::warn!(snapshot = %rej, "snapshot rejected; an older one or the log was used");
+            }
+            seed_snapshot_ages(&state, engine.dir());
+        }
         raise_fd_limit();
-        let listener =
-            TcpListener::bind(cfg.listen).await.map_err(|e| ServeError::Io(format!("binding {}: {e}", cfg.listen)))?;
-        let addr = listener.local_addr().map_err(|e| ServeError::Io(e.to_string()))?;
         tracing::info!(%addr, fsync = ?cfg.fsync, store = ?cfg.store, "listening");
         println!("listening on {addr}");
         if let Some(every) = cfg.checkpoint_interval {
@@ -91,15 +100,18 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
         serve(listener, state.clone(), shutdown_signal()).await?;
         state.set_ready(false);
         tracing::info!("draining done; checkpointing so the next start is quick");
-        let e = Arc::clone(&engine);
+        let engines = state.engines();
         tokio::task::spawn_blocking(move || {
             // A checkpoint makes the next start load each tenant's index
             // image instead of reading the store; if it fails, the command
             // log still holds everything: flush it.
-            if let Err(err) = e.checkpoint() {
-                tracing::warn!(error = %err, "shutdown checkpoint failed; the command log keeps everything");
+            for e in &engines {
+                if let Err(err) = e.checkpoint() {
+                    tracing::warn!(error = %err, "shutdown checkpoint failed; the command log keeps everything");
+                }
+                e.sync()?;
             }
-            e.sync()
+            Ok(())
         })
         .await
         .map_err(|e| ServeError::Io(format!("flushing: {e}")))?
@@ -220,17 +232,19 @@ async fn checkpoint_loop(state: AppState, every: std::time::Duration) {
     tick.tick().await;
     loop {
         tick.tick().await;
-        match state.run(|e| e.checkpoint()).await {
-            Ok(report) => {
+        match state.run_each(|e| e.checkpoint()).await {
+            Ok(reports) => {
                 let now = SystemTime::now();
-                for (tenant, _) in &report.snapshots {
-                    state.metrics.snapshot_written(tenant, now);
+                for report in reports {
+                    for (tenant, _) in &report.snapshots {
+                        state.metrics.snapshot_written(tenant, now);
+                    }
+                    tracing::info!(
+                        snapshots = report.snapshots.len(),
+                        segments_removed = report.segments_removed,
+                        "checkpoint"
+                    );
                 }
-                tracing::info!(
-                    snapshots = report.snapshots.len(),
-                    segments_removed = report.segments_removed,
-                    "checkpoint"
-                );
             }
             Err(e) => tracing::error!(error = %e, "checkpoint failed; the command log keeps everything"),
         }

@@ -7,7 +7,7 @@ use std::time::Duration;
 use neardup_index::Engine;
 
 use crate::auth::{KeyStore, Principal, Scope};
-use crate::error::{ApiError, ApiResult};
+use crate::error::{ApiError, ApiResult, GatewayKind};
 use crate::journal::Journal;
 use crate::metrics::Metrics;
 use crate::quota::{QuotaConfig, Quotas};
@@ -46,11 +46,21 @@ pub struct AppState {
     inner: Arc<Inner>,
 }
 
+/// Where tenants' engines are.
+#[derive(Debug, Clone)]
+pub enum Engines {
+    /// One engine holds every tenant (single-node mode).
+    One(Arc<Engine>),
+    /// A cluster node: a tenant's engine is its partition's replica, when
+    /// this node serves that partition.
+    Cluster(Arc<neardup_cluster::Cluster>),
+}
+
 /// What [`AppState`] holds.
 #[derive(Debug)]
 pub struct Inner {
-    /// The index engine.
-    pub engine: Arc<Engine>,
+    /// The index engines.
+    pub engines: Engines,
     /// Credentials.
     pub keys: KeyStore,
     /// Quotas.
@@ -62,8 +72,6 @@ pub struct Inner {
     /// Limits.
     pub config: GatewayConfig,
     ready: AtomicBool,
-    /// The cluster node, in cluster mode.
-    cluster: std::sync::OnceLock<Arc<neardup_cluster::Node>>,
 }
 
 impl std::ops::Deref for AppState {
@@ -76,28 +84,73 @@ impl std::ops::Deref for AppState {
 impl AppState {
     /// State over an open engine and key store; ready at once.
     pub fn new(engine: Arc<Engine>, keys: KeyStore, config: GatewayConfig) -> AppState {
+        AppState::over(Engines::One(engine), keys, config)
+    }
+
+    /// State over a cluster node's partitions (cluster mode).
+    pub fn clustered(cluster: Arc<neardup_cluster::Cluster>, keys: KeyStore, config: GatewayConfig) -> AppState {
+        AppState::over(Engines::Cluster(cluster), keys, config)
+    }
+
+    fn over(engines: Engines, keys: KeyStore, config: GatewayConfig) -> AppState {
         AppState {
             inner: Arc::new(Inner {
-                engine,
+                engines,
                 keys,
                 quotas: Quotas::new(config.quotas),
                 metrics: Metrics::new(),
                 journal: Journal::new(config.journal_capacity),
                 config,
                 ready: AtomicBool::new(true),
-                cluster: std::sync::OnceLock::new(),
             }),
         }
     }
 
-    /// Attaches the cluster node (cluster mode; once).
-    pub fn set_cluster(&self, node: Arc<neardup_cluster::Node>) {
-        let _ = self.inner.cluster.set(node);
+    /// The cluster node, in cluster mode.
+    pub fn cluster(&self) -> Option<&Arc<neardup_cluster::Cluster>> {
+        match &self.inner.engines {
+            Engines::One(_) => None,
+            Engines::Cluster(c) => Some(c),
+        }
     }
 
-    /// The cluster node, in cluster mode.
-    pub fn cluster(&self) -> Option<&Arc<neardup_cluster::Node>> {
-        self.inner.cluster.get()
+    /// Every engine of this node (one per partition served here).
+    pub fn engines(&self) -> Vec<Arc<Engine>> {
+        match &self.inner.engines {
+            Engines::One(e) => vec![Arc::clone(e)],
+            Engines::Cluster(c) => c.nodes().iter().map(|n| Arc::clone(&n.engine)).collect(),
+        }
+    }
+
+    /// The engine holding `tenant`; in a partitioned cluster, an error
+    /// that redirects to a node serving its partition when this one does
+    /// not.
+    pub fn engine_for(&self, tenant: &str) -> ApiResult<Arc<Engine>> {
+        match &self.inner.engines {
+            Engines::One(e) => Ok(Arc::clone(e)),
+            Engines::Cluster(c) => match c.local(tenant) {
+                Some(n) => Ok(Arc::clone(&n.engine)),
+                None => Err(self.elsewhere(c, tenant)),
+            },
+        }
+    }
+
+    /// In a partitioned cluster, the answer for a request about `tenant`
+    /// when this node does not serve its partition; `None` when it does.
+    pub fn redirect_for(&self, tenant: &str) -> Option<ApiError> {
+        match &self.inner.engines {
+            Engines::Cluster(c) if c.local(tenant).is_none() => Some(self.elsewhere(c, tenant)),
+            _ => None,
+        }
+    }
+
+    fn elsewhere(&self, c: &neardup_cluster::Cluster, tenant: &str) -> ApiError {
+        let p = c.partition_of(tenant);
+        ApiError::gateway(GatewayKind::OtherPartition {
+            tenant: tenant.to_string(),
+            partition: p.to_string(),
+            base_url: c.redirect_url(tenant),
+        })
     }
 
     /// Whether `/readyz` answers 200.
@@ -122,9 +175,10 @@ impl AppState {
 
     /// Starts a blocking engine task that outlives the request handler (a
     /// streamed response body).
-    pub(crate) fn spawn_engine(&self, f: impl FnOnce(&Engine) + Send + 'static) {
-        let engine = Arc::clone(&self.inner.engine);
+    pub(crate) fn spawn_engine(&self, tenant: &str, f: impl FnOnce(&Engine) + Send + 'static) -> ApiResult<()> {
+        let engine = self.engine_for(tenant)?;
         tokio::task::spawn_blocking(move || f(&engine));
+        Ok(())
     }
 
     /// Runs a key store call off the async workers: it may fsync, and in
@@ -141,14 +195,33 @@ impl AppState {
         }
     }
 
-    /// Runs a blocking engine call off the async workers (it may fsync).
-    pub async fn run<T, F>(&self, f: F) -> ApiResult<T>
+    /// Runs a blocking call on the engine holding `tenant` off the async
+    /// workers (it may fsync).
+    pub async fn run<T, F>(&self, tenant: &str, f: F) -> ApiResult<T>
     where
         F: FnOnce(&Engine) -> neardup_index::Result<T> + Send + 'static,
         T: Send + 'static,
     {
-        let engine = Arc::clone(&self.inner.engine);
+        let engine = self.engine_for(tenant)?;
         match tokio::task::spawn_blocking(move || f(&engine)).await {
+            Ok(r) => r.map_err(ApiError::from),
+            Err(e) => Err(ApiError::internal(format!("engine task failed: {e}"))),
+        }
+    }
+
+    /// Runs a blocking call on every engine of this node, in order, off
+    /// the async workers; the results in the same order.
+    pub async fn run_each<T, F>(&self, f: F) -> ApiResult<Vec<T>>
+    where
+        F: Fn(&Engine) -> neardup_index::Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        let engines = self.engines();
+        match tokio::task::spawn_blocking(move || {
+            engines.iter().map(|e| f(e)).collect::<neardup_index::Result<Vec<T>>>()
+        })
+        .await
+        {
             Ok(r) => r.map_err(ApiError::from),
             Err(e) => Err(ApiError::internal(format!("engine task failed: {e}"))),
         }

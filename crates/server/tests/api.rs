@@ -371,7 +371,7 @@ async fn timeout_answers_408() {
     let key = h.tenant("t1", None).await;
     let keys = KeyStore::open(Some(h.dir.path().join("keys.json")), Some(ADMIN)).unwrap();
     let cfg = GatewayConfig { request_timeout: std::time::Duration::from_millis(1), ..GatewayConfig::default() };
-    let slow = H { state: AppState::new(h.state.engine.clone(), keys, cfg), dir: tempfile::tempdir().unwrap() };
+    let slow = H { state: AppState::new(h.state.engines()[0].clone(), keys, cfg), dir: tempfile::tempdir().unwrap() };
     let big = "lorem ipsum dolor sit amet consectetur adipiscing elit ".repeat(72_000);
     let r = slow.put("t1", &key, "big", &big).await;
     assert_error(&r, StatusCode::REQUEST_TIMEOUT, "timeout");

@@ -61,6 +61,21 @@ pub fn http(
     ctype: &str,
     body: &[u8],
 ) -> std::io::Result<(u16, Vec<u8>)> {
+    http_with_headers(addr, method, path, token, ctype, body).map(|(status, _, body)| (status, body))
+}
+
+/// A response: status, headers (names lowercased) and body.
+pub type Response = (u16, Vec<(String, String)>, Vec<u8>);
+
+/// [`http`] with the response headers.
+pub fn http_with_headers(
+    addr: &str,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    ctype: &str,
+    body: &[u8],
+) -> std::io::Result<Response> {
     let mut s = TcpStream::connect(addr)?;
     s.set_read_timeout(Some(Duration::from_secs(30)))?;
     let mut head =
@@ -77,17 +92,22 @@ pub fn http(
     let mut raw = Vec::new();
     s.read_to_end(&mut raw)?;
     let split = raw.windows(4).position(|w| w == b"\r\n\r\n").ok_or_else(|| std::io::Error::other("no header end"))?;
-    let headers = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
-    let status: u16 = headers
-        .split_whitespace()
-        .nth(1)
+    let head = String::from_utf8_lossy(&raw[..split]).to_string();
+    let mut lines = head.split("\r\n");
+    let status: u16 = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
         .and_then(|c| c.parse().ok())
         .ok_or_else(|| std::io::Error::other("bad status line"))?;
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
     let mut body = raw[split + 4..].to_vec();
-    if headers.contains("transfer-encoding: chunked") {
+    if headers.iter().any(|(k, v)| k == "transfer-encoding" && v.eq_ignore_ascii_case("chunked")) {
         body = dechunk(&body);
     }
-    Ok((status, body))
+    Ok((status, headers, body))
 }
 
 pub fn dechunk(mut b: &[u8]) -> Vec<u8> {

@@ -276,4 +276,9 @@ impl Engine {
     pub fn disk_bytes(&self) -> u64 {
         neardup_fs::usage::tree_bytes(&self.dir)
     }
+
+    /// The data directory it was opened on.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
 }

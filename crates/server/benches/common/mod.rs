@@ -16,13 +16,14 @@ pub const ADMIN: &str = "bench-operator-token-0123";
 /// Serves `engine` (and `cluster`'s node, in cluster mode) on a free
 /// loopback port with the operator token [`ADMIN`] and quotas out of the
 /// way; returns the address.
-pub async fn serve(engine: Arc<Engine>, cluster: Option<Arc<neardup_cluster::Node>>) -> String {
+pub async fn serve(engine: Arc<Engine>, cluster: Option<Arc<neardup_cluster::Cluster>>) -> String {
     let keys = KeyStore::open(None, Some(ADMIN)).unwrap();
     let quotas = QuotaConfig { requests_per_sec: 1e9, request_burst: 1e9, bytes_per_sec: 1e12, byte_burst: 1e12 };
-    let state = AppState::new(engine, keys, GatewayConfig { quotas, ..GatewayConfig::default() });
-    if let Some(node) = cluster {
-        state.set_cluster(node);
-    }
+    let config = GatewayConfig { quotas, ..GatewayConfig::default() };
+    let state = match cluster {
+        Some(c) => AppState::clustered(c, keys, config),
+        None => AppState::new(engine, keys, config),
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     tokio::spawn(neardup_server::serve(listener, state, std::future::pending()));

@@ -48,7 +48,7 @@ pub(crate) async fn upsert(
         epoch: req.epoch,
     };
     let t = tenant.clone();
-    let o = s.run(move |e| e.upsert(&t, item)).await.inspect_err(|e| note_error(&s, &tenant, e))?;
+    let o = s.run(&tenant, move |e| e.upsert(&t, item)).await.inspect_err(|e| note_error(&s, &tenant, e))?;
     record_decision(
         &s,
         &tenant,
@@ -91,7 +91,7 @@ pub(crate) async fn batch(
         })
         .collect();
     let t = tenant.clone();
-    let results = s.run(move |e| e.upsert_batch(&t, items)).await?;
+    let results = s.run(&tenant, move |e| e.upsert_batch(&t, items)).await?;
     let per_item = started.elapsed().as_secs_f64() / results.len().max(1) as f64;
     let results = results
         .into_iter()
@@ -125,7 +125,7 @@ pub(crate) async fn get(
     s.enter(&p, &tenant, Scope::Query, 0)?;
     min.wait(&s, &tenant).await?;
     let (t, id) = (tenant.clone(), item_id.clone());
-    match s.run(move |e| e.get(&t, &id)).await? {
+    match s.run(&tenant, move |e| e.get(&t, &id)).await? {
         Some(info) if info.tombstone.is_none() => Ok(Json(ItemView::from(&info))),
         Some(_) | None => Err(ApiError::gateway(GatewayKind::ItemNotFound { item_id })),
     }
@@ -158,7 +158,7 @@ pub(crate) async fn list(
         return Err(ApiError::invalid_request("limit must be in 1..=1000"));
     }
     let t = tenant.clone();
-    let items = s.run(move |e| e.list(&t, params.after.as_deref(), limit)).await?;
+    let items = s.run(&tenant, move |e| e.list(&t, params.after.as_deref(), limit)).await?;
     let next_after = (items.len() == limit).then(|| items.last().map(|i| i.item_id.clone())).flatten();
     Ok(Json(ItemPage { items: items.iter().map(ItemView::from).collect(), next_after }))
 }
@@ -188,7 +188,7 @@ pub(crate) async fn tombstone(
     let started = Instant::now();
     let (t, id) = (tenant.clone(), item_id.clone());
     let (epoch, lsn) = s
-        .run(move |e| {
+        .run(&tenant, move |e| {
             let epoch = match params.epoch {
                 Some(ep) => ep,
                 None => match e.get(&t, &id)? {

@@ -25,10 +25,10 @@ pub(crate) async fn snapshot(State(s): State<AppState>, p: Principal, P(tenant):
     s.enter(&p, &tenant, Scope::Admin, 0)?;
     let t = tenant.clone();
     // Unknown tenants get their 404 before the stream starts.
-    s.run(move |e| e.tenant_config(&t)).await?;
+    s.run(&tenant, move |e| e.tenant_config(&t)).await?;
     let (mut out, body) = crate::stream::response_body();
     let (state, t, actor) = (s.clone(), tenant.clone(), p.actor().to_string());
-    s.spawn_engine(move |e| {
+    s.spawn_engine(&tenant, move |e| {
         match e.snapshot_to(&t, &mut out).and_then(|h| {
             std::io::Write::flush(&mut out).map_err(neardup_index::Error::from)?;
             Ok(h)
@@ -44,7 +44,7 @@ pub(crate) async fn snapshot(State(s): State<AppState>, p: Principal, P(tenant):
                 out.fail(&err);
             }
         }
-    });
+    })?;
     Response::builder()
         .header(CONTENT_TYPE, "application/octet-stream")
         .body(body)
@@ -67,7 +67,8 @@ pub(crate) async fn restore(
     s.enter(&p, &tenant, Scope::Admin, declared.unwrap_or(0) as usize)?;
     let mut input = crate::stream::request_reader(body, |_| {});
     let t = tenant.clone();
-    let h = s.run(move |e| e.restore_from(&t, &mut input)).await.inspect_err(|e| note_error(&s, &tenant, e))?;
+    let h =
+        s.run(&tenant, move |e| e.restore_from(&t, &mut input)).await.inspect_err(|e| note_error(&s, &tenant, e))?;
     s.metrics.snapshot_written(&tenant, std::time::SystemTime::now());
     s.journal.audit(&tenant, p.actor(), "restore", format!("{} items at lsn {}", h.items, h.covered_lsn));
     Ok(Json(RestoreResponse {
@@ -92,10 +93,10 @@ pub(crate) async fn rebuild(
 ) -> ApiResult<Json<Done>> {
     s.enter(&p, &tenant, Scope::Admin, len)?;
     let t = tenant.clone();
-    let base = s.run(move |e| e.tenant_config(&t)).await?;
+    let base = s.run(&tenant, move |e| e.tenant_config(&t)).await?;
     let config = req.config.apply(base)?;
     let t = tenant.clone();
-    s.run(move |e| e.rebuild(&t, config)).await?;
+    s.run(&tenant, move |e| e.rebuild(&t, config)).await?;
     s.journal.audit(&tenant, p.actor(), "rebuild", format!("{:?}", req.config));
     Ok(Json(Done { tenant_id: tenant, done: "rebuild".into() }))
 }
@@ -113,10 +114,10 @@ pub(crate) async fn shadow_start(
 ) -> ApiResult<Json<ShadowView>> {
     s.enter(&p, &tenant, Scope::Admin, len)?;
     let t = tenant.clone();
-    let base = s.run(move |e| e.tenant_config(&t)).await?;
+    let base = s.run(&tenant, move |e| e.tenant_config(&t)).await?;
     let config = req.config.apply(base)?;
     let t = tenant.clone();
-    let r = s.run(move |e| e.start_shadow(&t, config)).await?;
+    let r = s.run(&tenant, move |e| e.start_shadow(&t, config)).await?;
     s.journal.audit(&tenant, p.actor(), "shadow_start", r.shadow_version.clone());
     Ok(Json(ShadowView::from(&r)))
 }
@@ -132,7 +133,7 @@ pub(crate) async fn shadow_report(
 ) -> ApiResult<Json<ShadowView>> {
     s.enter(&p, &tenant, Scope::Admin, 0)?;
     let t = tenant.clone();
-    let r = s.run(move |e| e.shadow_report(&t)).await?;
+    let r = s.run(&tenant, move |e| e.shadow_report(&t)).await?;
     Ok(Json(ShadowView::from(&r)))
 }
 
@@ -145,7 +146,7 @@ async fn simple(
 ) -> ApiResult<Json<Done>> {
     s.enter(&p, &tenant, Scope::Admin, 0)?;
     let t = tenant.clone();
-    let detail = s.run(move |e| f(e, &t)).await?;
+    let detail = s.run(&tenant, move |e| f(e, &t)).await?;
     s.journal.audit(&tenant, p.actor(), action, detail);
     Ok(Json(Done { tenant_id: tenant, done: action.into() }))
 }

@@ -32,7 +32,7 @@ impl MinLsn {
     pub(crate) async fn wait(&self, s: &AppState, tenant: &str) -> crate::error::ApiResult<()> {
         let Some(lsn) = self.min_lsn else { return Ok(()) };
         let (t, timeout) = (tenant.to_string(), s.config.request_timeout);
-        s.run(move |e| e.wait_applied(&t, lsn, timeout)).await
+        s.run(tenant, move |e| e.wait_applied(&t, lsn, timeout)).await
     }
 }
 
@@ -93,6 +93,28 @@ pub fn app(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// The tenant of a `/v1/tenants/{tenant}/…` path.
+fn tenant_in_path(path: &str) -> Option<&str> {
+    path.strip_prefix("/v1/tenants/")?.split('/').next().filter(|t| !t.is_empty())
+}
+
+/// Completes a redirect to another node ([`crate::error::RedirectBase`])
+/// with the request's own path and query.
+fn with_location(mut resp: Response, target: &str) -> Response {
+    if let Some(crate::error::RedirectBase(base)) = resp.extensions_mut().remove::<crate::error::RedirectBase>() {
+        match axum::http::HeaderValue::from_str(&format!("{base}{target}")) {
+            Ok(v) => {
+                resp.headers_mut().insert(axum::http::header::LOCATION, v);
+            }
+            Err(_) => {
+                return ApiError::internal(format!("redirect target {base}{target} is not a header value"))
+                    .into_response()
+            }
+        }
+    }
+    resp
+}
+
 async fn route_not_found() -> ApiError {
     ApiError::gateway(GatewayKind::RouteNotFound)
 }
@@ -114,7 +136,15 @@ async fn finish(State(state): State<AppState>, req: Request, next: Next) -> Resp
         .unwrap_or_else(|| "unmatched".to_string());
     let is_snapshot = route.ends_with("/snapshot");
     let span = tracing::info_span!("request", %method, route = %route);
-    let resp = next.run(req).instrument(span.clone()).await;
+    let target = req.uri().path_and_query().map_or_else(|| req.uri().path().to_string(), |p| p.as_str().to_string());
+    // Cluster mode: a tenant of a partition served elsewhere is redirected
+    // before anything is read or charged.
+    let early = tenant_in_path(req.uri().path()).and_then(|t| state.redirect_for(t));
+    let resp = match early {
+        Some(e) => e.into_response(),
+        None => next.run(req).instrument(span.clone()).await,
+    };
+    let resp = with_location(resp, &target);
     let status = resp.status();
     let is_json = resp.headers().get(CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
     let resp = if (status.is_client_error() || status.is_server_error()) && !is_json {

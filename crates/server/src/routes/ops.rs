@@ -24,8 +24,9 @@ pub(crate) async fn healthz() -> Json<Health> {
 /// once it has applied the replicated log as it was when the node started.
 #[utoipa::path(get, path = "/readyz", tag = "ops", responses((status = 200, body = Health), StdErrors))]
 pub(crate) async fn readyz(State(s): State<AppState>) -> ApiResult<Json<Health>> {
-    let applying = s.cluster().is_none_or(|n| n.failure().is_none());
-    if s.is_ready() && s.engine.write_refusal().is_none() && s.engine.caught_up() && applying {
+    let applying = s.cluster().is_none_or(|c| c.nodes().iter().all(|n| n.failure().is_none()));
+    let engines_ok = s.engines().iter().all(|e| e.write_refusal().is_none() && e.caught_up());
+    if s.is_ready() && engines_ok && applying {
         Ok(Json(Health { status: "ok".into() }))
     } else {
         Err(ApiError::gateway(GatewayKind::Unavailable))
@@ -36,8 +37,8 @@ pub(crate) async fn readyz(State(s): State<AppState>) -> ApiResult<Json<Health>>
 #[utoipa::path(get, path = "/metrics", tag = "ops",
     responses((status = 200, content_type = "text/plain", body = String), StdErrors))]
 pub(crate) async fn metrics(State(s): State<AppState>) -> ApiResult<impl IntoResponse> {
-    let gauges = s
-        .run(|e| {
+    let per_engine = s
+        .run_each(|e| {
             let mut out = BTreeMap::new();
             for t in e.tenants()? {
                 let st = e.stats(&t)?;
@@ -65,17 +66,43 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> ApiResult<impl IntoRes
             ))
         })
         .await?;
-    let cluster = s.cluster().map(|n| ClusterGauges {
-        node: n.node_id().to_string(),
-        applied_position: n.engine.applied_position(),
-        stream_last: n.state.stream_last.load(std::sync::atomic::Ordering::Relaxed),
-        lag: n.lag(),
-        applied_total: n.state.applied_total.load(std::sync::atomic::Ordering::Relaxed),
-        applying: n.failure().is_none(),
-        snapshot_age_seconds: n.snapshots.age_seconds(),
-        snapshot_position: n.snapshots.newest_position.load(std::sync::atomic::Ordering::Relaxed),
-        snapshot_sets_written: n.snapshots.written.load(std::sync::atomic::Ordering::Relaxed),
-    });
-    let text = s.metrics.render(&gauges.0, gauges.1, cluster.as_ref());
+    // Every engine's tenants; disk figures summed (each engine has its own
+    // folder and store).
+    let mut tenants = BTreeMap::new();
+    let mut disk = DiskGauges::default();
+    for (t, d) in per_engine {
+        tenants.extend(t);
+        disk.log_bytes += d.log_bytes;
+        disk.data_dir_bytes += d.data_dir_bytes;
+        disk.store_resident_bytes += d.store_resident_bytes;
+    }
+    let nodes = s.cluster().map_or(&[][..], |c| c.nodes());
+    let cluster: Vec<ClusterGauges> = nodes
+        .iter()
+        .map(|n| ClusterGauges {
+            node: n.node_id().to_string(),
+            partition: n.partition.to_string(),
+            applied_position: n.engine.applied_position(),
+            stream_last: n.state.stream_last.load(std::sync::atomic::Ordering::Relaxed),
+            lag: n.lag(),
+            applied_total: n.state.applied_total.load(std::sync::atomic::Ordering::Relaxed),
+            applying: n.failure().is_none(),
+            snapshot_age_seconds: n.snapshots.age_seconds(),
+            snapshot_position: n.snapshots.newest_position.load(std::sync::atomic::Ordering::Relaxed),
+            snapshot_sets_written: n.snapshots.written.load(std::sync::atomic::Ordering::Relaxed),
+        })
+        .collect();
+    let mut text = s.metrics.render(&tenants, disk, &cluster);
+    if let Some(c) = s.cluster() {
+        let live = c.registry.live();
+        let count = c.layout().count;
+        let counts: Vec<(String, u64)> = (0..count)
+            .map(|i| {
+                let serving = live.iter().filter(|e| e.partitions == count && e.serves.contains(&i)).count();
+                (format!("{i}/{count}"), serving as u64)
+            })
+            .collect();
+        crate::metrics::render_partition_nodes(&mut text, &counts);
+    }
     Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text))
 }

@@ -52,7 +52,7 @@ pub(crate) async fn item_candidates(
     super::MinLsn { min_lsn: params.min_lsn }.wait(&s, &tenant).await?;
     let started = Instant::now();
     let (t, id) = (tenant.clone(), item_id.clone());
-    let d = s.run(move |e| e.candidates(&t, Query::Item(&id), limit)).await?;
+    let d = s.run(&tenant, move |e| e.candidates(&t, Query::Item(&id), limit)).await?;
     record_decision(&s, &tenant, "candidates", Some(&item_id), &d, started.elapsed().as_secs_f64(), None);
     Ok(Json(DecisionView::from(&d)))
 }
@@ -74,7 +74,7 @@ pub(crate) async fn content_candidates(
     let started = Instant::now();
     let t = tenant.clone();
     let d = s
-        .run(move |e| e.candidates(&t, Query::Content(&req.content), limit))
+        .run(&tenant, move |e| e.candidates(&t, Query::Content(&req.content), limit))
         .await
         .inspect_err(|e| note_error(&s, &tenant, e))?;
     record_decision(&s, &tenant, "candidates", None, &d, started.elapsed().as_secs_f64(), None);
@@ -96,7 +96,7 @@ pub(crate) async fn decide(
     min.wait(&s, &tenant).await?;
     let started = Instant::now();
     let t = tenant.clone();
-    let d = s.run(move |e| e.decide(&t, &req.content)).await.inspect_err(|e| note_error(&s, &tenant, e))?;
+    let d = s.run(&tenant, move |e| e.decide(&t, &req.content)).await.inspect_err(|e| note_error(&s, &tenant, e))?;
     record_decision(&s, &tenant, "decide", None, &d, started.elapsed().as_secs_f64(), None);
     Ok(Json(DecisionView::from(&d)))
 }
@@ -119,7 +119,7 @@ pub(crate) async fn verify(
         threshold_similar: p.threshold_similar,
     });
     let t = tenant.clone();
-    let v = s.run(move |e| e.verify(&t, &req.left, &req.right, policy)).await?;
+    let v = s.run(&tenant, move |e| e.verify(&t, &req.left, &req.right, policy)).await?;
     s.metrics.verification(&tenant, v.score);
     Ok(Json(VerifyResponse::from(&v)))
 }

@@ -32,7 +32,7 @@ pub(crate) async fn add_label(
     };
     let label = NewLabel { left: req.left, right: req.right, label: req.label.into(), actor, rationale: req.rationale };
     let t = tenant.clone();
-    let ev = s.run(move |e| e.label(&t, label)).await?;
+    let ev = s.run(&tenant, move |e| e.label(&t, label)).await?;
     s.journal.audit(&tenant, p.actor(), "label", format!("{} / {} seq {}", ev.left, ev.right, ev.seq));
     Ok((StatusCode::CREATED, Json(LabelView::from(&ev))))
 }
@@ -48,7 +48,7 @@ pub(crate) async fn labels(
 ) -> ApiResult<Json<LabelList>> {
     s.enter(&p, &tenant, Scope::Review, 0)?;
     let t = tenant.clone();
-    let events = s.run(move |e| e.labels(&t)).await?;
+    let events = s.run(&tenant, move |e| e.labels(&t)).await?;
     Ok(Json(LabelList { labels: events.iter().map(LabelView::from).collect() }))
 }
 
@@ -71,7 +71,7 @@ fn log_limit(l: Option<usize>) -> ApiResult<usize> {
 
 async fn tenant_exists(s: &AppState, tenant: &str) -> ApiResult<()> {
     let t = tenant.to_string();
-    s.run(move |e| e.tenant_config(&t)).await.map(|_| ())
+    s.run(tenant, move |e| e.tenant_config(&t)).await.map(|_| ())
 }
 
 /// Recent decisions of this process (upserts, decides, candidate queries).

@@ -24,7 +24,7 @@ pub(crate) async fn create(
     p.require_admin()?;
     let config = req.config.unwrap_or_default().for_new_tenant()?;
     let id = req.tenant_id.clone();
-    s.run(move |e| e.create_tenant(&id, config)).await?;
+    s.run(&req.tenant_id, move |e| e.create_tenant(&id, config)).await?;
     let tenant_id = req.tenant_id.clone();
     let key = s.keys_call(move |k| k.mint(&tenant_id, &Scope::ALL)).await?;
     s.metrics.snapshot_written(&req.tenant_id, std::time::SystemTime::now());
@@ -45,7 +45,13 @@ pub(crate) async fn create(
     responses((status = 200, body = TenantList), StdErrors), security(("bearer" = [])))]
 pub(crate) async fn list(State(s): State<AppState>, p: Principal) -> ApiResult<Json<TenantList>> {
     let tenants = match &p {
-        Principal::Admin => s.run(|e| e.tenants()).await?,
+        // Every partition this node serves (in a partitioned cluster, the
+        // tenants of the others are listed by the nodes serving them).
+        Principal::Admin => {
+            let mut all: Vec<String> = s.run_each(|e| e.tenants()).await?.into_iter().flatten().collect();
+            all.sort_unstable();
+            all
+        }
         Principal::Tenant { tenant, .. } => vec![tenant.clone()],
     };
     Ok(Json(TenantList { tenants }))
@@ -62,7 +68,7 @@ pub(crate) async fn detail(
 ) -> ApiResult<Json<TenantDetail>> {
     s.enter(&p, &tenant, Scope::Query, 0)?;
     let t = tenant.clone();
-    let (config, stats) = s.run(move |e| Ok((e.tenant_config(&t)?, e.stats(&t)?))).await?;
+    let (config, stats) = s.run(&tenant, move |e| Ok((e.tenant_config(&t)?, e.stats(&t)?))).await?;
     Ok(Json(TenantDetail {
         config: tenant_spec::view(&tenant, &config)?,
         stats: StatsView {
@@ -97,7 +103,7 @@ pub(crate) async fn create_key(
     }
     // The tenant must exist (the operator may name any id).
     let t = tenant.clone();
-    s.run(move |e| e.tenant_config(&t)).await?;
+    s.run(&tenant, move |e| e.tenant_config(&t)).await?;
     let (t, scopes) = (tenant.clone(), req.scopes.clone());
     let key = s.keys_call(move |k| k.mint(&t, &scopes)).await?;
     s.journal.audit(&tenant, p.actor(), "create_key", format!("key {} scopes {:?}", key.key_id, key.scopes));
@@ -115,7 +121,7 @@ pub(crate) async fn list_keys(
 ) -> ApiResult<Json<KeyList>> {
     s.enter(&p, &tenant, Scope::Admin, 0)?;
     let t = tenant.clone();
-    s.run(move |e| e.tenant_config(&t)).await?;
+    s.run(&tenant, move |e| e.tenant_config(&t)).await?;
     let keys = s.keys.list(&tenant).into_iter().map(|(key_id, scopes)| KeyInfo { key_id, scopes }).collect();
     Ok(Json(KeyList { keys }))
 }

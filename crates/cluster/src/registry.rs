@@ -1,0 +1,204 @@
+//! Which node serves which partition, and at what address: a JetStream
+//! key-value bucket where every node writes its entry (its URL, the
+//! partition count and the partitions it serves) every
+//! [`HEARTBEAT`], and which every node watches. A request for a tenant of a
+//! partition this node does not serve is redirected to a node that does
+//! (see `docs/cluster.md`); an entry not renewed for [`EXPIRY`] is taken
+//! for a node gone.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, kv};
+use futures_util::StreamExt;
+use serde::{Deserialize, Serialize};
+
+use crate::partition::{Layout, Partition};
+use crate::ClusterError;
+
+/// The key-value bucket of node entries.
+pub const NODES_BUCKET: &str = "NEARDUP_NODES";
+/// How often a node renews its entry.
+pub const HEARTBEAT: Duration = Duration::from_secs(3);
+/// An entry older than this is a node gone.
+pub const EXPIRY: Duration = Duration::from_secs(15);
+
+/// A node's entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeEntry {
+    pub node: String,
+    /// Where clients reach it (`http://host:port`); `None`: not reachable
+    /// by redirect (no `--advertise-url`).
+    pub url: Option<String>,
+    /// The cluster's partition count as this node was started with.
+    pub partitions: u32,
+    /// The partitions it serves.
+    pub serves: Vec<u32>,
+    /// When the entry was written, Unix ms (the writer's clock).
+    pub at_ms: u64,
+}
+
+impl NodeEntry {
+    /// Written within [`EXPIRY`] (by this node's clock).
+    fn fresh(&self) -> bool {
+        crate::snapshots::now_ms().saturating_sub(self.at_ms) < EXPIRY.as_millis() as u64
+    }
+
+    fn encode(&mut self) -> Result<bytes::Bytes, ClusterError> {
+        self.at_ms = crate::snapshots::now_ms();
+        serde_json::to_vec(self).map(bytes::Bytes::from).map_err(|e| ClusterError(e.to_string()))
+    }
+}
+
+/// The live entries as this node last saw them.
+#[derive(Debug, Clone, Default)]
+pub struct Registry {
+    seen: Arc<RwLock<BTreeMap<String, (NodeEntry, Instant)>>>,
+}
+
+impl Registry {
+    /// A URL of a live node, other than `me`, that serves `p`; among
+    /// several, the one `spread` picks (so tenants spread over them).
+    pub fn url_for(&self, p: Partition, me: &str, spread: u64) -> Option<String> {
+        let seen = self.seen.read().ok()?;
+        let urls: Vec<&String> = seen
+            .values()
+            .filter(|(e, at)| {
+                e.node != me && at.elapsed() < EXPIRY && e.partitions == p.count && e.serves.contains(&p.index)
+            })
+            .filter_map(|(e, _)| e.url.as_ref())
+            .collect();
+        if urls.is_empty() {
+            return None;
+        }
+        Some(urls[(spread % urls.len() as u64) as usize].clone())
+    }
+
+    /// The live entries, by node.
+    pub fn live(&self) -> Vec<NodeEntry> {
+        self.seen.read().map_or_else(
+            |_| Vec::new(),
+            |s| s.values().filter(|(_, at)| at.elapsed() < EXPIRY).map(|(e, _)| e.clone()).collect(),
+        )
+    }
+
+    fn saw(&self, e: NodeEntry) {
+        if let Ok(mut s) = self.seen.write() {
+            s.insert(e.node.clone(), (e, Instant::now()));
+        }
+    }
+
+    fn forget(&self, node: &str) {
+        if let Ok(mut s) = self.seen.write() {
+            s.remove(node);
+        }
+    }
+}
+
+async fn bucket(js: &jetstream::Context, replicas: usize) -> Result<kv::Store, ClusterError> {
+    // Made by hand for the reason given in `keys` (Debian's NATS 2.9 and
+    // this client's create_key_value); entries age out after EXPIRY.
+    let config = jetstream::stream::Config {
+        name: format!("KV_{NODES_BUCKET}"),
+        description: Some("neardup nodes and the partitions they serve".into()),
+        subjects: vec![format!("$KV.{NODES_BUCKET}.>")],
+        max_messages_per_subject: 1,
+        max_age: EXPIRY * 4,
+        storage: jetstream::stream::StorageType::File,
+        allow_rollup: true,
+        deny_delete: true,
+        allow_direct: true,
+        num_replicas: replicas,
+        discard: jetstream::stream::DiscardPolicy::New,
+        ..Default::default()
+    };
+    crate::retry(20, Duration::from_millis(250), || async {
+        js.get_or_create_stream(config.clone()).await.map_err(|e| e.to_string())?;
+        js.get_key_value(NODES_BUCKET).await.map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|last| ClusterError(format!("creating the node bucket {NODES_BUCKET}: {last}")))
+}
+
+/// Joins the registry: refuses to start when a live node runs with
+/// another partition count, writes this node's entry, and keeps renewing
+/// it and watching the others' (the returned tasks run until aborted).
+pub(crate) async fn join(
+    js: &jetstream::Context,
+    replicas: usize,
+    me: NodeEntry,
+    layout: &Layout,
+) -> Result<(Registry, Vec<tokio::task::AbortHandle>), ClusterError> {
+    let kv = bucket(js, replicas).await?;
+    let registry = Registry::default();
+    // Current entries first, to check the partition count.
+    let mut keys = kv.keys().await.map_err(|e| ClusterError(format!("reading {NODES_BUCKET}: {e}")))?;
+    while let Some(k) = keys.next().await {
+        let Ok(k) = k else { continue };
+        let Ok(Some(v)) = kv.get(&k).await else { continue };
+        let Ok(e) = serde_json::from_slice::<NodeEntry>(&v) else { continue };
+        // A node stopped a while ago (perhaps restarted since with another
+        // count) does not count; a live one with another count is a
+        // misconfiguration that would put a tenant in two partitions.
+        if !e.fresh() || e.node == me.node {
+            continue;
+        }
+        if e.partitions != layout.count {
+            return Err(ClusterError(format!(
+                "node {} runs with --partitions {} and this node with {}: every node of a cluster needs the same count",
+                e.node, e.partitions, layout.count
+            )));
+        }
+        registry.saw(e);
+    }
+    let mut me = me;
+    let value = me.encode()?;
+    kv.put(&me.node, value).await.map_err(|e| ClusterError(format!("writing to {NODES_BUCKET}: {e}")))?;
+    registry.saw(me.clone());
+    let renew = {
+        let kv = kv.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(HEARTBEAT).await;
+                let Ok(value) = me.encode() else { continue };
+                if let Err(e) = kv.put(&me.node, value).await {
+                    tracing::warn!(error = %e, "renewing this node's entry in {NODES_BUCKET} failed");
+                }
+            }
+        })
+        .abort_handle()
+    };
+    let watch = {
+        let registry = registry.clone();
+        tokio::spawn(async move {
+            loop {
+                match kv.watch(">").await {
+                    Ok(mut changes) => {
+                        while let Some(change) = changes.next().await {
+                            match change {
+                                Ok(e) if e.operation == kv::Operation::Put => {
+                                    match serde_json::from_slice::<NodeEntry>(&e.value) {
+                                        Ok(n) => registry.saw(n),
+                                        Err(err) => {
+                                            tracing::warn!(key = e.key, error = %err, "an unreadable node entry")
+                                        }
+                                    }
+                                }
+                                Ok(e) => registry.forget(&e.key),
+                                Err(err) => {
+                                    tracing::warn!(error = %err, "watching the node bucket failed; watching again");
+                                    break;
+                                }
+                            }
+                        }
+                    }
+                    Err(err) => tracing::warn!(error = %err, "watching the node bucket failed; retrying"),
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+        .abort_handle()
+    };
+    Ok((registry, vec![renew, watch]))
+}
