@@ -159,3 +159,27 @@ fn bad_configuration_exits_2_with_a_clear_error() {
         assert!(text.contains(opt), "{opt} undocumented");
     }
 }
+
+/// Issue 15: a client that sends a whole oversized body before reading the
+/// answer (Python's urllib does) gets the 413, not a reset connection.
+#[test]
+fn an_oversized_body_sent_whole_still_gets_its_413() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path());
+    let body = vec![b' '; 9 << 20];
+    let mut s = std::net::TcpStream::connect(&server.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let head = format!(
+        "PUT /v1/tenants/t/items/a HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {ADMIN}\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(&body).expect("the server reads the body it refuses instead of resetting the connection");
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer).unwrap();
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains("payload_too_large"), "{answer}");
+}

@@ -72,11 +72,13 @@ pub fn app(state: AppState) -> Router {
         .layer(RequestBodyLimitLayer::new(cfg.max_body_bytes))
         // The configured limit above is the only one: axum's own 2 MB default
         // for body extractors would otherwise cut requests well below it.
-        .layer(DefaultBodyLimit::disable());
+        .layer(DefaultBodyLimit::disable())
+        .layer(middleware::from_fn_with_state(cfg.max_body_bytes, drain_oversized));
     let snapshots = Router::new()
         .route("/v1/tenants/{tenant}/snapshot", get(lifecycle::snapshot).put(lifecycle::restore))
         .layer(RequestBodyLimitLayer::new(cfg.max_snapshot_bytes))
-        .layer(DefaultBodyLimit::disable());
+        .layer(DefaultBodyLimit::disable())
+        .layer(middleware::from_fn_with_state(cfg.max_snapshot_bytes, drain_oversized));
     let open = Router::new()
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
@@ -112,6 +114,34 @@ fn with_location(mut resp: Response, target: &str) -> Response {
             }
         }
     }
+    resp
+}
+
+/// The most of an oversized body read (and dropped) before its 413.
+pub const DRAIN_MAX: u64 = 64 << 20;
+
+/// A body declared over `max` gets its 413 without being processed; but a
+/// client that sends the whole body before reading the answer (Python's
+/// urllib, many others) sees only a reset connection if the server closes
+/// with the body unread. So up to [`DRAIN_MAX`] of it is read and dropped
+/// first (bounded by the request timeout), and the connection closed.
+async fn drain_oversized(State(max): State<usize>, req: Request, next: Next) -> Response {
+    let declared =
+        req.headers().get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    let Some(declared) = declared.filter(|&n| n > max as u64) else { return next.run(req).await };
+    if declared <= DRAIN_MAX {
+        use futures_util::StreamExt;
+        let mut body = req.into_body().into_data_stream();
+        let mut read = 0u64;
+        while read < declared {
+            match body.next().await {
+                Some(Ok(chunk)) => read += chunk.len() as u64,
+                _ => break,
+            }
+        }
+    }
+    let mut resp = ApiError::gateway(GatewayKind::PayloadTooLarge { max: max as u64 }).into_response();
+    resp.headers_mut().insert(axum::http::header::CONNECTION, axum::http::HeaderValue::from_static("close"));
     resp
 }
 
