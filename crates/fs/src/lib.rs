@@ -49,6 +49,19 @@ pub fn write_atomic_with<E: From<io::Error>>(
     })
 }
 
+/// Reads a small file whole, refusing one of more than `max` bytes
+/// without reading past it (a path given as configuration may name
+/// `/dev/zero` or a huge file).
+pub fn read_small(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut out = Vec::new();
+    std::fs::File::open(path)?.take(max + 1).read_to_end(&mut out)?;
+    if out.len() as u64 > max {
+        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("more than {max} bytes")));
+    }
+    Ok(out)
+}
+
 /// Replaces `path` with `bytes` atomically and durably (see the crate
 /// docs). The temporary file is named `.{name}.{pid}.{n}.tmp` in the same
 /// folder, so concurrent writers never share one, and is removed when a
@@ -88,6 +101,18 @@ fn replace<E: From<io::Error>>(path: &Path, fill: impl FnOnce(File, &Path) -> Re
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn read_small_refuses_more_than_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("f");
+        std::fs::write(&p, b"0123456789").unwrap();
+        assert_eq!(super::read_small(&p, 10).unwrap(), b"0123456789");
+        assert!(super::read_small(&p, 9).is_err());
+        if std::path::Path::new("/dev/zero").exists() {
+            assert!(super::read_small(std::path::Path::new("/dev/zero"), 1 << 10).is_err());
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -122,9 +122,15 @@ pub struct FileConfig {
 impl FileConfig {
     /// Reads and parses a TOML file.
     pub fn load(path: &Path) -> Result<FileConfig, ServeError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ServeError::Config(format!("--config {}: {e}", path.display())))?;
-        toml::from_str(&text).map_err(|e| ServeError::Config(format!("--config {}: {e}", path.display())))
+        let bad = |e: &dyn std::fmt::Display| ServeError::Config(format!("--config {}: {e}", path.display()));
+        let bytes = neardup_fs::read_small(path, 1 << 20).map_err(|e| bad(&e))?;
+        let text = std::str::from_utf8(&bytes).map_err(|e| bad(&e))?;
+        FileConfig::parse(text).map_err(|e| bad(&e))
+    }
+
+    /// Parses TOML text.
+    pub fn parse(text: &str) -> Result<FileConfig, toml::de::Error> {
+        toml::from_str(text)
     }
 }
 
@@ -248,7 +254,8 @@ impl RawConfig {
         let data_dir = self.data_dir.unwrap_or_else(|| PathBuf::from("./neardup-data"));
         let admin_token = match (self.admin_token, self.admin_token_file) {
             (Some(t), _) if !t.trim().is_empty() => t.trim().to_string(),
-            (_, Some(path)) => std::fs::read_to_string(&path)
+            (_, Some(path)) => neardup_fs::read_small(&path, 4096)
+                .and_then(|b| String::from_utf8(b).map_err(std::io::Error::other))
                 .map_err(|e| bad(format!("--admin-token-file {}: {e}", path.display())))?
                 .trim()
                 .to_string(),
@@ -263,8 +270,8 @@ impl RawConfig {
         let snapshot_key = match self.snapshot_key_file {
             None => None,
             Some(path) => {
-                let raw =
-                    std::fs::read(&path).map_err(|e| bad(format!("--snapshot-key-file {}: {e}", path.display())))?;
+                let raw = neardup_fs::read_small(&path, 1024)
+                    .map_err(|e| bad(format!("--snapshot-key-file {}: {e}", path.display())))?;
                 Some(parse_key(&raw).ok_or_else(|| {
                     bad(format!("--snapshot-key-file {}: must hold 32 raw bytes or 64 hex characters", path.display()))
                 })?)
@@ -466,6 +473,22 @@ mod tests {
             let e = c.validate().unwrap_err().to_string();
             assert!(e.contains(want), "{want}: {e}");
         }
+    }
+
+    #[test]
+    fn credential_files_are_read_bounded() {
+        if !Path::new("/dev/zero").exists() {
+            return;
+        }
+        // An endless file is refused, not read until memory runs out.
+        let key = RawConfig { snapshot_key_file: Some("/dev/zero".into()), ..raw() }.validate().unwrap_err();
+        assert!(key.to_string().contains("--snapshot-key-file"), "{key}");
+        let token = RawConfig { admin_token: None, admin_token_file: Some("/dev/zero".into()), ..raw() }
+            .validate()
+            .unwrap_err();
+        assert!(token.to_string().contains("--admin-token-file"), "{token}");
+        let file = FileConfig::load(Path::new("/dev/zero")).unwrap_err();
+        assert!(file.to_string().contains("--config"), "{file}");
     }
 
     #[test]
