@@ -1,0 +1,38 @@
+//! A cluster node applying an entry of the replicated log of any bytes:
+//! a bad entry is an error (the node stops applying), never a panic.
+#![no_main]
+use std::sync::Arc;
+
+use libfuzzer_sys::fuzz_target;
+use neardup_index::{Engine, EngineOptions, Error, Proposer};
+
+#[path = "scratch.rs"]
+mod scratch;
+
+struct NoLog;
+
+impl Proposer for NoLog {
+    fn propose(&self, _tenant: &str, _after: u64, _payload: &[u8]) -> neardup_index::Result<u64> {
+        Err(Error::unavailable("fuzzing: no log"))
+    }
+}
+
+fuzz_target!(|data: &[u8]| {
+    // A fresh replica per input: an applied entry changes its state.
+    let dir = scratch::fresh("replica_entry");
+    let engine = Engine::open_replica(&dir, EngineOptions::default(), Arc::new(NoLog)).unwrap();
+    // Several entries in order, as the stream delivers them: each is a
+    // 2-byte little-endian length and that many bytes.
+    let (mut rest, mut seq) = (data, 1u64);
+    while let Some((len, tail)) = rest.split_first_chunk::<2>() {
+        let len = usize::from(u16::from_le_bytes(*len)).min(tail.len());
+        let (entry, tail) = tail.split_at(len);
+        if engine.apply_replicated(seq, entry).is_err() {
+            break;
+        }
+        (rest, seq) = (tail, seq + 1);
+    }
+    for t in engine.tenants().unwrap_or_default() {
+        let _ = engine.stats(&t);
+    }
+});

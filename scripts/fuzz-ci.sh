@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Bounded fuzzing, as CI runs it: every cargo-fuzz target in fuzz/, from its
+# committed seeds (fuzz/seeds/TARGET), for FUZZ_SECONDS each (default 20).
+# A panic, an allocation over the RSS limit or an input slower than the
+# per-input timeout fails the run; the input is printed (base64) and kept
+# under fuzz/artifacts/TARGET/. Longer runs by hand: see fuzz/README.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SECS="${FUZZ_SECONDS:-20}"
+command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz --version 0.13.2
+# The fuzz crate is outside the workspace: build it with the workspace's
+# tested dependency versions (cargo adds libFuzzer's own).
+cp Cargo.lock fuzz/Cargo.lock
+cd fuzz
+export RUSTC_BOOTSTRAP=1
+FLAGS=(-O --sanitizer none)
+cargo fuzz build "${FLAGS[@]}"
+status=0
+for target in $(cargo fuzz list); do
+    corpus=$(mktemp -d)
+    [ -d "seeds/$target" ] && cp -r "seeds/$target/." "$corpus/"
+    case "$target" in
+        parse_document | snapshot | saved_index | command_log) max_len=16384 ;;
+        *) max_len=4096 ;;
+    esac
+    echo "== fuzz $target (${SECS}s, max_len $max_len, $(ls "$corpus" | wc -l) seeds)"
+    if ! cargo fuzz run "${FLAGS[@]}" "$target" "$corpus" -- \
+        -max_total_time="$SECS" -max_len="$max_len" -rss_limit_mb=3072 -timeout=25 -print_final_stats=1 \
+        2>"$corpus.log"; then
+        status=1
+        tail -40 "$corpus.log"
+        for a in artifacts/"$target"/*; do
+            [ -f "$a" ] && { echo "-- $a (base64):"; base64 -w0 "$a"; echo; }
+        done
+    else
+        grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$corpus.log" | tr '\n' ' '
+        echo
+    fi
+    rm -rf "$corpus" "$corpus.log"
+done
+exit $status
