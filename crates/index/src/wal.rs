@@ -218,6 +218,9 @@ struct Writer {
     /// Test hook: the next write stops after this many bytes and fails.
     #[cfg(test)]
     fail_after: Option<usize>,
+    /// Test hook: the next fsync fails.
+    #[cfg(test)]
+    fail_fsync: bool,
 }
 
 impl Writer {
@@ -232,6 +235,8 @@ impl Writer {
             failed: None,
             #[cfg(test)]
             fail_after: None,
+            #[cfg(test)]
+            fail_fsync: false,
         }
     }
 
@@ -389,6 +394,14 @@ impl Wal {
         self.append_inner(payloads)
     }
 
+    /// Test hook: the next fsync fails.
+    #[cfg(test)]
+    pub(crate) fn fail_next_fsync(&self) {
+        if let Ok(mut w) = self.writer.lock() {
+            w.fail_fsync = true;
+        }
+    }
+
     /// Returns once `lsn` is durable as the policy promises: under `Always`,
     /// after an fsync that started after it was written (group commit, see
     /// the module doc); under the other policies at once (the record was
@@ -416,10 +429,20 @@ impl Wal {
                 w.and_then(|mut w| {
                     w.dirty = false;
                     let upto = w.next_lsn - 1;
-                    w.file.try_clone().map(|f| (f, upto)).map_err(|e| Error::io("fsyncing the command log", e))
+                    #[cfg(test)]
+                    let fail = std::mem::take(&mut w.fail_fsync);
+                    #[cfg(not(test))]
+                    let fail = false;
+                    w.file.try_clone().map(|f| (f, upto, fail)).map_err(|e| Error::io("fsyncing the command log", e))
                 })
             };
-            let result = target.and_then(|(f, upto)| match f.sync_data() {
+            let sync = |f: File, fail: bool| {
+                if fail {
+                    return Err(std::io::Error::other("fsync failed (test)"));
+                }
+                f.sync_data()
+            };
+            let result = target.and_then(|(f, upto, fail)| match sync(f, fail) {
                 Ok(()) => Ok(upto),
                 Err(e) => {
                     // After a failed fsync the kernel may have dropped the

@@ -113,3 +113,30 @@ impl Engine {
         .map(|_| ())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Engine, EngineOptions, FsyncPolicy, Item, TenantConfig};
+
+    /// Issue 15: a rebuild whose fsync failed answered an error but had
+    /// changed the configuration in memory. Now an administrative command
+    /// is applied only once durable: the error leaves the running state as
+    /// it was, and the log refuses writes until a restart.
+    #[test]
+    fn a_rebuild_whose_fsync_fails_changes_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = EngineOptions { fsync: FsyncPolicy::Always, ..EngineOptions::default() };
+        let e = Engine::open(dir.path(), opts).unwrap();
+        let before = TenantConfig::new(neardup_core::Config::seed_example());
+        e.create_tenant("t", before.clone()).unwrap();
+        e.upsert("t", Item::text("A", "red fox runs very fast")).unwrap();
+        let mut after = before.clone();
+        after.policy.version += 1;
+        after.policy.threshold_similar = 0.9;
+        e.wal.fail_next_fsync();
+        assert!(e.rebuild("t", after).is_err());
+        assert_eq!(e.tenant_config("t").unwrap(), before);
+        assert!(e.write_refusal().is_some());
+        assert!(e.upsert("t", Item::text("B", "a quite different text")).is_err());
+    }
+}

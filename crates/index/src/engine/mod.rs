@@ -209,6 +209,11 @@ impl Engine {
                 return r.propose(&t.name, t.applied_lsn, &payload);
             }
         };
+        self.apply_logged(t, cmd, lsn)
+    }
+
+    /// Applies a command the local log holds at `lsn`.
+    fn apply_logged(&self, t: &mut Tenant, cmd: Command, lsn: u64) -> Result<u64> {
         if let Err(e) = t.apply(&*self.store, cmd, lsn, ApplyMode { store: true, index: true }) {
             // Logged but not applied: later writes would be planned against
             // a state the log does not describe. Refuse them until a restart
@@ -221,10 +226,17 @@ impl Engine {
 
     /// [`Engine::log_and_apply`] made durable before returning, for rare
     /// administrative commands that may hold their lock through the fsync.
+    /// On a single node the command is applied only once durable: when the
+    /// fsync fails the answer is an error and this process's state is
+    /// unchanged (the log then refuses writes until a restart, which replays
+    /// whatever of it reached the disk).
     fn log_apply_durable(&self, t: &mut Tenant, cmd: Command) -> Result<u64> {
-        let lsn = self.log_and_apply(t, cmd)?;
-        self.make_durable(lsn)?;
-        Ok(lsn)
+        if self.replica.is_some() {
+            return self.log_and_apply(t, cmd);
+        }
+        let lsn = self.wal.append(&[cmd.encode()?])?[0];
+        self.wal.make_durable(lsn)?;
+        self.apply_logged(t, cmd, lsn)
     }
 
     /// Returns once `lsn` is as durable as the policy promises. In cluster
