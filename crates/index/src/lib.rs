@@ -59,5 +59,5 @@ pub use shadow::{is_destructive, ShadowReport};
 pub use snapshot::{SnapshotHeader, SNAPSHOT_VERSION};
 pub use store::{FjallStore, MemStore, Store, StoreBatch};
 pub use tenant::TenantCounters;
-pub use tenant_config::{PolicyConfig, TenantConfig, TenantLimits, MAX_ITEM_ID, MAX_TENANT_ID};
+pub use tenant_config::{PolicyConfig, TenantConfig, TenantLimits, MAX_EPOCH, MAX_ITEM_ID, MAX_TENANT_ID};
 pub use wal::{FsyncPolicy, LogRepair, MAX_RECORD};

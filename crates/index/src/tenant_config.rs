@@ -10,6 +10,19 @@ use crate::error::{Error, Result};
 pub const MAX_TENANT_ID: usize = 64;
 /// Largest item id, in bytes.
 pub const MAX_ITEM_ID: usize = 256;
+/// Largest epoch: 2^53 − 1, the largest integer every JSON parser holds
+/// exactly (JavaScript's `Number.MAX_SAFE_INTEGER`). A larger one would
+/// reach a JavaScript client as another number, and 2^64 − 1 left an id
+/// no write could ever follow.
+pub const MAX_EPOCH: u64 = (1 << 53) - 1;
+
+/// Refuses an epoch above [`MAX_EPOCH`].
+pub(crate) fn check_epoch(epoch: u64) -> crate::Result<()> {
+    if epoch > MAX_EPOCH {
+        return Err(crate::Error::input("epoch", format!("{epoch} is over the largest epoch, {MAX_EPOCH} (2^53 - 1)")));
+    }
+    Ok(())
+}
 
 /// Thresholds of the tenant's decision policy.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -83,6 +83,13 @@ fn idempotency_and_epochs() {
     assert_eq!(e.upsert("t", v2.clone()).unwrap_err().code(), "stale_epoch");
     v2.epoch = Some(2);
     assert_eq!(e.upsert("t", v2).unwrap().status, UpsertStatus::Replaced);
+    // Epochs stop at 2^53 - 1 (issue 15: a tombstone at 2^64 - 1 left an id
+    // nothing could follow, and larger epochs reach JavaScript clients as
+    // other numbers).
+    let mut huge = Item::text("A", "a third text");
+    huge.epoch = Some(neardup_index::MAX_EPOCH + 1);
+    assert_eq!(e.upsert("t", huge).unwrap_err().code(), "invalid_input");
+    assert_eq!(e.tombstone("t", "A", u64::MAX).unwrap_err().code(), "invalid_input");
     // Tombstones refuse stale epochs, and the id only returns above them.
     assert_eq!(e.tombstone("t", "A", 1).unwrap_err().code(), "stale_epoch");
     e.tombstone("t", "A", 3).unwrap();

@@ -83,9 +83,10 @@ pub struct UpsertRequest {
     /// If set, must equal the tenant's normalizer version (e.g. `seed-v1`).
     #[serde(default)]
     pub normalization_version: Option<String>,
-    /// A new version of the item: must be above the current (or tombstone) epoch.
+    /// A new version of the item: must be above the current (or tombstone)
+    /// epoch, and at most 2^53 − 1.
     #[serde(default)]
-    #[schema(minimum = 0)]
+    #[schema(minimum = 0, maximum = 9007199254740991_u64)]
     pub epoch: Option<u64>,
 }
 
@@ -109,9 +110,9 @@ pub struct BatchItem {
     /// Normalization version.
     #[serde(default)]
     pub normalization_version: Option<String>,
-    /// Epoch.
+    /// Epoch (at most 2^53 − 1).
     #[serde(default)]
-    #[schema(minimum = 0)]
+    #[schema(minimum = 0, maximum = 9007199254740991_u64)]
     pub epoch: Option<u64>,
 }
 

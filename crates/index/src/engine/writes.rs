@@ -144,6 +144,7 @@ impl Engine {
     }
 
     fn tombstone_locked(&self, t: &mut Tenant, item_id: &str, epoch: u64) -> Result<u64> {
+        crate::tenant_config::check_epoch(epoch)?;
         t.slot_of(item_id).ok_or_else(|| Error::item_not_found(item_id))?;
         let rec = self.store.get(&t.name, item_id)?.ok_or_else(|| Error::item_not_found(item_id))?;
         if epoch < rec.epoch {

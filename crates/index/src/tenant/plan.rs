@@ -64,6 +64,9 @@ impl Tenant {
     ) -> Result<Plan> {
         check_item_id(&item.item_id)?;
         item.check_media_type()?;
+        if let Some(e) = item.epoch {
+            crate::tenant_config::check_epoch(e)?;
+        }
         let limits = &self.config.limits;
         let len = item.content.len() as u64;
         if len > limits.max_item_bytes {

@@ -167,8 +167,9 @@ pub(crate) async fn list(
 #[derive(Debug, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub(crate) struct TombstoneParams {
-    /// At least the item's current epoch; the item's epoch when absent.
-    #[param(minimum = 0)]
+    /// At least the item's current epoch, at most 2^53 − 1; the item's
+    /// epoch when absent.
+    #[param(minimum = 0, maximum = 9007199254740991_u64)]
     epoch: Option<u64>,
 }
 
