@@ -65,10 +65,8 @@ serve_partitions = "0,2-3"
 advertise_url = "http://10.0.0.5:9000"
 EOF
 
-cp tests/fixtures/docs/unrelated-harbour.html tests/fixtures/docs/paper.md tests/fixtures/docs/unrelated-orchestra.txt \
-    "$SEEDS/parse_document/"
+# (scripts/fuzz-ci.sh adds tests/fixtures/docs' small files to these two.)
 head -c 8192 tests/fixtures/docs/paper.pdf >"$SEEDS/parse_document/paper-head.pdf"
-cp tests/fixtures/docs/unrelated-orchestra.txt "$SEEDS/normalize/"
 printf 'Ｆｕｌｌｗｉｄｔｈ ﬁ ligature, e\xcc\x81 combining, İstanbul, ΣΊΣΥΦΟΣ, 東京は日本の首都です。' \
     >"$SEEDS/normalize/unicode.txt"
 

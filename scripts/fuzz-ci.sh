@@ -19,6 +19,11 @@ status=0
 for target in $(cargo fuzz list); do
     corpus=$(mktemp -d)
     [ -d "seeds/$target" ] && cp -r "seeds/$target/." "$corpus/"
+    # The repository's small document fixtures seed the text targets too.
+    case "$target" in
+        parse_document | normalize)
+            find ../tests/fixtures/docs -type f -size -16k -exec cp {} "$corpus/" \; ;;
+    esac
     case "$target" in
         parse_document | snapshot | saved_index | command_log) max_len=16384 ;;
         *) max_len=4096 ;;

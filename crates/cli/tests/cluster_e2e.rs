@@ -21,22 +21,15 @@ use neardup_cluster::testkit::NatsCluster;
 use serde_json::{json, Value};
 
 fn node(dir: &std::path::Path, nats: &NatsCluster, id: &str, snapshot_secs: &str) -> Server {
+    node_with(dir, nats, id, &["--cluster-snapshot-secs", snapshot_secs])
+}
+
+/// A node on `nats` with `extra` arguments, once ready.
+fn node_with(dir: &std::path::Path, nats: &NatsCluster, id: &str, extra: &[&str]) -> Server {
     let urls = nats.urls();
-    let server = start_with(
-        dir,
-        &[
-            "--cluster",
-            &urls,
-            "--node-id",
-            id,
-            "--cluster-snapshot-secs",
-            snapshot_secs,
-            "--fsync",
-            "os",
-            "--checkpoint-interval-secs",
-            "0",
-        ],
-    );
+    let mut args = vec!["--cluster", &urls, "--node-id", id, "--fsync", "os", "--checkpoint-interval-secs", "0"];
+    args.extend_from_slice(extra);
+    let server = start_with(dir, &args);
     wait_ready(&server.addr);
     server
 }
@@ -211,28 +204,7 @@ fn killed_nodes_catch_up_and_an_empty_node_rebuilds_from_the_object_store() {
 }
 
 fn partition_node(dir: &std::path::Path, nats: &NatsCluster, id: &str, serve: &str) -> Server {
-    let urls = nats.urls();
-    let server = start_with(
-        dir,
-        &[
-            "--cluster",
-            &urls,
-            "--node-id",
-            id,
-            "--partitions",
-            "2",
-            "--serve-partitions",
-            serve,
-            "--cluster-snapshot-secs",
-            "0",
-            "--fsync",
-            "os",
-            "--checkpoint-interval-secs",
-            "0",
-        ],
-    );
-    wait_ready(&server.addr);
-    server
+    node_with(dir, nats, id, &["--partitions", "2", "--serve-partitions", serve, "--cluster-snapshot-secs", "0"])
 }
 
 /// The status, the `Location` (if any) and the JSON body of a request.

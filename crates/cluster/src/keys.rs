@@ -9,7 +9,6 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, kv};
-use futures_util::StreamExt;
 use tokio::runtime::Handle;
 
 use crate::ClusterError;
@@ -41,29 +40,7 @@ impl SharedKeys {
         replicas: usize,
         timeout: Duration,
     ) -> Result<Self, ClusterError> {
-        // The bucket's stream is made here rather than by the client's
-        // create_key_value, whose account query the NATS 2.9 servers of
-        // Debian answer in a form this client version cannot read. The
-        // settings are a key-value bucket's (one value per key).
-        let config = jetstream::stream::Config {
-            name: format!("KV_{KEYS_BUCKET}"),
-            description: Some("neardup tenant API keys".into()),
-            subjects: vec![format!("$KV.{KEYS_BUCKET}.>")],
-            max_messages_per_subject: 1,
-            storage: jetstream::stream::StorageType::File,
-            allow_rollup: true,
-            deny_delete: true,
-            allow_direct: true,
-            num_replicas: replicas,
-            discard: jetstream::stream::DiscardPolicy::New,
-            ..Default::default()
-        };
-        let kv = crate::retry(20, Duration::from_millis(250), || async {
-            js.get_or_create_stream(config.clone()).await.map_err(|e| e.to_string())?;
-            js.get_key_value(KEYS_BUCKET).await.map_err(|e| e.to_string())
-        })
-        .await
-        .map_err(|last| ClusterError(format!("creating the key bucket {KEYS_BUCKET}: {last}")))?;
+        let kv = crate::kv::bucket(js, KEYS_BUCKET, "neardup tenant API keys", replicas, Duration::ZERO).await?;
         Ok(SharedKeys { kv, runtime: Handle::current(), timeout })
     }
 
@@ -94,30 +71,8 @@ impl SharedKeys {
     /// as long as the node runs (a broken watch is started again, from the
     /// current records).
     pub fn watch(&self, apply: impl Fn(KeyChange) + Send + Sync + 'static) -> tokio::task::AbortHandle {
-        let kv = self.kv.clone();
-        self.runtime
-            .spawn(async move {
-                loop {
-                    match kv.watch_with_history(">").await {
-                        Ok(mut changes) => {
-                            while let Some(change) = changes.next().await {
-                                match change {
-                                    Ok(e) => apply(match e.operation {
-                                        kv::Operation::Put => (e.key, Some(e.value.to_vec())),
-                                        kv::Operation::Delete | kv::Operation::Purge => (e.key, None),
-                                    }),
-                                    Err(err) => {
-                                        tracing::warn!(error = %err, "watching the key bucket failed; watching again");
-                                        break;
-                                    }
-                                }
-                            }
-                        }
-                        Err(err) => tracing::warn!(error = %err, "watching the key bucket failed; retrying"),
-                    }
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-            })
-            .abort_handle()
+        crate::kv::watch(&self.runtime, self.kv.clone(), "the key bucket", true, move |key, value| {
+            apply((key, value.map(|v| v.to_vec())))
+        })
     }
 }

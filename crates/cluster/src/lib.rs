@@ -24,6 +24,7 @@
 //! See `docs/cluster.md` for running it and what each failure does.
 
 pub mod keys;
+mod kv;
 pub mod partition;
 pub mod registry;
 pub mod snapshots;

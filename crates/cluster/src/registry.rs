@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::{self, kv};
+use async_nats::jetstream;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
@@ -96,31 +96,6 @@ impl Registry {
     }
 }
 
-async fn bucket(js: &jetstream::Context, replicas: usize) -> Result<kv::Store, ClusterError> {
-    // Made by hand for the reason given in `keys` (Debian's NATS 2.9 and
-    // this client's create_key_value); entries age out after EXPIRY.
-    let config = jetstream::stream::Config {
-        name: format!("KV_{NODES_BUCKET}"),
-        description: Some("neardup nodes and the partitions they serve".into()),
-        subjects: vec![format!("$KV.{NODES_BUCKET}.>")],
-        max_messages_per_subject: 1,
-        max_age: EXPIRY * 4,
-        storage: jetstream::stream::StorageType::File,
-        allow_rollup: true,
-        deny_delete: true,
-        allow_direct: true,
-        num_replicas: replicas,
-        discard: jetstream::stream::DiscardPolicy::New,
-        ..Default::default()
-    };
-    crate::retry(20, Duration::from_millis(250), || async {
-        js.get_or_create_stream(config.clone()).await.map_err(|e| e.to_string())?;
-        js.get_key_value(NODES_BUCKET).await.map_err(|e| e.to_string())
-    })
-    .await
-    .map_err(|last| ClusterError(format!("creating the node bucket {NODES_BUCKET}: {last}")))
-}
-
 /// Joins the registry: refuses to start when a live node runs with
 /// another partition count, writes this node's entry, and keeps renewing
 /// it and watching the others' (the returned tasks run until aborted).
@@ -130,7 +105,9 @@ pub(crate) async fn join(
     me: NodeEntry,
     layout: &Layout,
 ) -> Result<(Registry, Vec<tokio::task::AbortHandle>), ClusterError> {
-    let kv = bucket(js, replicas).await?;
+    // Entries of nodes gone age out of the bucket itself too.
+    let kv = crate::kv::bucket(js, NODES_BUCKET, "neardup nodes and the partitions they serve", replicas, EXPIRY * 4)
+        .await?;
     let registry = Registry::default();
     // Current entries first, to check the partition count.
     let mut keys = kv.keys().await.map_err(|e| ClusterError(format!("reading {NODES_BUCKET}: {e}")))?;
@@ -169,36 +146,18 @@ pub(crate) async fn join(
         })
         .abort_handle()
     };
-    let watch = {
-        let registry = registry.clone();
-        tokio::spawn(async move {
-            loop {
-                match kv.watch(">").await {
-                    Ok(mut changes) => {
-                        while let Some(change) = changes.next().await {
-                            match change {
-                                Ok(e) if e.operation == kv::Operation::Put => {
-                                    match serde_json::from_slice::<NodeEntry>(&e.value) {
-                                        Ok(n) => registry.saw(n),
-                                        Err(err) => {
-                                            tracing::warn!(key = e.key, error = %err, "an unreadable node entry")
-                                        }
-                                    }
-                                }
-                                Ok(e) => registry.forget(&e.key),
-                                Err(err) => {
-                                    tracing::warn!(error = %err, "watching the node bucket failed; watching again");
-                                    break;
-                                }
-                            }
-                        }
-                    }
-                    Err(err) => tracing::warn!(error = %err, "watching the node bucket failed; retrying"),
+    let watch =
+        {
+            let registry = registry.clone();
+            crate::kv::watch(&tokio::runtime::Handle::current(), kv, "the node bucket", false, move |key, value| {
+                match value {
+                    Some(v) => match serde_json::from_slice::<NodeEntry>(&v) {
+                        Ok(n) => registry.saw(n),
+                        Err(err) => tracing::warn!(key, error = %err, "an unreadable node entry"),
+                    },
+                    None => registry.forget(&key),
                 }
-                tokio::time::sleep(Duration::from_millis(500)).await;
-            }
-        })
-        .abort_handle()
-    };
+            })
+        };
     Ok((registry, vec![renew, watch]))
 }
