@@ -213,6 +213,10 @@ impl Proposer for NatsProposer {
         // spawn_blocking), never from inside the runtime.
         self.runtime.block_on(self.propose_async(tenant, after, payload))
     }
+
+    fn max_entry_bytes(&self) -> Option<usize> {
+        Some(self.client.server_info().max_payload).filter(|&m| m > 0)
+    }
 }
 
 /// What the applier has done, for readiness and metrics.

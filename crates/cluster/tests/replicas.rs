@@ -286,3 +286,107 @@ fn new_nodes_start_from_snapshot_sets_and_the_stream_is_trimmed() {
         "the oldest set is dropped beyond the two kept: {names:?}"
     );
 }
+
+/// Words for texts that share no shingle with each other unless made to.
+fn sentence(seed: u64) -> String {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..24)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            format!("w{}", x % 50_000)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A batch is one log entry where its items do not bear on each other,
+/// and is decided exactly as on a single node: every answer equals a
+/// single-node engine's for the same batches (near copies inside a batch,
+/// copies of earlier batches, replaced ids, repeated idempotency keys,
+/// refused items), the replicas end byte-identical, and the log holds far
+/// fewer entries than writes.
+#[test]
+fn batches_are_one_entry_and_decided_as_on_one_node() {
+    let _one = one_cluster();
+    let rt = runtime();
+    let nats = NatsCluster::start(1).unwrap();
+    let (da, db, ds) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = node(&rt, &nats, "a", da.path(), StoreKind::Fjall);
+    let b = node(&rt, &nats, "b", db.path(), StoreKind::Memory);
+    let solo = Engine::open(ds.path(), opts(StoreKind::Memory)).unwrap();
+    let config = TenantConfig::new(Config::default());
+    a.engine.create_tenant("t", config.clone()).unwrap();
+    solo.create_tenant("t", config).unwrap();
+    b.engine.wait_applied("t", a.engine.tenant_lsn("t").unwrap(), WAIT).unwrap();
+    let (mut writes, mut grouped_items) = (0u64, 0u64);
+    for batch in 0..8u64 {
+        let mut items = Vec::new();
+        for i in 0..60u64 {
+            let n = batch * 1000 + i;
+            let mut item = match i % 10 {
+                // A near copy of an earlier item of this batch.
+                3 | 7 => Item::text(format!("i{n}"), format!("{} x{i}", sentence(batch * 1000 + i - 2))),
+                // An exact copy of an item of the previous batch.
+                5 if batch > 0 => Item::text(format!("i{n}"), sentence((batch - 1) * 1000 + i)),
+                // An id of this batch again, replaced at a higher epoch.
+                9 => {
+                    let mut it = Item::text(format!("i{}", n - 1), sentence(n + 7));
+                    it.epoch = Some(2);
+                    it
+                }
+                _ => Item::text(format!("i{n}"), sentence(n)),
+            };
+            if i % 20 == 1 {
+                // The same key twice in a batch: the second is a replay or a
+                // conflict, as on one node.
+                item.idempotency_key = Some(format!("k{batch}-{}", i % 40));
+            }
+            if i == 11 {
+                item.idempotency_key = Some(format!("k{batch}-1"));
+            }
+            if i == 13 {
+                item.item_id = "bad id\n".into();
+            }
+            items.push(item);
+        }
+        let on = if batch % 2 == 0 { &a.engine } else { &b.engine };
+        let want = solo.upsert_batch("t", items.clone()).unwrap();
+        let got = on.upsert_batch("t", items).unwrap();
+        assert_eq!(got.len(), want.len());
+        let before = writes;
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            match (g, w) {
+                (Ok(g), Ok(w)) => {
+                    assert_eq!(
+                        (&g.item_id, g.epoch, g.status, &g.decision),
+                        (&w.item_id, w.epoch, w.status, &w.decision),
+                        "batch {batch} item {i}"
+                    );
+                    if g.lsn > 0
+                        && matches!(
+                            g.status,
+                            neardup_index::UpsertStatus::Inserted | neardup_index::UpsertStatus::Replaced
+                        )
+                    {
+                        writes += 1;
+                    }
+                }
+                (Err(g), Err(w)) => assert_eq!(g.code(), w.code(), "batch {batch} item {i}"),
+                _ => panic!("batch {batch} item {i}: {g:?} vs {w:?}"),
+            }
+        }
+        let lsns: std::collections::BTreeSet<u64> = got.iter().flatten().filter(|o| o.lsn > 0).map(|o| o.lsn).collect();
+        grouped_items += (writes - before).saturating_sub(lsns.len() as u64);
+    }
+    let last = a.engine.applied_position().max(b.engine.applied_position());
+    assert_same(&[&a.engine, &b.engine], "t", last);
+    // Far fewer log entries than writes: items went together.
+    assert!(last < writes / 2, "{last} log entries for {writes} writes");
+    assert!(grouped_items > writes / 2, "{grouped_items} of {writes} writes shared an entry");
+    // And a restart of a replica replays the entries to the same state.
+    drop(b);
+    let b = node(&rt, &nats, "b", db.path(), StoreKind::Memory);
+    assert_same(&[&a.engine, &b.engine], "t", last);
+}

@@ -52,6 +52,22 @@ pub(crate) enum Command {
     Compact {
         tenant: String,
     },
+    /// Several upserts of one tenant as one entry of the replicated log,
+    /// applied together (cluster mode's batches). They were planned against
+    /// the same state and none bears on another's decision: distinct ids,
+    /// no shared band or content hash, budgets that hold for all of them
+    /// (see `Engine::upsert_batch`). Not recursive, so no input nests deep.
+    Upserts {
+        tenant: String,
+        items: Vec<BatchedUpsert>,
+    },
+}
+
+/// One upsert of [`Command::Upserts`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct BatchedUpsert {
+    pub record: Box<ItemRecord>,
+    pub idem: Option<Box<IdemEntry>>,
 }
 
 impl Command {
@@ -62,7 +78,8 @@ impl Command {
             | Command::Tombstone { tenant, .. }
             | Command::Label { tenant, .. }
             | Command::Rebuild { tenant, .. }
-            | Command::Compact { tenant } => tenant,
+            | Command::Compact { tenant }
+            | Command::Upserts { tenant, .. } => tenant,
         }
     }
 
@@ -80,6 +97,7 @@ impl Command {
             Command::Label { .. } => "label",
             Command::Rebuild { .. } => "rebuild",
             Command::Compact { .. } => "compact",
+            Command::Upserts { .. } => "upserts",
         }
     }
 

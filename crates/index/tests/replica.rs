@@ -92,6 +92,14 @@ fn stale_entries_are_refused_alike_on_every_replica() {
             }
         }
         wins += ok;
+        // Both replicas at the log's end before the next round, so both
+        // plan it against the same state (a replica one refused entry
+        // behind proposes after an older position, and its entry, refused
+        // in turn, makes the round three proposals).
+        let end = len() as u64;
+        for e in [&a, &b] {
+            e.wait_applied("t", end, Duration::from_secs(10)).unwrap();
+        }
     }
     assert_eq!(wins, 20);
     // Both replicas applied the same log: the same state, byte for byte.

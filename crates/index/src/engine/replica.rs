@@ -48,6 +48,12 @@ pub trait Proposer: Send + Sync {
     /// there already (nothing was appended); [`ErrorKind::Unavailable`]
     /// when the log did not answer (the command may or may not be there).
     fn propose(&self, tenant: &str, after: u64, payload: &[u8]) -> Result<u64>;
+
+    /// The largest entry the log takes, in bytes (NATS: the server's
+    /// `max_payload`); batches are cut to fit. `None`: 1 MiB.
+    fn max_entry_bytes(&self) -> Option<usize> {
+        None
+    }
 }
 
 /// The replica side of an engine: the proposer and the log position applied.
@@ -71,6 +77,12 @@ impl Replica {
         entry.extend_from_slice(&after.to_le_bytes());
         entry.extend_from_slice(command);
         self.proposer.propose(tenant, after, &entry)
+    }
+
+    /// The largest command an entry may carry (the log's limit less the
+    /// entry header and room for framing).
+    pub(crate) fn max_entry_bytes(&self) -> usize {
+        self.proposer.max_entry_bytes().unwrap_or(1 << 20).saturating_sub(1024).max(1024)
     }
 
     fn position(&self) -> u64 {

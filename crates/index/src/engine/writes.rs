@@ -5,7 +5,7 @@ use std::sync::{Arc, RwLock};
 use neardup_core::Fingerprint;
 
 use super::{now_ms, poisoned, Engine};
-use crate::command::Command;
+use crate::command::{BatchedUpsert, Command};
 use crate::decision::UpsertOutcome;
 use crate::error::{Error, ErrorKind, Result};
 use crate::feedback::{LabelEvent, NewLabel};
@@ -65,25 +65,39 @@ impl Engine {
     /// Upserts many items under one tenant lock and one fsync. Items see
     /// earlier items of the same batch. Each gets its own result; the outer
     /// error means the batch could not be made durable and none of it is
-    /// acknowledged. In cluster mode each item is proposed and applied in
-    /// turn (a batch is not yet one command of the replicated log).
+    /// acknowledged.
+    ///
+    /// In cluster mode consecutive items go to the replicated log as one
+    /// entry ([`Command::Upserts`]) as long as none of them bears on
+    /// another's decision — distinct ids and idempotency keys, no shared
+    /// band key or content hash, budgets that hold for all of them, the
+    /// entry within the log's size limit — so each is decided exactly as
+    /// it would be alone after the ones before it; the first item that
+    /// would bear on the group starts the next entry, planned once the
+    /// group is applied.
     pub fn upsert_batch(&self, tenant: &str, items: Vec<Item>) -> Result<Vec<Result<UpsertOutcome>>> {
         let t = self.tenant(tenant)?;
         let pre: Vec<_> = {
             let t = t.read().map_err(|_| poisoned())?;
             prefingerprint_all(&t, &items)
         };
-        if self.replica.is_some() {
-            return Ok(items
-                .into_iter()
-                .zip(pre)
-                .map(|(item, pre)| {
-                    self.replicated(tenant, || {
-                        self.upsert_locked(&mut *t.write().map_err(|_| poisoned())?, item.clone(), pre.clone())
-                    })
-                    .map(|(o, _)| o)
-                })
-                .collect());
+        if let Some(r) = &self.replica {
+            let max_entry = r.max_entry_bytes();
+            let mut out = Vec::with_capacity(items.len());
+            while out.len() < items.len() {
+                let from = out.len();
+                let group = self.replicated(tenant, || {
+                    let mut t = t.write().map_err(|_| poisoned())?;
+                    self.upsert_group(&mut t, &items[from..], &pre[from..], max_entry)
+                });
+                match group {
+                    Ok((results, _)) => out.extend(results),
+                    // The log did not take the entry: the first item gets
+                    // the error, the others are planned again.
+                    Err(e) => out.push(Err(e)),
+                }
+            }
+            return Ok(out);
         }
         let (out, depends_on) = {
             let mut t = t.write().map_err(|_| poisoned())?;
@@ -102,6 +116,102 @@ impl Engine {
         };
         self.make_durable(depends_on)?;
         Ok(out)
+    }
+
+    /// Cluster mode: plans the longest run of `items` (at least one) whose
+    /// writes do not bear on each other's decisions (see
+    /// [`Engine::upsert_batch`]) and proposes those writes as one log
+    /// entry. Returns each planned item's answer and the log position to
+    /// wait for (the entry's, or what answers without a write report).
+    fn upsert_group(
+        &self,
+        t: &mut Tenant,
+        items: &[Item],
+        pre: &[Option<(String, Fingerprint)>],
+        max_entry: usize,
+    ) -> Result<(Vec<Result<UpsertOutcome>>, u64)> {
+        use std::collections::HashSet;
+        let limits = t.config.limits.clone();
+        let mut results: Vec<Result<UpsertOutcome>> = Vec::new();
+        // (index in `results`, the write, the item for the shadow index)
+        type Write = (usize, BatchedUpsert, Option<(String, String)>);
+        let mut writes: Vec<Write> = Vec::new();
+        let (mut ids, mut keys, mut bands, mut hashes) =
+            (HashSet::new(), HashSet::new(), HashSet::new(), HashSet::new());
+        let (mut added_items, mut added_bytes, mut entry_bytes, mut depends_on) = (0u64, 0u64, 256usize, 0u64);
+        for (item, pre) in items.iter().zip(pre) {
+            let grouped = !writes.is_empty();
+            if grouped
+                && (ids.contains(&item.item_id)
+                    || item.idempotency_key.as_ref().is_some_and(|k| keys.contains(k))
+                    || (item.idempotency_key.is_some()
+                        && t.idempotency_keys() + keys.len() + 1 > limits.max_idempotency_keys as usize))
+            {
+                break;
+            }
+            let (command, outcome, shadow) = match t.plan_upsert(&*self.store, item.clone(), pre.clone()) {
+                Err(e) => {
+                    results.push(Err(e));
+                    continue;
+                }
+                Ok(Plan::Answer { outcome, depends_on: d }) => {
+                    depends_on = depends_on.max(d);
+                    results.push(Ok(outcome));
+                    continue;
+                }
+                Ok(Plan::Write { command, outcome, shadow }) => (command, outcome, shadow),
+            };
+            let Command::Upsert { record, idem, .. } = command else {
+                return Err(Error::state("an upsert was planned as another command"));
+            };
+            let (band_keys, hash) = t.footprint(&record)?;
+            let upsert = BatchedUpsert { record, idem };
+            let size = postcard::to_stdvec(&upsert).map_err(|e| Error::state(format!("sizing an upsert: {e}")))?.len();
+            // Counted whole, as if every write were new: near a budget the
+            // group ends early rather than let a later write pass a limit
+            // the earlier ones reach.
+            let bytes = upsert.record.content_bytes;
+            if grouped
+                && (band_keys.iter().any(|k| bands.contains(k))
+                    || hashes.contains(&hash)
+                    || t.live_items + added_items + 1 > limits.max_items
+                    || t.live_bytes + added_bytes + bytes > limits.max_bytes
+                    || entry_bytes + size > max_entry)
+            {
+                break;
+            }
+            ids.insert(item.item_id.clone());
+            if let Some(k) = &item.idempotency_key {
+                keys.insert(k.clone());
+            }
+            bands.extend(band_keys);
+            hashes.insert(hash);
+            added_items += 1;
+            added_bytes += bytes;
+            entry_bytes += size;
+            results.push(Ok(outcome));
+            writes.push((results.len() - 1, upsert, shadow));
+        }
+        if writes.is_empty() {
+            return Ok((results, depends_on));
+        }
+        let tenant = t.name.clone();
+        let command = if writes.len() == 1 {
+            let (_, u, _) = &writes[0];
+            Command::Upsert { tenant, record: u.record.clone(), idem: u.idem.clone() }
+        } else {
+            Command::Upserts { tenant, items: writes.iter().map(|(_, u, _)| u.clone()).collect() }
+        };
+        let lsn = self.log_and_apply(t, command)?;
+        for (at, _, shadow) in writes {
+            if let Ok(o) = &mut results[at] {
+                o.lsn = lsn;
+            }
+            if let (Some(s), Some((item_id, content))) = (t.shadow.as_mut(), shadow) {
+                s.insert(&item_id, &content)?;
+            }
+        }
+        Ok((results, lsn.max(depends_on)))
     }
 
     /// The item of a write that may be planned again: moved out on a single

@@ -187,6 +187,19 @@ impl Tenant {
         self.idem.get(key)
     }
 
+    /// Idempotency keys remembered now.
+    pub(crate) fn idempotency_keys(&self) -> usize {
+        self.idem.len()
+    }
+
+    /// What a logged upsert record touches in the index: its band keys
+    /// and its content hash (the exact-duplicate bucket). Two upserts that
+    /// share none of these, nor an id, cannot change each other's decision.
+    pub(crate) fn footprint(&self, record: &ItemRecord) -> Result<(Vec<u64>, [u8; 16])> {
+        let fp = self.fingerprinter.rebuild(record.stored_fingerprint(true))?;
+        Ok((fp.band_keys, record.content_hash))
+    }
+
     fn remember(&mut self, e: IdemEntry) {
         let max = self.config.limits.max_idempotency_keys as usize;
         if self.idem.insert(e.key.clone(), e.clone()).is_none() {
@@ -330,37 +343,65 @@ impl Tenant {
         Ok(())
     }
 
+    /// Applies an upsert's record to the tenant (index, idempotency keys,
+    /// tombstones) and returns it as the store keeps it, for the caller to
+    /// write.
+    fn apply_upsert(
+        &mut self,
+        store: &dyn Store,
+        mut record: ItemRecord,
+        idem: Option<Box<IdemEntry>>,
+        lsn: u64,
+        mode: ApplyMode,
+    ) -> Result<ItemRecord> {
+        record.lsn = lsn;
+        if let Some(mut e) = idem {
+            e.outcome.lsn = lsn;
+            self.remember(*e);
+        }
+        self.tombstones.remove(&record.item_id);
+        let old = if mode.store || mode.index { store.get(&self.name, &record.item_id)? } else { None };
+        if mode.index {
+            if let Some(old) = old.as_ref().filter(|o| o.is_live()) {
+                self.remove_slot(old);
+            }
+            // The logged record carries its signature (stored ones do not).
+            let fp = self.fingerprinter.rebuild(record.stored_fingerprint(true))?;
+            let r = &record;
+            self.insert_slot(&r.item_id, r.content_hash, &fp.band_keys, &fp.signature, r.content_bytes)?;
+            if old.is_none() {
+                self.stored_records += 1;
+            }
+            if let Ok(mut c) = self.counters.lock() {
+                c.upserts += 1;
+            }
+        }
+        // The signature is derived data: recomputed from the features when
+        // needed, never stored (512 bytes an item).
+        record.signature = Vec::new();
+        Ok(record)
+    }
+
     fn apply_command(&mut self, store: &dyn Store, cmd: Command, lsn: u64, mode: ApplyMode) -> Result<()> {
         match cmd {
             Command::CreateTenant { .. } => Ok(()),
-            Command::Upsert { mut record, idem, .. } => {
-                record.lsn = lsn;
-                if let Some(mut e) = idem {
-                    e.outcome.lsn = lsn;
-                    self.remember(*e);
-                }
-                self.tombstones.remove(&record.item_id);
-                let old = if mode.store || mode.index { store.get(&self.name, &record.item_id)? } else { None };
-                if mode.index {
-                    if let Some(old) = old.as_ref().filter(|o| o.is_live()) {
-                        self.remove_slot(old);
-                    }
-                    // The logged record carries its signature (stored ones do not).
-                    let fp = self.fingerprinter.rebuild(record.stored_fingerprint(true))?;
-                    let r = &record;
-                    self.insert_slot(&r.item_id, r.content_hash, &fp.band_keys, &fp.signature, r.content_bytes)?;
-                    if old.is_none() {
-                        self.stored_records += 1;
-                    }
-                    if let Ok(mut c) = self.counters.lock() {
-                        c.upserts += 1;
-                    }
-                }
+            Command::Upsert { record, idem, .. } => {
+                let record = self.apply_upsert(store, *record, idem, lsn, mode)?;
                 if mode.store {
-                    // The signature is derived data: recomputed from the
-                    // features when needed, never stored (512 bytes an item).
-                    record.signature = Vec::new();
-                    store.apply(&self.name, StoreBatch { puts: vec![*record], deletes: vec![] }, lsn)?;
+                    store.apply(&self.name, StoreBatch { puts: vec![record], deletes: vec![] }, lsn)?;
+                }
+                Ok(())
+            }
+            Command::Upserts { items, .. } => {
+                let mut puts = Vec::with_capacity(items.len());
+                for u in items {
+                    puts.push(self.apply_upsert(store, *u.record, u.idem, lsn, mode)?);
+                }
+                // One store write for the entry: a crash never leaves part
+                // of it stored (the store's applied position would then
+                // skip the rest at replay).
+                if mode.store {
+                    store.apply(&self.name, StoreBatch { puts, deletes: vec![] }, lsn)?;
                 }
                 Ok(())
             }
