@@ -12,6 +12,9 @@ use std::path::{Path, PathBuf};
 
 use crate::ClusterError;
 
+/// The snapshot bucket of the only partition (see [`Partition::bucket`]).
+pub const SNAPSHOT_BUCKET: &str = "NEARDUP_SNAPSHOTS";
+
 /// The most partitions a cluster may have.
 pub const MAX_PARTITIONS: u32 = 256;
 
@@ -49,9 +52,9 @@ impl Partition {
     /// The object store bucket of its snapshot sets.
     pub fn bucket(&self) -> String {
         if self.count == 1 {
-            crate::snapshots::BUCKET.to_string()
+            SNAPSHOT_BUCKET.to_string()
         } else {
-            format!("{}_P{}", crate::snapshots::BUCKET, self.index)
+            format!("{SNAPSHOT_BUCKET}_P{}", self.index)
         }
     }
 

@@ -32,7 +32,7 @@ use crate::ClusterError;
 
 /// The object store bucket holding snapshot sets (of the only partition;
 /// see [`Partition::bucket`]).
-pub const BUCKET: &str = "NEARDUP_SNAPSHOTS";
+pub const BUCKET: &str = crate::partition::SNAPSHOT_BUCKET;
 /// Snapshot sets kept; the stream keeps what the oldest of them needs.
 pub const KEEP_SETS: usize = 2;
 const MANIFEST: &str = "manifest.json";
