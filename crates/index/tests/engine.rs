@@ -606,3 +606,65 @@ fn restart_from_an_index_image_answers_as_before() {
     assert!(e.recovery_report().index_images.is_empty());
     assert_eq!(answers(&e), after);
 }
+
+/// The seed's fault list: a reviewer flooding contradictory labels. Labels
+/// are immutable events kept for evaluation; they never move a threshold
+/// or a decision, however many and however contradictory.
+#[test]
+fn poisoned_labels_move_no_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap();
+    e.create_tenant("t", seed_tenant()).unwrap();
+    e.upsert("t", Item::text("A", "red fox runs very fast")).unwrap();
+    e.upsert("t", Item::text("B", "red fox runs very fast today")).unwrap();
+    let probes = ["red fox runs very fast today", "red fox runs", "database backup completed nightly"];
+    let before: Vec<_> = probes.iter().map(|p| e.decide("t", p).unwrap()).collect();
+    let config = e.tenant_config("t").unwrap();
+    let labels = [Label::Duplicate, Label::Distinct, Label::NearDuplicate];
+    for i in 0..2_000usize {
+        e.label(
+            "t",
+            NewLabel {
+                left: "A".into(),
+                right: "B".into(),
+                label: labels[i % 3],
+                actor: "flooder".into(),
+                rationale: format!("flip {i}"),
+            },
+        )
+        .unwrap();
+    }
+    assert_eq!(e.labels("t").unwrap().len(), 2_000);
+    assert_eq!(e.tenant_config("t").unwrap(), config);
+    let after: Vec<_> = probes.iter().map(|p| e.decide("t", p).unwrap()).collect();
+    assert_eq!(after, before);
+}
+
+/// The seed's fault list: one hot bucket. Three thousand items that share
+/// every band: a query reads at most `max_bucket_read` entries a band,
+/// says it read hot buckets partially, and — its candidate set being
+/// partial — answers `review` with the verified near duplicates it found
+/// rather than claim a complete answer.
+#[test]
+fn one_hot_bucket_stays_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap();
+    let mut c = Config { max_bucket_read: 64, ..Config::default() };
+    c.threshold = 0.8;
+    e.create_tenant("t", TenantConfig::new(c)).unwrap();
+    let base = "the quarterly report of the northern harbour authority lists every vessel that entered the port \
+                with its tonnage its cargo its flag and the berth it used during the period under review";
+    let items: Vec<Item> = (0..3_000).map(|i| Item::text(format!("i{i}"), format!("{base} entry {i}"))).collect();
+    for chunk in items.chunks(500) {
+        for r in e.upsert_batch("t", chunk.to_vec()).unwrap() {
+            r.unwrap();
+        }
+    }
+    let d = e.decide("t", &format!("{base} entry 99999")).unwrap();
+    let bands = 18u64;
+    assert!(d.candidates_seen <= bands * 64 + 1, "{} candidates read", d.candidates_seen);
+    assert!(d.hot_buckets >= 1, "{d:?}");
+    assert_eq!(d.state, DecisionState::Review, "{d:?}");
+    assert!(d.candidates.first().is_some_and(|c| c.score >= 0.8), "{d:?}");
+    assert!(d.explanation.contains("hot buckets"), "{}", d.explanation);
+}

@@ -361,6 +361,13 @@ mod tests {
         assert_ne!(other_width, good);
         let err = e.restore("t", &other_width).unwrap_err();
         assert!(err.to_string().contains("fingerprint version"), "{err}");
+        // The seed's fault list: a seed rotated without a version bump (the
+        // payload's hash seed changed, the header's fingerprint version not)
+        // is refused the same way.
+        let rotated = reencode(&|s| s.config_json = s.config_json.replace("\"seed\":19", "\"seed\":20"));
+        assert_ne!(rotated, good);
+        let err = e.restore("t", &rotated).unwrap_err();
+        assert!(err.to_string().contains("fingerprint version"), "{err}");
         // The tenant is untouched, and the good snapshot still restores.
         assert_eq!(e.live_ids("t").unwrap(), ["A"]);
         e.restore("t", &good).unwrap();
