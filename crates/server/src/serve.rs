@@ -89,6 +89,9 @@ pub fn run(cfg: ServerConfig) -> Result<(), ServeError> {
             for rej in &r.snapshots_rejected {
                 tracing::warn!(snapshot = %rej, "snapshot rejected; an older one or the log was used");
             }
+            for img in &r.index_images_rebuilt {
+                tracing::warn!(snapshot = %img, "damaged index image set aside; the index was rebuilt from the store");
+            }
             seed_snapshot_ages(&state, engine.dir());
         }
         raise_fd_limit();

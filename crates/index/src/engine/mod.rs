@@ -94,6 +94,10 @@ pub struct RecoveryReport {
     /// Tenants whose candidate index was loaded from a checkpoint's index
     /// image (the others were rebuilt by reading the store).
     pub index_images: Vec<String>,
+    /// Index images found damaged (postings failing their checks), with
+    /// the reason: the tenant's index was rebuilt from the store's records
+    /// instead, and the checkpoint otherwise used.
+    pub index_images_rebuilt: Vec<String>,
 }
 
 /// A candidate query: new content, or an item already stored.

@@ -69,8 +69,12 @@ impl Engine {
                 let (lsn, path) = (*lsn, path.clone());
                 match load_snapshot(&*store, &name, lsn, &path, key.as_ref()) {
                     Ok((h, mut tenant, store_lsn, image)) => {
-                        if image {
-                            imaged.insert(name.clone());
+                        match image {
+                            Ok(true) => {
+                                imaged.insert(name.clone());
+                            }
+                            Ok(false) => {}
+                            Err(why) => report.index_images_rebuilt.push(format!("{}: {why}", path.display())),
                         }
                         max_lsn = max_lsn.max(h.covered_lsn);
                         report.snapshots_loaded.push((name.clone(), h.covered_lsn));
@@ -178,19 +182,27 @@ impl Engine {
     }
 }
 
+/// What [`load_snapshot`] found: the header, the tenant, the store's
+/// applied LSN, and whether the index came from an image (or why a damaged
+/// one was set aside).
+type LoadedSnapshot = (SnapshotHeader, Tenant, Option<u64>, std::result::Result<bool, String>);
+
 /// Loads one snapshot file of `name`: checks it whole, streaming, and loads
 /// its records into the store when the store is older than the snapshot.
 /// A store checkpoint (no records) needs a store at least as new; when it
 /// carries an index image, the tenant's candidate index is built from it.
 /// Returns the header, the tenant, the store's applied LSN and whether the
-/// index came from an image.
+/// index came from an image — or why a damaged image of a store
+/// checkpoint was set aside: the store holds every record, so the caller
+/// rebuilds the index from their features instead of refusing the
+/// checkpoint.
 fn load_snapshot(
     store: &dyn Store,
     name: &str,
     lsn: u64,
     path: &Path,
     key: Option<&[u8; 32]>,
-) -> Result<(SnapshotHeader, Tenant, Option<u64>, bool)> {
+) -> Result<LoadedSnapshot> {
     let open = || -> Result<SnapshotReader<BufReader<File>>> {
         let f = File::open(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))?;
         SnapshotReader::open(BufReader::with_capacity(1 << 20, f), key, MAX_V1_SNAPSHOT)
@@ -202,14 +214,18 @@ fn load_snapshot(
     }
     let checkpoint = r.is_store_checkpoint();
     let mut tenant: Option<Tenant> = None;
-    let mut imaged = false;
+    let mut meta = None;
+    let mut imaged = Ok(false);
     while let Some(p) = r.next_part()? {
         match p {
-            Part::Meta(m) => tenant = Some(Tenant::from_meta(name, &m)?),
+            Part::Meta(m) => {
+                tenant = Some(Tenant::from_meta(name, &m)?);
+                meta = Some(m);
+            }
             Part::Image(ih) => {
                 let t = tenant.as_mut().ok_or_else(|| Error::corrupt("snapshot", "an image before the meta"))?;
                 let mut scratch = Vec::new();
-                t.load_image(&ih, &mut |f| {
+                let loaded = t.load_image(&ih, &mut |f| {
                     let mut rows = 0;
                     while let Some(p) = r.next_part()? {
                         match p {
@@ -218,8 +234,22 @@ fn load_snapshot(
                         }
                     }
                     Ok(rows)
-                })?;
-                imaged = true;
+                });
+                match loaded {
+                    Ok(()) => imaged = Ok(true),
+                    // Damaged postings in a store checkpoint: the meta
+                    // frame before them passed its checks and the store
+                    // holds the records, so the tenant is rebuilt from
+                    // them (the caller reads the store) and the rest of
+                    // this file — postings only — is not needed.
+                    Err(e) if checkpoint && matches!(e.kind(), crate::error::ErrorKind::Corrupt { .. }) => {
+                        let m = meta.as_ref().ok_or_else(|| Error::corrupt("snapshot", "an image before the meta"))?;
+                        tenant = Some(Tenant::from_meta(name, m)?);
+                        imaged = Err(e.to_string());
+                        break;
+                    }
+                    Err(e) => return Err(e),
+                }
             }
             Part::Records(_) if checkpoint => {
                 return Err(Error::corrupt("snapshot", "a store checkpoint holds records"));
