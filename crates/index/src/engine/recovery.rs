@@ -24,7 +24,14 @@ impl Engine {
     /// snapshot of each tenant, repairs and replays the log tail, and
     /// rebuilds the in-memory postings.
     pub fn open(dir: impl AsRef<Path>, opts: EngineOptions) -> Result<Engine> {
-        Engine::open_with(dir.as_ref(), opts, None)
+        Engine::open_with(dir.as_ref(), opts, None, None)
+    }
+
+    /// [`Engine::open`] over an item store of the caller's (`opts.store`
+    /// is not used): another backend, or one that injects faults — a slow
+    /// or failing disk — in tests.
+    pub fn open_on_store(dir: impl AsRef<Path>, opts: EngineOptions, store: Box<dyn Store>) -> Result<Engine> {
+        Engine::open_with(dir.as_ref(), opts, None, Some(store))
     }
 
     /// Opens (or creates) a cluster node's engine in `dir`: a replica of the
@@ -34,18 +41,24 @@ impl Engine {
     /// [`Engine::apply_replicated`]. A directory holding a single-node
     /// command log is refused (its commands are not in the replicated log).
     pub fn open_replica(dir: impl AsRef<Path>, opts: EngineOptions, proposer: Arc<dyn Proposer>) -> Result<Engine> {
-        Engine::open_with(dir.as_ref(), opts, Some(proposer))
+        Engine::open_with(dir.as_ref(), opts, Some(proposer), None)
     }
 
-    fn open_with(dir: &Path, opts: EngineOptions, proposer: Option<Arc<dyn Proposer>>) -> Result<Engine> {
+    fn open_with(
+        dir: &Path,
+        opts: EngineOptions,
+        proposer: Option<Arc<dyn Proposer>>,
+        store: Option<Box<dyn Store>>,
+    ) -> Result<Engine> {
         let dir = dir.to_path_buf();
         if opts.keep_snapshots == 0 {
             return Err(Error::config("keep_snapshots", "must be at least 1"));
         }
         fs::create_dir_all(dir.join("snapshots")).map_err(|e| Error::io("creating engine directory", e))?;
-        let store: Box<dyn Store> = match opts.store {
-            StoreKind::Memory => Box::new(MemStore::new()),
-            StoreKind::Fjall => Box::new(FjallStore::open(&dir.join("store"))?),
+        let store: Box<dyn Store> = match (store, opts.store) {
+            (Some(s), _) => s,
+            (None, StoreKind::Memory) => Box::new(MemStore::new()),
+            (None, StoreKind::Fjall) => Box::new(FjallStore::open(&dir.join("store"))?),
         };
         let key = opts.snapshot_key;
         let mut report = RecoveryReport::default();
