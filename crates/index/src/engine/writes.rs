@@ -149,7 +149,7 @@ impl Engine {
             {
                 break;
             }
-            let (command, outcome, shadow) = match t.plan_upsert(&*self.store, item.clone(), pre.clone()) {
+            let (command, outcome, shadow, band_keys) = match t.plan_upsert(&*self.store, item.clone(), pre.clone()) {
                 Err(e) => {
                     results.push(Err(e));
                     continue;
@@ -159,14 +159,17 @@ impl Engine {
                     results.push(Ok(outcome));
                     continue;
                 }
-                Ok(Plan::Write { command, outcome, shadow }) => (command, outcome, shadow),
+                Ok(Plan::Write { command, outcome, shadow, band_keys }) => (command, outcome, shadow, band_keys),
             };
             let Command::Upsert { record, idem, .. } = command else {
                 return Err(Error::state("an upsert was planned as another command"));
             };
-            let (band_keys, hash) = t.footprint(&record)?;
+            // Band keys and the content hash are what the index reads for a
+            // query: two writes sharing none cannot find each other.
+            let hash = record.content_hash;
             let upsert = BatchedUpsert { record, idem };
-            let size = postcard::to_stdvec(&upsert).map_err(|e| Error::state(format!("sizing an upsert: {e}")))?.len();
+            let size = postcard::experimental::serialized_size(&upsert)
+                .map_err(|e| Error::state(format!("sizing an upsert: {e}")))?;
             // Counted whole, as if every write were new: near a budget the
             // group ends early rather than let a later write pass a limit
             // the earlier ones reach.
@@ -196,14 +199,16 @@ impl Engine {
             return Ok((results, depends_on));
         }
         let tenant = t.name.clone();
-        let command = if writes.len() == 1 {
-            let (_, u, _) = &writes[0];
-            Command::Upsert { tenant, record: u.record.clone(), idem: u.idem.clone() }
+        let (placed, mut upserts): (Vec<_>, Vec<_>) = writes.into_iter().map(|(at, u, s)| ((at, s), u)).unzip();
+        // One write stays an ordinary upsert entry.
+        let command = if upserts.len() == 1 {
+            let BatchedUpsert { record, idem } = upserts.remove(0);
+            Command::Upsert { tenant, record, idem }
         } else {
-            Command::Upserts { tenant, items: writes.iter().map(|(_, u, _)| u.clone()).collect() }
+            Command::Upserts { tenant, items: upserts }
         };
         let lsn = self.log_and_apply(t, command)?;
-        for (at, _, shadow) in writes {
+        for (at, shadow) in placed {
             if let Ok(o) = &mut results[at] {
                 o.lsn = lsn;
             }
@@ -231,7 +236,7 @@ impl Engine {
     ) -> Result<(UpsertOutcome, u64)> {
         match t.plan_upsert(&*self.store, item, pre)? {
             Plan::Answer { outcome, depends_on } => Ok((outcome, depends_on)),
-            Plan::Write { command, outcome, shadow } => {
+            Plan::Write { command, outcome, shadow, .. } => {
                 let lsn = self.log_and_apply(t, command)?;
                 if let (Some(s), Some((item_id, content))) = (t.shadow.as_mut(), shadow) {
                     s.insert(&item_id, &content)?;

@@ -192,14 +192,6 @@ impl Tenant {
         self.idem.len()
     }
 
-    /// What a logged upsert record touches in the index: its band keys
-    /// and its content hash (the exact-duplicate bucket). Two upserts that
-    /// share none of these, nor an id, cannot change each other's decision.
-    pub(crate) fn footprint(&self, record: &ItemRecord) -> Result<(Vec<u64>, [u8; 16])> {
-        let fp = self.fingerprinter.rebuild(record.stored_fingerprint(true))?;
-        Ok((fp.band_keys, record.content_hash))
-    }
-
     fn remember(&mut self, e: IdemEntry) {
         let max = self.config.limits.max_idempotency_keys as usize;
         if self.idem.insert(e.key.clone(), e.clone()).is_none() {

@@ -35,6 +35,9 @@ pub(crate) enum Plan {
         outcome: UpsertOutcome,
         /// The item as sent, for the shadow index (set only when one is active).
         shadow: Option<(String, String)>,
+        /// The item's LSH band keys (a cluster batch groups only writes
+        /// that share none).
+        band_keys: Vec<u64>,
     },
 }
 
@@ -190,6 +193,6 @@ impl Tenant {
         let idem = item.idempotency_key.clone().map(|key| IdemEntry { key, digest, outcome: outcome.clone() });
         let command = Command::Upsert { tenant: self.name.clone(), record: Box::new(record), idem: idem.map(Box::new) };
         let shadow = self.shadow.is_some().then_some((item.item_id, item.content));
-        Ok(Plan::Write { command, outcome, shadow })
+        Ok(Plan::Write { command, outcome, shadow, band_keys: fp.band_keys })
     }
 }
