@@ -61,25 +61,23 @@ impl Registry {
     /// A URL of a live node, other than `me`, that serves `p`; among
     /// several, the one `spread` picks (so tenants spread over them).
     pub fn url_for(&self, p: Partition, me: &str, spread: u64) -> Option<String> {
-        let seen = self.seen.read().ok()?;
-        let urls: Vec<&String> = seen
-            .values()
-            .filter(|(e, at)| {
-                e.node != me && at.elapsed() < EXPIRY && e.partitions == p.count && e.serves.contains(&p.index)
-            })
-            .filter_map(|(e, _)| e.url.as_ref())
-            .collect();
+        let urls: Vec<String> = self.serving(p).into_iter().filter(|e| e.node != me).filter_map(|e| e.url).collect();
         if urls.is_empty() {
             return None;
         }
         Some(urls[(spread % urls.len() as u64) as usize].clone())
     }
 
-    /// The live entries, by node.
-    pub fn live(&self) -> Vec<NodeEntry> {
+    /// The live nodes serving `p` (this one included), by node id.
+    pub fn serving(&self, p: Partition) -> Vec<NodeEntry> {
         self.seen.read().map_or_else(
             |_| Vec::new(),
-            |s| s.values().filter(|(_, at)| at.elapsed() < EXPIRY).map(|(e, _)| e.clone()).collect(),
+            |s| {
+                s.values()
+                    .filter(|(e, at)| at.elapsed() < EXPIRY && e.partitions == p.count && e.serves.contains(&p.index))
+                    .map(|(e, _)| e.clone())
+                    .collect()
+            },
         )
     }
 

@@ -138,10 +138,7 @@ impl AppState {
     /// In a partitioned cluster, the answer for a request about `tenant`
     /// when this node does not serve its partition; `None` when it does.
     pub fn redirect_for(&self, tenant: &str) -> Option<ApiError> {
-        match &self.inner.engines {
-            Engines::Cluster(c) if c.local(tenant).is_none() => Some(self.elsewhere(c, tenant)),
-            _ => None,
-        }
+        self.engine_for(tenant).err()
     }
 
     fn elsewhere(&self, c: &neardup_cluster::Cluster, tenant: &str) -> ApiError {

@@ -102,8 +102,9 @@ fn tenant_in_path(path: &str) -> Option<&str> {
 
 /// Completes a redirect to another node ([`crate::error::RedirectBase`])
 /// with the request's own path and query.
-fn with_location(mut resp: Response, target: &str) -> Response {
+fn with_location(mut resp: Response, uri: &axum::http::Uri) -> Response {
     if let Some(crate::error::RedirectBase(base)) = resp.extensions_mut().remove::<crate::error::RedirectBase>() {
+        let target = uri.path_and_query().map_or(uri.path(), |p| p.as_str());
         match axum::http::HeaderValue::from_str(&format!("{base}{target}")) {
             Ok(v) => {
                 resp.headers_mut().insert(axum::http::header::LOCATION, v);
@@ -166,7 +167,8 @@ async fn finish(State(state): State<AppState>, req: Request, next: Next) -> Resp
         .unwrap_or_else(|| "unmatched".to_string());
     let is_snapshot = route.ends_with("/snapshot");
     let span = tracing::info_span!("request", %method, route = %route);
-    let target = req.uri().path_and_query().map_or_else(|| req.uri().path().to_string(), |p| p.as_str().to_string());
+    // For a redirect's Location (a cheap, shared copy).
+    let uri = req.uri().clone();
     // Cluster mode: a tenant of a partition served elsewhere is redirected
     // before anything is read or charged.
     let early = tenant_in_path(req.uri().path()).and_then(|t| state.redirect_for(t));
@@ -174,7 +176,7 @@ async fn finish(State(state): State<AppState>, req: Request, next: Next) -> Resp
         Some(e) => e.into_response(),
         None => next.run(req).instrument(span.clone()).await,
     };
-    let resp = with_location(resp, &target);
+    let resp = with_location(resp, &uri);
     let status = resp.status();
     let is_json = resp.headers().get(CONTENT_TYPE).is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
     let resp = if (status.is_client_error() || status.is_server_error()) && !is_json {

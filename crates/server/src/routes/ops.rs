@@ -94,12 +94,11 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> ApiResult<impl IntoRes
         .collect();
     let mut text = s.metrics.render(&tenants, disk, &cluster);
     if let Some(c) = s.cluster() {
-        let live = c.registry.live();
         let count = c.layout().count;
         let counts: Vec<(String, u64)> = (0..count)
-            .map(|i| {
-                let serving = live.iter().filter(|e| e.partitions == count && e.serves.contains(&i)).count();
-                (format!("{i}/{count}"), serving as u64)
+            .map(|index| {
+                let p = neardup_cluster::partition::Partition { index, count };
+                (p.to_string(), c.registry.serving(p).len() as u64)
             })
             .collect();
         crate::metrics::render_partition_nodes(&mut text, &counts);
