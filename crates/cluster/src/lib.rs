@@ -271,7 +271,8 @@ pub struct Cluster {
     /// Which node serves which partition.
     pub registry: registry::Registry,
     options: ClusterOptions,
-    tasks: Vec<tokio::task::AbortHandle>,
+    /// Held for its drop: the registry's tasks end with the node.
+    _tasks: Tasks,
 }
 
 impl std::fmt::Debug for Cluster {
@@ -283,9 +284,15 @@ impl std::fmt::Debug for Cluster {
     }
 }
 
-impl Drop for Cluster {
+/// Background tasks that end with their owner (a node's registry
+/// heartbeat and watch; a partition's stream reader and snapshot loop —
+/// the applying thread ends with its reader).
+#[derive(Default)]
+struct Tasks(Vec<tokio::task::AbortHandle>);
+
+impl Drop for Tasks {
     fn drop(&mut self) {
-        for t in &self.tasks {
+        for t in &self.0 {
             t.abort();
         }
     }
@@ -353,7 +360,7 @@ impl Cluster {
         for p in cluster.layout.served() {
             nodes.push(Node::start_partition(&conns, &p.dir(dir), opts.clone(), cluster.clone(), p).await?);
         }
-        Ok(Cluster { nodes, keys, registry, options: cluster, tasks })
+        Ok(Cluster { nodes, keys, registry, options: cluster, _tasks: Tasks(tasks) })
     }
 
     /// This node's id.
@@ -414,7 +421,7 @@ pub struct Node {
     dir: std::path::PathBuf,
     /// One set at a time from this node.
     publishing: tokio::sync::Mutex<()>,
-    tasks: Vec<tokio::task::AbortHandle>,
+    tasks: Tasks,
 }
 
 impl std::fmt::Debug for Node {
@@ -424,16 +431,6 @@ impl std::fmt::Debug for Node {
             .field("partition", &self.partition)
             .field("dir", &self.dir)
             .finish()
-    }
-}
-
-impl Drop for Node {
-    /// Stops reading the stream (the applying thread ends with it) and
-    /// writing snapshot sets.
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
     }
 }
 
@@ -525,11 +522,11 @@ impl Node {
             bucket,
             dir: dir.to_path_buf(),
             publishing: tokio::sync::Mutex::new(()),
-            tasks: vec![reader],
+            tasks: Tasks(vec![reader]),
         };
         if let Some(every) = node.options.snapshot_interval {
             let loop_node = node.handle();
-            node.tasks.push(tokio::spawn(snapshot_loop(loop_node, every)).abort_handle());
+            node.tasks.0.push(tokio::spawn(snapshot_loop(loop_node, every)).abort_handle());
         }
         Ok(node)
     }
