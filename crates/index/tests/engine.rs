@@ -567,6 +567,35 @@ fn group_commit_acknowledges_only_durable_writes() {
     assert_eq!(e.stats("a").unwrap().live_items + e.stats("b").unwrap().live_items, 640 - 16);
 }
 
+/// Queries whose answers a restart must keep: decisions, candidates of
+/// stored items, live ids and bytes.
+type ImageAnswers = (Vec<neardup_index::Decision>, Vec<String>, u64);
+
+fn image_answers(e: &Engine) -> ImageAnswers {
+    let queries = ["family 3 shared words of a page number 4 and more 7", "family 11 shared words", "nothing alike"];
+    let mut v: Vec<_> = queries.iter().map(|q| e.decide("t", q).unwrap()).collect();
+    v.extend((0..5).map(|i| e.candidates("t", Query::Item(&format!("i{}", i * 31 + 1)), 100).unwrap()));
+    (v, e.live_ids("t").unwrap(), e.stats("t").unwrap().live_bytes)
+}
+
+/// A fjall engine in `dir` with 300 items (some tombstoned), checkpointed
+/// with an index image; its answers.
+fn checkpointed_with_image(dir: &std::path::Path) -> ImageAnswers {
+    let e = Engine::open(dir, opts(StoreKind::Fjall)).unwrap();
+    let mut c = seed_tenant();
+    c.index.max_candidates = 5;
+    e.create_tenant("t", c).unwrap();
+    for i in 0..300 {
+        let text = format!("family {} shared words of a page number {} and more {}", i % 17, i % 9, i);
+        e.upsert("t", Item::text(format!("i{i}"), text)).unwrap();
+    }
+    for i in (0..300).step_by(13) {
+        e.tombstone("t", &format!("i{i}"), 1).unwrap();
+    }
+    e.checkpoint().unwrap();
+    image_answers(&e)
+}
+
 /// A restart after a checkpoint of a fjall engine loads each tenant's
 /// candidate index from the checkpoint's image, not from the store, and
 /// answers exactly as before; a write after the checkpoint makes it read
@@ -574,37 +603,16 @@ fn group_commit_acknowledges_only_durable_writes() {
 #[test]
 fn restart_from_an_index_image_answers_as_before() {
     let dir = tempfile::tempdir().unwrap();
-    let texts: Vec<String> =
-        (0..300).map(|i| format!("family {} shared words of a page number {} and more {}", i % 17, i % 9, i)).collect();
-    let queries = ["family 3 shared words of a page number 4 and more 7", "family 11 shared words", "nothing alike"];
-    let answers = |e: &Engine| {
-        let mut v: Vec<_> = queries.iter().map(|q| e.decide("t", q).unwrap()).collect();
-        v.extend((0..5).map(|i| e.candidates("t", Query::Item(&format!("i{}", i * 31 + 1)), 100).unwrap()));
-        (v, e.live_ids("t").unwrap(), e.stats("t").unwrap().live_bytes)
-    };
-    let before = {
-        let e = Engine::open(dir.path(), opts(StoreKind::Fjall)).unwrap();
-        let mut c = seed_tenant();
-        c.index.max_candidates = 5;
-        e.create_tenant("t", c).unwrap();
-        for (i, t) in texts.iter().enumerate() {
-            e.upsert("t", Item::text(format!("i{i}"), t.clone())).unwrap();
-        }
-        for i in (0..300).step_by(13) {
-            e.tombstone("t", &format!("i{i}"), 1).unwrap();
-        }
-        e.checkpoint().unwrap();
-        answers(&e)
-    };
+    let before = checkpointed_with_image(dir.path());
     let e = Engine::open(dir.path(), opts(StoreKind::Fjall)).unwrap();
     assert_eq!(e.recovery_report().index_images, ["t"]);
-    assert_eq!(answers(&e), before);
+    assert_eq!(image_answers(&e), before);
     e.upsert("t", Item::text("late", "a late item after the checkpoint")).unwrap();
-    let after = answers(&e);
+    let after = image_answers(&e);
     drop(e);
     let e = Engine::open(dir.path(), opts(StoreKind::Fjall)).unwrap();
     assert!(e.recovery_report().index_images.is_empty());
-    assert_eq!(answers(&e), after);
+    assert_eq!(image_answers(&e), after);
 }
 
 /// The seed's fault list: corrupt postings. A byte flipped inside a
@@ -614,22 +622,7 @@ fn restart_from_an_index_image_answers_as_before() {
 #[test]
 fn corrupt_postings_are_rebuilt_from_the_store() {
     let dir = tempfile::tempdir().unwrap();
-    let texts: Vec<String> =
-        (0..300).map(|i| format!("family {} shared words of a page number {} and more {}", i % 17, i % 9, i)).collect();
-    let queries = ["family 3 shared words of a page number 4 and more 7", "family 11 shared words", "nothing alike"];
-    let answers = |e: &Engine| {
-        let v: Vec<_> = queries.iter().map(|q| e.decide("t", q).unwrap()).collect();
-        (v, e.live_ids("t").unwrap())
-    };
-    let before = {
-        let e = Engine::open(dir.path(), opts(StoreKind::Fjall)).unwrap();
-        e.create_tenant("t", seed_tenant()).unwrap();
-        for (i, t) in texts.iter().enumerate() {
-            e.upsert("t", Item::text(format!("i{i}"), t.clone())).unwrap();
-        }
-        e.checkpoint().unwrap();
-        answers(&e)
-    };
+    let before = checkpointed_with_image(dir.path());
     // The newest checkpoint of t: flip a byte three quarters in, among the
     // image's posting rows (the meta frame comes first and is small).
     let snaps = dir.path().join("snapshots").join("t");
@@ -643,7 +636,7 @@ fn corrupt_postings_are_rebuilt_from_the_store() {
     assert_eq!(r.index_images_rebuilt.len(), 1, "{r:?}");
     assert!(r.index_images.is_empty(), "{r:?}");
     assert!(r.snapshots_rejected.is_empty(), "{r:?}");
-    assert_eq!(answers(&e), before);
+    assert_eq!(image_answers(&e), before);
 }
 
 /// The seed's fault list: a reviewer flooding contradictory labels. Labels
