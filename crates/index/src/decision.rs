@@ -103,6 +103,18 @@ impl ScoredCandidate {
             bands_shared: bands,
         }
     }
+
+    /// A candidate known to hold the same content (equal content hashes)
+    /// without its features: exact-hash-only mode.
+    pub(crate) fn same_content(policy: &Policy, item_id: &str, bands: u16) -> ScoredCandidate {
+        ScoredCandidate {
+            item_id: item_id.to_string(),
+            score: 1.0,
+            verdict: MatchVerdict::from(policy.classify(1.0, true)),
+            same_content: true,
+            bands_shared: bands,
+        }
+    }
 }
 
 /// Sorts verified candidates best first: score, then item id.
@@ -224,7 +236,17 @@ pub(crate) struct Evidence {
     pub partial: bool,
     pub hot_buckets: u32,
     pub degraded_shingles: Option<(u64, u64)>,
+    /// Candidates whose features could not be read from the store.
+    pub unverified: Option<Unverified>,
     pub method_version: String,
+}
+
+/// Candidates a query could not verify because the feature store failed
+/// to read them; only their in-memory content hashes were compared.
+pub(crate) struct Unverified {
+    pub count: u32,
+    /// The first read error.
+    pub cause: String,
 }
 
 impl Evidence {
@@ -238,6 +260,7 @@ impl Evidence {
             degraded_shingles: fp.degraded.map(|d| match d {
                 neardup_core::Degraded::TooManyShingles { count, max } => (count, max),
             }),
+            unverified: None,
             method_version: method_version.to_string(),
         }
     }
@@ -253,7 +276,7 @@ pub(crate) fn decide(policy: &Policy, candidates: Vec<ScoredCandidate>, ev: Evid
     let best_verdict = best.map(|c| c.verdict).unwrap_or(MatchVerdict::Different);
     let partial = ev.partial;
     let pv = format!("policy {}@v{}", policy.id, policy.version);
-    let method = if ev.degraded_shingles.is_some() { METHOD_EXACT } else { METHOD_LSH };
+    let method = if ev.degraded_shingles.is_some() || ev.unverified.is_some() { METHOD_EXACT } else { METHOD_LSH };
     let (state, explanation) = match (best_verdict, best) {
         (MatchVerdict::Identical, Some(c)) => (
             DecisionState::Duplicate,
@@ -272,6 +295,18 @@ pub(crate) fn decide(policy: &Policy, candidates: Vec<ScoredCandidate>, ev: Evid
                 c.item_id, c.score, policy.threshold_similar
             ),
         ),
+        _ if ev.unverified.is_some() => {
+            let count = ev.unverified.as_ref().map_or(0, |u| u.count);
+            (
+                DecisionState::Review,
+                format!(
+                    "review: the feature store could not be read, so {count} of {} candidates \
+                     were compared by exact content hash only and none matched; a near \
+                     duplicate may exist ({pv})",
+                    ev.candidates_seen
+                ),
+            )
+        }
         _ if partial => (
             DecisionState::Review,
             format!(
@@ -328,7 +363,14 @@ pub(crate) fn decide(policy: &Policy, candidates: Vec<ScoredCandidate>, ev: Evid
         candidates_seen: ev.candidates_seen,
         over_cap: ev.over_cap,
         hot_buckets: ev.hot_buckets,
-        degraded: ev.degraded_shingles.map(|(c, m)| format!("{c} shingles over the cap of {m}: exact hash only")),
+        degraded: match (ev.degraded_shingles, &ev.unverified) {
+            (Some((c, m)), _) => Some(format!("{c} shingles over the cap of {m}: exact hash only")),
+            (None, Some(u)) => Some(format!(
+                "feature store unreadable ({}): exact hash only, {} candidates not verified",
+                u.cause, u.count
+            )),
+            (None, None) => None,
+        },
         explanation,
     }
 }
@@ -344,6 +386,7 @@ mod tests {
             partial: false,
             hot_buckets: 0,
             degraded_shingles: None,
+            unverified: None,
             method_version: "v".into(),
         }
     }
@@ -386,5 +429,19 @@ mod tests {
         let d = decide(&p, vec![], e);
         assert_eq!(d.state, DecisionState::Quarantined);
         assert_eq!(d.method, METHOD_EXACT);
+    }
+
+    #[test]
+    fn unreadable_features_are_review_unless_the_content_matches() {
+        let p = Policy::new("p", 1, 1.0, 0.75).unwrap();
+        let u = || Some(Unverified { count: 3, cause: "disk gone".into() });
+        let d = decide(&p, vec![], Evidence { unverified: u(), candidates_seen: 3, ..ev() });
+        assert_eq!(d.state, DecisionState::Review);
+        assert_eq!(d.method, METHOD_EXACT);
+        assert!(d.degraded.as_deref().unwrap_or("").contains("disk gone"), "{:?}", d.degraded);
+        let copy = ScoredCandidate::same_content(&p, "a", 4);
+        let d = decide(&p, vec![copy], Evidence { unverified: u(), ..ev() });
+        assert_eq!(d.state, DecisionState::Duplicate);
+        assert!(d.degraded.is_some());
     }
 }

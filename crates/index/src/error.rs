@@ -228,7 +228,9 @@ impl Error {
         Error::new(ErrorKind::Io { context: context.into(), source })
     }
 
-    pub(crate) fn store(backend: &'static str, detail: impl fmt::Display) -> Error {
+    /// The item store `backend` failed (for [`crate::Store`] implementations
+    /// outside this crate).
+    pub fn store(backend: &'static str, detail: impl fmt::Display) -> Error {
         Error::new(ErrorKind::Store { backend, detail: detail.to_string() })
     }
 

@@ -700,3 +700,105 @@ fn one_hot_bucket_stays_bounded() {
     assert!(d.candidates.first().is_some_and(|c| c.score >= 0.8), "{d:?}");
     assert!(d.explanation.contains("hot buckets"), "{}", d.explanation);
 }
+
+/// A memory store whose reads fail while `gone` is set: the feature store
+/// removed or unreadable under a running engine.
+#[derive(Debug, Default)]
+struct VanishingStore {
+    inner: neardup_index::MemStore,
+    gone: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl VanishingStore {
+    fn check(&self) -> neardup_index::Result<()> {
+        match self.gone.load(std::sync::atomic::Ordering::SeqCst) {
+            true => Err(neardup_index::Error::store("vanishing", "the store's files are gone")),
+            false => Ok(()),
+        }
+    }
+}
+
+impl neardup_index::Store for VanishingStore {
+    fn backend(&self) -> &'static str {
+        "vanishing"
+    }
+    fn get(&self, tenant: &str, item_id: &str) -> neardup_index::Result<Option<neardup_index::ItemRecord>> {
+        self.check()?;
+        self.inner.get(tenant, item_id)
+    }
+    fn apply(&self, tenant: &str, batch: neardup_index::StoreBatch, lsn: u64) -> neardup_index::Result<()> {
+        self.check()?;
+        self.inner.apply(tenant, batch, lsn)
+    }
+    fn scan(
+        &self,
+        tenant: &str,
+        after: Option<&str>,
+        f: &mut dyn FnMut(neardup_index::ItemRecord) -> neardup_index::Result<std::ops::ControlFlow<()>>,
+    ) -> neardup_index::Result<()> {
+        self.check()?;
+        self.inner.scan(tenant, after, f)
+    }
+    fn view(&self, tenant: &str) -> neardup_index::Result<Box<dyn neardup_index::StoreView>> {
+        self.check()?;
+        self.inner.view(tenant)
+    }
+    fn is_persistent(&self) -> bool {
+        false
+    }
+    fn applied_lsn(&self, tenant: &str) -> neardup_index::Result<Option<u64>> {
+        self.inner.applied_lsn(tenant)
+    }
+    fn clear_tenant(&self, tenant: &str) -> neardup_index::Result<()> {
+        self.inner.clear_tenant(tenant)
+    }
+    fn persist(&self) -> neardup_index::Result<()> {
+        Ok(())
+    }
+}
+
+/// The seed's fault list: the feature store removed. Queries keep
+/// answering in exact-hash-only mode — a copy is still a duplicate (the
+/// index keeps content hashes in memory), anything else is `review`, and
+/// every decision says it was degraded and why — instead of failing; when
+/// the store is back, answers are what they were.
+#[test]
+fn without_the_feature_store_queries_fall_back_to_exact_hashes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = VanishingStore::default();
+    let gone = store.gone.clone();
+    let e = Engine::open_on_store(dir.path(), opts(StoreKind::Memory), Box::new(store)).unwrap();
+    e.create_tenant("t", seed_tenant()).unwrap();
+    e.upsert("t", Item::text("A", "red fox runs very fast")).unwrap();
+    e.upsert("t", Item::text("C", "database backup completed nightly")).unwrap();
+    let probes = ["red fox runs very fast", "red fox runs very fast today", "an unrelated sentence about tea"];
+    let before: Vec<_> = probes.iter().map(|p| e.decide("t", p).unwrap()).collect();
+    assert_eq!(before[0].state, DecisionState::Duplicate);
+    assert_eq!(before[1].state, DecisionState::NearDuplicate);
+    assert!(before.iter().all(|d| d.degraded.is_none()));
+
+    gone.store(true, std::sync::atomic::Ordering::SeqCst);
+    let copy = e.decide("t", probes[0]).unwrap();
+    assert_eq!(copy.state, DecisionState::Duplicate, "{copy:?}");
+    assert_eq!(copy.closest().unwrap().item_id, "A");
+    assert!(copy.closest().unwrap().same_content);
+    assert_eq!(copy.method, "exact-hash-only");
+    let near = e.decide("t", probes[1]).unwrap();
+    assert_eq!(near.state, DecisionState::Review, "{near:?}");
+    assert_eq!(near.method, "exact-hash-only");
+    assert!(near.explanation.contains("feature store could not be read"), "{}", near.explanation);
+    for d in [&copy, &near] {
+        let why = d.degraded.as_deref().unwrap_or_default();
+        assert!(why.contains("feature store unreadable") && why.contains("files are gone"), "{why}");
+    }
+    // No candidate, nothing to read: the answer needs no store.
+    let none = e.decide("t", probes[2]).unwrap();
+    assert_eq!(none.state, DecisionState::Distinct);
+    assert!(none.degraded.is_none());
+    // A write cannot be kept without the store: an error, not a decision.
+    assert_eq!(e.upsert("t", Item::text("D", "a new item while the store is gone")).unwrap_err().code(), "store");
+
+    gone.store(false, std::sync::atomic::Ordering::SeqCst);
+    let after: Vec<_> = probes.iter().map(|p| e.decide("t", p).unwrap()).collect();
+    assert_eq!(after, before);
+}

@@ -17,7 +17,7 @@ use neardup_core::{CandidateIndex, Fingerprint, Fingerprinter, ItemKeys, Params,
 
 use self::directory::Directory;
 use crate::command::{Command, IdemEntry};
-use crate::decision::{decide, sort_best_first, Decision, Evidence, ScoredCandidate};
+use crate::decision::{decide, sort_best_first, Decision, Evidence, ScoredCandidate, Unverified};
 use crate::error::{Error, Result};
 use crate::feedback::LabelEvent;
 use crate::item::ItemRecord;
@@ -297,12 +297,26 @@ impl Tenant {
     pub(crate) fn evaluate(&self, store: &dyn Store, fp: &Fingerprint, exclude: Option<u32>) -> Result<Decision> {
         let set = self.index.candidates(fp.into(), exclude, self.query_limits())?;
         let mut scored = Vec::with_capacity(set.ids.len());
+        let mut unverified: Option<Unverified> = None;
         for c in &set.ids {
             let Some(item_id) = self.dir.id(c.id) else {
                 continue;
             };
-            let Some(rec) = store.get(&self.name, item_id)? else {
-                continue;
+            let rec = match store.get(&self.name, item_id) {
+                Ok(Some(rec)) => rec,
+                Ok(None) => continue,
+                // The feature store cannot be read: exact-hash-only mode.
+                // The index keeps each live item's content hash in memory,
+                // so a copy is still found; anything else stays unverified
+                // and the decision says so.
+                Err(e) => {
+                    let u = unverified.get_or_insert_with(|| Unverified { count: 0, cause: e.to_string() });
+                    u.count += 1;
+                    if self.content_hash_of_slot(c.id) == Some(fp.content_hash.0) {
+                        scored.push(ScoredCandidate::same_content(&self.policy, item_id, c.bands));
+                    }
+                    continue;
+                }
             };
             if !rec.is_live() {
                 continue;
@@ -325,7 +339,7 @@ impl Tenant {
             c.cap_hits += u64::from(set.over_cap);
             c.hot_bucket_hits += u64::from(set.hot_buckets > 0);
         }
-        Ok(decide(&self.policy, scored, Evidence::of(&set, fp, &self.version)))
+        Ok(decide(&self.policy, scored, Evidence { unverified, ..Evidence::of(&set, fp, &self.version) }))
     }
 
     /// Applies a logged command. `CreateTenant` is the engine's.
