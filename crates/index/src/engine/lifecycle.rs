@@ -139,4 +139,20 @@ mod tests {
         assert!(e.write_refusal().is_some());
         assert!(e.upsert("t", Item::text("B", "a quite different text")).is_err());
     }
+
+    /// Issue 15: a tenant creation whose fsync failed answered an error but
+    /// the tenant stayed (until a restart dropped it). Now it is gone with
+    /// the error.
+    #[test]
+    fn a_creation_whose_fsync_fails_leaves_no_tenant() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = EngineOptions { fsync: FsyncPolicy::Always, ..EngineOptions::default() };
+        let e = Engine::open(dir.path(), opts).unwrap();
+        let config = TenantConfig::new(neardup_core::Config::seed_example());
+        e.create_tenant("kept", config.clone()).unwrap();
+        e.wal.fail_next_fsync();
+        assert!(e.create_tenant("t", config).is_err());
+        assert_eq!(e.tenant_config("t").unwrap_err().code(), "tenant_not_found");
+        assert_eq!(e.tenants().unwrap(), ["kept"]);
+    }
 }

@@ -18,7 +18,21 @@ impl Engine {
     pub fn create_tenant(&self, id: &str, config: TenantConfig) -> Result<()> {
         check_tenant_id(id)?;
         let ((), lsn) = self.replicated(id, || self.create_tenant_once(id, config.clone()))?;
-        self.make_durable(lsn)
+        if let Err(e) = self.make_durable(lsn) {
+            // Not durable, so not created: the tenant leaves the running
+            // state (the log now refuses every write, so nothing written to
+            // it meanwhile was acknowledged either). Creating it only once
+            // durable would hold the tenants map, and every tenant's
+            // requests, through the fsync.
+            if let Ok(mut map) = self.tenants.write() {
+                let ours = map.get(id).and_then(|t| t.read().ok().map(|t| t.applied_lsn <= lsn));
+                if ours == Some(true) {
+                    map.remove(id);
+                }
+            }
+            return Err(e);
+        }
+        Ok(())
     }
 
     fn create_tenant_once(&self, id: &str, config: TenantConfig) -> Result<((), u64)> {
