@@ -221,6 +221,9 @@ struct Writer {
     /// Test hook: the next fsync fails.
     #[cfg(test)]
     fail_fsync: bool,
+    /// Fault injection: every fsync first sleeps this long (a slow disk).
+    #[cfg(any(test, feature = "fault-injection"))]
+    fsync_delay: std::time::Duration,
 }
 
 impl Writer {
@@ -237,6 +240,8 @@ impl Writer {
             fail_after: None,
             #[cfg(test)]
             fail_fsync: false,
+            #[cfg(any(test, feature = "fault-injection"))]
+            fsync_delay: std::time::Duration::ZERO,
         }
     }
 
@@ -394,6 +399,14 @@ impl Wal {
         self.append_inner(payloads)
     }
 
+    /// Fault injection: every later fsync first sleeps `delay`.
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub(crate) fn delay_fsyncs(&self, delay: std::time::Duration) {
+        if let Ok(mut w) = self.writer.lock() {
+            w.fsync_delay = delay;
+        }
+    }
+
     /// Test hook: the next fsync fails.
     #[cfg(test)]
     pub(crate) fn fail_next_fsync(&self) {
@@ -433,10 +446,20 @@ impl Wal {
                     let fail = std::mem::take(&mut w.fail_fsync);
                     #[cfg(not(test))]
                     let fail = false;
-                    w.file.try_clone().map(|f| (f, upto, fail)).map_err(|e| Error::io("fsyncing the command log", e))
+                    #[cfg(any(test, feature = "fault-injection"))]
+                    let delay = w.fsync_delay;
+                    #[cfg(not(any(test, feature = "fault-injection")))]
+                    let delay = std::time::Duration::ZERO;
+                    w.file
+                        .try_clone()
+                        .map(|f| (f, upto, (fail, delay)))
+                        .map_err(|e| Error::io("fsyncing the command log", e))
                 })
             };
-            let sync = |f: File, fail: bool| {
+            let sync = |f: File, (fail, delay): (bool, std::time::Duration)| {
+                if !delay.is_zero() {
+                    std::thread::sleep(delay);
+                }
                 if fail {
                     return Err(std::io::Error::other("fsync failed (test)"));
                 }

@@ -87,6 +87,8 @@ impl TenantMetrics {
 pub struct DiskGauges {
     /// Bytes in the command log.
     pub log_bytes: u64,
+    /// Fsyncs of the command log since start (`--fsync always`).
+    pub log_fsyncs: u64,
     /// Bytes under the data directory.
     pub data_dir_bytes: u64,
     /// Bytes the item store holds in memory (cache, memtables).
@@ -428,6 +430,13 @@ impl Metrics {
         }
         help(&mut out, "neardup_command_log_bytes", "gauge", "Bytes in the command log.");
         let _ = writeln!(out, "neardup_command_log_bytes {log_bytes}");
+        help(
+            &mut out,
+            "neardup_command_log_fsyncs_total",
+            "counter",
+            "Fsyncs of the command log since start (group commit shares one among concurrent writes).",
+        );
+        let _ = writeln!(out, "neardup_command_log_fsyncs_total {}", disk.log_fsyncs);
         // What a million items cost on this node, from what it holds now:
         // resident memory and disk per live item, CPU per item ingested
         // since the process started (queries included).
@@ -545,7 +554,7 @@ mod tests {
         };
         let text = m.render(
             &gauges,
-            DiskGauges { log_bytes: 10, data_dir_bytes: 8_000, store_resident_bytes: 0 },
+            DiskGauges { log_bytes: 10, log_fsyncs: 3, data_dir_bytes: 8_000, store_resident_bytes: 0 },
             &[cluster.clone(), ClusterGauges { partition: "1/2".into(), lag: 3, ..cluster }],
         );
         assert!(text.contains("neardup_cluster_lag_commands{node=\"n1\",partition=\"0/1\"} 10\n"), "{text}");
@@ -556,6 +565,7 @@ mod tests {
         assert!(!text.contains("neardup_cluster_snapshot_age_seconds{"), "{text}");
         assert!(text.contains("neardup_cost_disk_bytes_per_million_items 2000000000\n"), "{text}");
         assert!(text.contains("neardup_data_dir_bytes 8000\n"), "{text}");
+        assert!(text.contains("neardup_command_log_fsyncs_total 3\n"), "{text}");
         if cfg!(target_os = "linux") {
             let rss = text.lines().find(|l| l.starts_with("neardup_cost_resident_bytes_per_million_items "));
             let v: f64 = rss.and_then(|l| l.split(' ').nth(1)?.parse().ok()).expect("a resident cost on Linux");

@@ -633,3 +633,47 @@ async fn a_slow_store_keeps_deadlines_and_loses_nothing() {
         assert_eq!(r.status, StatusCode::OK);
     }
 }
+
+/// The seed's fault list: a slow command log (every fsync takes a second,
+/// injected under `--fsync always`). A write answers 408 at its 200 ms
+/// deadline and still lands; queries of the same tenant keep answering
+/// meanwhile (the fsync holds no tenant lock); a retry answers from the
+/// write; nothing acknowledged is lost.
+#[tokio::test]
+async fn a_slow_command_log_keeps_deadlines_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = EngineOptions { fsync: neardup_index::FsyncPolicy::Always, ..EngineOptions::default() };
+    let engine = std::sync::Arc::new(neardup_index::Engine::open(dir.path(), opts).unwrap());
+    let keys = KeyStore::open(None, Some(ADMIN)).unwrap();
+    let cfg = GatewayConfig { request_timeout: std::time::Duration::from_millis(200), ..GatewayConfig::default() };
+    let h = H { state: AppState::new(engine.clone(), keys, cfg), dir };
+    let key = h.tenant("t1", None).await;
+    for i in 0..5 {
+        let r = h.put("t1", &key, &format!("a{i}"), &format!("red fox number {i} runs very fast")).await;
+        assert!(r.status.is_success());
+    }
+    engine.delay_log_fsyncs(std::time::Duration::from_millis(1_000));
+    let started = std::time::Instant::now();
+    let decide = async {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        let body = json!({"content": "red fox number 3 runs very fast"});
+        let r = h.call(Method::POST, "/v1/tenants/t1/decide", Some(&key), Some(body)).await;
+        (r, started.elapsed())
+    };
+    let (w, (q, q_at)) = tokio::join!(h.put("t1", &key, "slow", "a write the slow log takes a second to keep"), decide);
+    assert_error(&w, StatusCode::REQUEST_TIMEOUT, "timeout");
+    assert!(started.elapsed() < std::time::Duration::from_millis(900), "answered after {:?}", started.elapsed());
+    assert_eq!(q.status, StatusCode::OK, "{}", q.json());
+    assert_eq!(q.json()["decision"], "duplicate");
+    assert!(q_at < std::time::Duration::from_millis(900), "the query waited for the fsync: {q_at:?}");
+    engine.delay_log_fsyncs(std::time::Duration::ZERO);
+    tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
+    let r = h.put("t1", &key, "slow", "a write the slow log takes a second to keep").await;
+    assert_eq!(r.status, StatusCode::OK, "the retry answers from the write that landed");
+    assert_eq!(r.json()["status"], "unchanged");
+    for i in 0..5 {
+        let r = h.call(Method::GET, &format!("/v1/tenants/t1/items/a{i}"), Some(&key), None).await;
+        assert_eq!(r.status, StatusCode::OK);
+    }
+    assert!(engine.durable_lsn() > 0);
+}

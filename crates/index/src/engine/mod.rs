@@ -282,6 +282,13 @@ impl Engine {
         self.wal.refusal()
     }
 
+    /// Fault injection (feature `fault-injection`, for tests): every later
+    /// fsync of the command log first sleeps `delay`, as a slow disk would.
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn delay_log_fsyncs(&self, delay: std::time::Duration) {
+        self.wal.delay_fsyncs(delay);
+    }
+
     /// Bytes in the command log.
     pub fn log_bytes(&self) -> u64 {
         self.wal.disk_bytes()

@@ -60,6 +60,7 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> ApiResult<impl IntoRes
                 out,
                 DiskGauges {
                     log_bytes: e.log_bytes(),
+                    log_fsyncs: e.log_fsyncs(),
                     data_dir_bytes: e.disk_bytes(),
                     store_resident_bytes: e.store_resident_bytes(),
                 },
@@ -73,6 +74,7 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> ApiResult<impl IntoRes
     for (t, d) in per_engine {
         tenants.extend(t);
         disk.log_bytes += d.log_bytes;
+        disk.log_fsyncs += d.log_fsyncs;
         disk.data_dir_bytes += d.data_dir_bytes;
         disk.store_resident_bytes += d.store_resident_bytes;
     }
