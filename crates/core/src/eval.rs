@@ -186,9 +186,37 @@ pub fn percentiles(values: &mut [usize]) -> (usize, usize, usize) {
     (at(0.5), at(0.99), values[values.len() - 1])
 }
 
+/// The 95 % Wilson score interval of `successes` out of `total`: unlike
+/// the normal approximation it stays inside [0, 1] and is honest for small
+/// counts (3 of 3 is not "100 % ± 0"). `(0, 1)` when `total` is 0.
+pub fn wilson_interval(successes: u64, total: u64) -> (f64, f64) {
+    if total == 0 {
+        return (0.0, 1.0);
+    }
+    const Z: f64 = 1.959_963_984_540_054;
+    let n = total as f64;
+    let p = successes.min(total) as f64 / n;
+    let z2 = Z * Z;
+    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
+    let half = Z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / (1.0 + z2 / n);
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn wilson_intervals() {
+        assert_eq!(wilson_interval(0, 0), (0.0, 1.0));
+        // Published values (Wilson 1927; e.g. Newcombe 1998, table I): 81 of 263.
+        let (lo, hi) = wilson_interval(81, 263);
+        assert!((lo - 0.2553).abs() < 5e-4 && (hi - 0.3662).abs() < 5e-4, "{lo} {hi}");
+        let (lo, hi) = wilson_interval(3, 3);
+        assert!(hi == 1.0 && (lo - 0.4385).abs() < 5e-4, "{lo}");
+        let (lo, hi) = wilson_interval(0, 10);
+        assert!(lo == 0.0 && (hi - 0.2775).abs() < 5e-4, "{hi}");
+    }
 
     #[test]
     fn bins_and_accuracy() {

@@ -29,6 +29,7 @@ mod error;
 pub mod eval;
 mod fingerprint;
 pub mod hash;
+pub mod highlight;
 mod index;
 pub mod lsh;
 pub mod minhash;

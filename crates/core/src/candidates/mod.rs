@@ -451,6 +451,12 @@ impl CandidateIndex {
         self.postings.largest(self.lsh.bands as usize, top)
     }
 
+    /// Band buckets by size: element `i` counts the buckets holding
+    /// `[2^i, 2^(i+1))` items (see the dashboards' bucket-size plot).
+    pub fn bucket_size_histogram(&self) -> Vec<u64> {
+        self.postings.size_histogram(self.lsh.bands as usize)
+    }
+
     /// Heap bytes held by the index, from capacities.
     pub fn heap_bytes(&self) -> u64 {
         self.postings.heap_bytes()
@@ -502,6 +508,20 @@ mod tests {
 
     fn ids(c: &CandidateSet) -> Vec<(u32, u16)> {
         c.ids.iter().map(|c| (c.id, c.bands)).collect()
+    }
+
+    #[test]
+    fn bucket_size_histogram_counts_every_band() {
+        let mut idx = index(4, 2);
+        assert_eq!(idx.bucket_size_histogram(), [0]);
+        // Five copies of one signature: 4 buckets of 5 (bin 2: 4..=7).
+        for i in 0..5 {
+            add(&mut idx, &[1, 2, 3, 4, 5, 6, 7, 8], h(i));
+        }
+        // One that shares its first band only: that bucket grows to 6, and
+        // 3 buckets of 1 (bin 0).
+        add(&mut idx, &[1, 2, 9, 9, 8, 8, 7, 7], h(9));
+        assert_eq!(idx.bucket_size_histogram(), [3, 0, 4]);
     }
 
     #[test]

@@ -148,6 +148,24 @@ impl Postings {
         all
     }
 
+    /// How many buckets of the first `tables` tables hold 1, 2–3, 4–7, ...
+    /// entries: element `i` counts the buckets of size in `[2^i, 2^(i+1))`.
+    pub(crate) fn size_histogram(&self, tables: usize) -> Vec<u64> {
+        let mut bins = vec![0u64; 33];
+        for map in self.tables.iter().take(tables) {
+            for &slot in map.values() {
+                let size = if slot & LIST_BIT != 0 { self.lists[(slot & !LIST_BIT) as usize].len() } else { 1 };
+                if size > 0 {
+                    bins[size.ilog2() as usize] += 1;
+                }
+            }
+        }
+        while bins.len() > 1 && bins.last() == Some(&0) {
+            bins.pop();
+        }
+        bins
+    }
+
     /// Heap bytes held, from capacities: hashbrown keeps `buckets` slots of
     /// 8 bytes (key and value) plus one control byte each.
     pub(crate) fn heap_bytes(&self) -> u64 {
