@@ -50,7 +50,9 @@ pub use decision::{
     Decision, DecisionState, MatchVerdict, PolicyRef, ScoredCandidate, UpsertOutcome, UpsertStatus, Verification,
 };
 pub use engine::{
-    seed_replica, CheckpointReport, Engine, EngineOptions, Proposer, Query, RecoveryReport, StoreKind, TenantStats,
+    seed_replica, CheckpointReport, Comparison, Edge, Engine, EngineOptions, Estimate, LabelEvaluation, Member,
+    Neighbourhood, Proposer, Query, QueuedItem, RecoveryReport, ReviewQueue, Side, StoreKind, TenantStats, TextRun,
+    MAX_NEIGHBOURHOOD,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use feedback::{Label, LabelEvent, NewLabel};

@@ -802,3 +802,67 @@ fn without_the_feature_store_queries_fall_back_to_exact_hashes() {
     let after: Vec<_> = probes.iter().map(|p| e.decide("t", p).unwrap()).collect();
     assert_eq!(after, before);
 }
+
+/// The reviewer's reads: the queue (flagged items, newest first, paged by
+/// log position), a pair side by side with its shared passage marked, an
+/// item's neighbourhood, and the policy judged against labels — with
+/// contradictory labels set aside as disputed.
+#[test]
+fn review_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap();
+    e.create_tenant("t", seed_tenant()).unwrap();
+    e.upsert("t", Item::text("A", "red fox runs very fast")).unwrap();
+    e.upsert("t", Item::text("B", "red fox runs very fast today")).unwrap();
+    e.upsert("t", Item::text("C", "database backup completed nightly")).unwrap();
+    e.upsert("t", Item::text("D", "Red fox runs very fast!")).unwrap();
+    e.upsert("t", Item::text("E", "red fox runs very fast today again")).unwrap();
+    let flagged = [DecisionState::NearDuplicate, DecisionState::Duplicate];
+    let q = e.review_queue("t", &flagged, None, 10).unwrap();
+    let ids: Vec<_> = q.items.iter().map(|i| i.item.item_id.as_str()).collect();
+    assert_eq!(ids, ["E", "D", "B"]);
+    assert_eq!((q.scanned, q.total), (5, 3));
+    let page2 = e.review_queue("t", &flagged, Some(q.items[0].lsn), 1).unwrap();
+    assert_eq!(page2.items.iter().map(|i| i.item.item_id.as_str()).collect::<Vec<_>>(), ["D"]);
+    let near = e.review_queue("t", &[DecisionState::NearDuplicate], None, 10).unwrap();
+    assert!(near.items.iter().all(|i| i.item.decision == DecisionState::NearDuplicate));
+
+    let c = e.compare("t", "B", "A").unwrap();
+    assert_eq!(c.verification.score, 0.8);
+    let shared = |s: &neardup_index::Side| -> Vec<String> {
+        s.segments.as_ref().unwrap().iter().filter(|r| r.shared).map(|r| r.text.clone()).collect()
+    };
+    assert_eq!(shared(&c.left), ["red fox runs very fast"]);
+    assert_eq!(shared(&c.right), ["red fox runs very fast"]);
+    let whole: String = c.left.segments.as_ref().unwrap().iter().map(|r| r.text.as_str()).collect();
+    assert_eq!(whole, "red fox runs very fast today");
+
+    let n = e.neighbourhood("t", "A", 50).unwrap();
+    let members: Vec<_> = n.members.iter().map(|m| (m.item_id.as_str(), m.hops)).collect();
+    // E is 0.67 from A, 0.83 from B: two hops.
+    assert_eq!(members, [("D", 1), ("B", 1), ("E", 2)]);
+    assert!(n.edges.iter().any(|x| x.left == "B" && x.right == "E"));
+    assert!(!n.truncated);
+    let small = e.neighbourhood("t", "A", 1).unwrap();
+    assert!(small.truncated && small.members.len() <= 2, "{small:?}");
+
+    let label = |l: &str, r: &str, label: Label| {
+        let nl = NewLabel { left: l.into(), right: r.into(), label, actor: "rev".into(), rationale: String::new() };
+        e.label("t", nl).unwrap();
+    };
+    label("A", "B", Label::NearDuplicate); // flagged: TP
+    label("A", "C", Label::Distinct); // not flagged: TN
+    label("B", "C", Label::Duplicate); // not flagged: FN
+    label("D", "A", Label::Duplicate); // TP
+    label("A", "D", Label::Distinct); // the same pair, contradicted: disputed
+    assert_eq!(e.compare("t", "A", "D").unwrap().labels.len(), 2);
+    let ev = e.label_evaluation("t").unwrap();
+    assert_eq!((ev.pairs, ev.disputed, ev.true_positives, ev.false_negatives, ev.true_negatives), (4, 1, 1, 1, 1));
+    assert_eq!(ev.precision.unwrap().value, 1.0);
+    let recall = ev.recall.unwrap();
+    assert_eq!(recall.value, 0.5);
+    assert!(recall.low < 0.5 && recall.high > 0.5);
+    assert_eq!(q.items.iter().find(|i| i.item.item_id == "B").map(|i| i.labels), Some(0));
+    let q = e.review_queue("t", &flagged, None, 10).unwrap();
+    assert_eq!(q.items.iter().find(|i| i.item.item_id == "B").map(|i| i.labels), Some(2));
+}

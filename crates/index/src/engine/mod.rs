@@ -28,6 +28,7 @@ mod lifecycle;
 mod queries;
 mod recovery;
 mod replica;
+mod review;
 mod snapshots;
 mod writes;
 
@@ -43,6 +44,10 @@ use crate::tenant_config::TenantConfig;
 use crate::wal::{FsyncPolicy, LogRepair, Wal};
 use replica::Replica;
 pub use replica::{seed_replica, Proposer};
+pub use review::{
+    Comparison, Edge, Estimate, LabelEvaluation, Member, Neighbourhood, QueuedItem, ReviewQueue, Side, TextRun,
+    MAX_NEIGHBOURHOOD,
+};
 
 /// Which item store backs the engine.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -128,6 +133,8 @@ pub struct TenantStats {
     pub labels: u64,
     /// Largest LSH bucket.
     pub largest_bucket: usize,
+    /// Band buckets by size: element `i` counts buckets of `[2^i, 2^(i+1))` items.
+    pub bucket_sizes: Vec<u64>,
     /// Estimated resident bytes of the in-memory index.
     pub resident_bytes_estimate: u64,
     /// Query counters since open.

@@ -146,6 +146,7 @@ impl Engine {
             tombstones: t.tombstones.len() as u64,
             labels: t.labels.len() as u64,
             largest_bucket: t.largest_bucket(),
+            bucket_sizes: t.bucket_sizes(),
             resident_bytes_estimate: t.resident_estimate(),
             counters: t.counters.lock().map(|c| c.clone()).unwrap_or_default(),
             shadow: t.shadow.is_some(),

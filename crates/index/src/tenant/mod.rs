@@ -501,6 +501,10 @@ impl Tenant {
     }
 
     /// Bucket statistics for `stats`.
+    pub(crate) fn bucket_sizes(&self) -> Vec<u64> {
+        self.index.bucket_size_histogram()
+    }
+
     pub(crate) fn largest_bucket(&self) -> usize {
         self.index.largest_buckets(1).first().map(|b| b.2).unwrap_or(0)
     }
