@@ -32,10 +32,12 @@
 //! Layers, lowest first: `auth`, `quota`, `metrics`, `journal` (the
 //! gateway's own parts) → `state` → `extract` → `routes` (one module per
 //! resource) → `serve` (socket, signals, checkpoints). Errors become HTTP
-//! in exactly one place, [`ApiError::parts`].
+//! in exactly one place, [`ApiError::parts`]. `console` serves the review
+//! console (`/console/`), a browser client of the same API.
 
 mod auth;
 mod config;
+mod console;
 mod error;
 mod extract;
 mod journal;

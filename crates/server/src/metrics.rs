@@ -61,6 +61,63 @@ struct TenantMetrics {
     cross_version_attempts: u64,
     rate_limited: u64,
     items_ingested: u64,
+    /// Items written per wall-clock minute, oldest first, the last
+    /// [`INGEST_MINUTES`] minutes that saw a write: `(minute since the Unix
+    /// epoch, items)`.
+    ingest_minutes: std::collections::VecDeque<(u64, u64)>,
+}
+
+/// Minutes of ingest history kept per tenant for the dashboards.
+const INGEST_MINUTES: usize = 60;
+
+/// A fixed-bucket histogram as read: `counts[i]` observations at or below
+/// `bounds[i]` (and above the bound before), `overflow` above the last.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistogramFigures {
+    /// Upper bounds of the buckets.
+    pub bounds: Vec<f64>,
+    /// Observations per bucket (not cumulative).
+    pub counts: Vec<u64>,
+    /// Observations above the last bound.
+    pub overflow: u64,
+    /// Sum of all observations.
+    pub sum: f64,
+    /// Number of observations.
+    pub count: u64,
+}
+
+impl From<&Histogram> for HistogramFigures {
+    fn from(h: &Histogram) -> Self {
+        let inside: u64 = h.counts.iter().sum();
+        HistogramFigures {
+            bounds: h.bounds.to_vec(),
+            counts: h.counts.clone(),
+            overflow: h.count.saturating_sub(inside),
+            sum: h.sum,
+            count: h.count,
+        }
+    }
+}
+
+/// One tenant's metrics as this process counted them since it started,
+/// for the dashboards (`GET /v1/tenants/{tenant}/dashboard`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenantFigures {
+    pub ingest_seconds: HistogramFigures,
+    pub query_seconds: HistogramFigures,
+    pub candidates_per_query: HistogramFigures,
+    pub verification_score: HistogramFigures,
+    pub tombstone_seconds: HistogramFigures,
+    pub decisions: BTreeMap<String, u64>,
+    pub cap_rejections: u64,
+    pub budget_rejections: u64,
+    pub rate_limited: u64,
+    pub tombstones: u64,
+    pub items_ingested: u64,
+    /// `(minute since the Unix epoch, items written)`, oldest first.
+    pub ingest_minutes: Vec<(u64, u64)>,
+    /// Seconds since the tenant's newest snapshot on disk.
+    pub snapshot_age_seconds: Option<f64>,
 }
 
 impl TenantMetrics {
@@ -78,6 +135,7 @@ impl TenantMetrics {
             cross_version_attempts: 0,
             rate_limited: 0,
             items_ingested: 0,
+            ingest_minutes: std::collections::VecDeque::new(),
         }
     }
 }
@@ -283,6 +341,16 @@ impl Metrics {
             m.ingest_seconds.observe(seconds);
             if wrote {
                 m.items_ingested += 1;
+                let minute = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs() / 60);
+                match m.ingest_minutes.back_mut() {
+                    Some((at, n)) if *at == minute => *n += 1,
+                    _ => {
+                        m.ingest_minutes.push_back((minute, 1));
+                        if m.ingest_minutes.len() > INGEST_MINUTES {
+                            m.ingest_minutes.pop_front();
+                        }
+                    }
+                }
             }
             record_decision(m, d);
         });
@@ -328,6 +396,31 @@ impl Metrics {
     pub fn snapshot_written(&self, tenant: &str, at: SystemTime) {
         if let Ok(mut s) = self.snapshots.lock() {
             s.insert(tenant.to_string(), at);
+        }
+    }
+
+    /// `tenant`'s figures since this process started (empty ones for a
+    /// tenant it has seen nothing of).
+    pub fn figures(&self, tenant: &str) -> TenantFigures {
+        let m = self.tenants.lock().ok().and_then(|t| t.get(tenant).cloned()).unwrap_or_else(TenantMetrics::new);
+        let snapshot_age_seconds = self.snapshots.lock().ok().and_then(|s| {
+            let at = *s.get(tenant)?;
+            Some(SystemTime::now().duration_since(at).map(|d| d.as_secs_f64()).unwrap_or(0.0))
+        });
+        TenantFigures {
+            ingest_seconds: (&m.ingest_seconds).into(),
+            query_seconds: (&m.query_seconds).into(),
+            candidates_per_query: (&m.candidates_per_query).into(),
+            verification_score: (&m.verification_score).into(),
+            tombstone_seconds: (&m.tombstone_seconds).into(),
+            decisions: m.decisions.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            cap_rejections: m.cap_rejections,
+            budget_rejections: m.budget_rejections,
+            rate_limited: m.rate_limited,
+            tombstones: m.tombstones,
+            items_ingested: m.items_ingested,
+            ingest_minutes: m.ingest_minutes.iter().copied().collect(),
+            snapshot_age_seconds,
         }
     }
 

@@ -677,3 +677,97 @@ async fn a_slow_command_log_keeps_deadlines_and_loses_nothing() {
     }
     assert!(engine.durable_lsn() > 0);
 }
+
+/// The review console's page and files: served without a key, with a
+/// strict Content-Security-Policy; unknown files are 404.
+#[tokio::test]
+async fn the_console_is_served_with_a_strict_policy() {
+    let h = H::new();
+    let r = h.call(Method::GET, "/console", None, None).await;
+    assert_eq!(r.status, StatusCode::PERMANENT_REDIRECT);
+    assert_eq!(r.headers["location"], "/console/");
+    for (path, kind, needle) in [
+        ("/console/", "text/html", "<script src=\"console.js\">"),
+        ("/console/console.js", "text/javascript", "textContent"),
+        ("/console/console.css", "text/css", "mark.shared"),
+    ] {
+        let r = h.call(Method::GET, path, None, None).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}");
+        assert!(r.headers["content-type"].to_str().unwrap().starts_with(kind), "{path}");
+        let csp = r.headers["content-security-policy"].to_str().unwrap();
+        assert!(csp.contains("default-src 'none'") && csp.contains("script-src 'self'"), "{csp}");
+        assert!(!csp.contains("unsafe"), "{csp}");
+        assert_eq!(r.headers["x-content-type-options"], "nosniff");
+        assert!(String::from_utf8_lossy(&r.bytes).contains(needle), "{path}");
+    }
+    let r = h.call(Method::GET, "/console/secrets.txt", None, None).await;
+    assert_error(&r, StatusCode::NOT_FOUND, "route_not_found");
+}
+
+/// The routes behind the console: the review queue, a pair compared with
+/// its shared passage marked, the neighbourhood, and the dashboards'
+/// figures — each with its scope.
+#[tokio::test]
+async fn review_console_routes() {
+    let h = H::new();
+    let key = h.tenant("t1", None).await;
+    h.put("t1", &key, "A", "red fox runs very fast").await;
+    h.put("t1", &key, "B", "red fox runs very fast today").await;
+    h.put("t1", &key, "C", "database backup completed nightly").await;
+    let q = h.call(Method::GET, "/v1/tenants/t1/queue", Some(&key), None).await;
+    assert_eq!(q.status, StatusCode::OK, "{}", q.json());
+    let q = q.json();
+    assert_eq!(q["items"][0]["item"]["item_id"], "B");
+    assert_eq!(q["items"][0]["item"]["decision"], "near_duplicate");
+    assert_eq!(q["total"], 1);
+    assert!(q["next_before"].is_null());
+    let bad = h.call(Method::GET, "/v1/tenants/t1/queue?state=maybe", Some(&key), None).await;
+    assert_error(&bad, StatusCode::BAD_REQUEST, "invalid_request");
+
+    let c = h.call(Method::POST, "/v1/tenants/t1/compare", Some(&key), Some(json!({"left": "B", "right": "A"}))).await;
+    assert_eq!(c.status, StatusCode::OK, "{}", c.json());
+    let c = c.json();
+    assert_eq!(c["verification"]["score"], 0.8);
+    let runs = c["left"]["segments"].as_array().unwrap();
+    let shared: Vec<_> = runs.iter().filter(|r| r["shared"] == true).map(|r| r["text"].as_str().unwrap()).collect();
+    assert_eq!(shared, ["red fox runs very fast"]);
+    let whole: String = runs.iter().map(|r| r["text"].as_str().unwrap()).collect();
+    assert_eq!(whole, "red fox runs very fast today");
+
+    let n = h.call(Method::GET, "/v1/tenants/t1/items/A/neighbourhood", Some(&key), None).await.json();
+    assert_eq!(n["members"][0]["item_id"], "B");
+    assert_eq!(n["members"][0]["hops"], 1);
+
+    let label = json!({"left": "B", "right": "A", "label": "near_duplicate", "rationale": "same sentence"});
+    assert_eq!(
+        h.call(Method::POST, "/v1/tenants/t1/labels", Some(&key), Some(label)).await.status,
+        StatusCode::CREATED
+    );
+    let d = h.call(Method::GET, "/v1/tenants/t1/dashboard", Some(&key), None).await;
+    assert_eq!(d.status, StatusCode::OK, "{}", d.json());
+    let d = d.json();
+    assert!(d["candidates_per_query"]["count"].as_u64().unwrap() >= 3, "{d}");
+    assert_eq!(d["decisions"]["near_duplicate"], 1);
+    assert_eq!(d["s_curve"]["points"].as_array().unwrap().len(), 101);
+    let (b, r) = (d["s_curve"]["bands"].as_f64().unwrap(), d["s_curve"]["rows"].as_f64().unwrap());
+    let at_half = d["s_curve"]["points"][50][1].as_f64().unwrap();
+    assert!((at_half - (1.0 - (1.0 - 0.5f64.powf(r)).powf(b))).abs() < 1e-12, "{}", d["s_curve"]);
+    assert_eq!(d["s_curve"]["points"][100][1], 1.0);
+    assert_eq!(d["labelled"]["true_positives"], 1);
+    assert_eq!(d["labelled"]["precision"]["value"], 1.0);
+    assert!(d["bucket_sizes"]["counts"].as_array().unwrap().iter().any(|c| c.as_u64() > Some(0)));
+    assert_eq!(d["ingest_per_minute"].as_array().unwrap().iter().map(|m| m["items"].as_u64().unwrap()).sum::<u64>(), 3);
+    assert!(d["shadow"].is_null());
+
+    // The queue and compare show content: review scope, not query.
+    let minted = h.call(Method::POST, "/v1/tenants/t1/keys", Some(&key), Some(json!({"scopes": ["query"]}))).await;
+    let query_key = minted.json()["api_key"].as_str().unwrap().to_string();
+    let r = h.call(Method::GET, "/v1/tenants/t1/queue", Some(&query_key), None).await;
+    assert_error(&r, StatusCode::FORBIDDEN, "forbidden");
+    let r = h
+        .call(Method::POST, "/v1/tenants/t1/compare", Some(&query_key), Some(json!({"left": "B", "right": "A"})))
+        .await;
+    assert_error(&r, StatusCode::FORBIDDEN, "forbidden");
+    let r = h.call(Method::GET, "/v1/tenants/t1/dashboard", Some(&query_key), None).await;
+    assert_eq!(r.status, StatusCode::OK);
+}

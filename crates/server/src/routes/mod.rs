@@ -36,6 +36,7 @@ impl MinLsn {
     }
 }
 
+pub(crate) mod dashboard;
 pub(crate) mod items;
 pub(crate) mod lifecycle;
 pub(crate) mod ops;
@@ -55,6 +56,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/tenants/{tenant}/items", post(items::batch).get(items::list))
         .route("/v1/tenants/{tenant}/items/{item_id}", put(items::upsert).get(items::get).delete(items::tombstone))
         .route("/v1/tenants/{tenant}/items/{item_id}/candidates", get(query::item_candidates))
+        .route("/v1/tenants/{tenant}/items/{item_id}/neighbourhood", get(query::neighbourhood))
         .route("/v1/tenants/{tenant}/candidates", post(query::content_candidates))
         .route("/v1/tenants/{tenant}/decide", post(query::decide))
         .route("/v1/tenants/{tenant}/verify", post(query::verify))
@@ -68,6 +70,9 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/tenants/{tenant}/shadow/promote", post(lifecycle::shadow_promote))
         .route("/v1/tenants/{tenant}/labels", post(review::add_label).get(review::labels))
         .route("/v1/tenants/{tenant}/decisions", get(review::decisions))
+        .route("/v1/tenants/{tenant}/queue", get(review::queue))
+        .route("/v1/tenants/{tenant}/compare", post(review::compare))
+        .route("/v1/tenants/{tenant}/dashboard", get(dashboard::dashboard))
         .route("/v1/tenants/{tenant}/audit", get(review::audit))
         .layer(RequestBodyLimitLayer::new(cfg.max_body_bytes))
         // The configured limit above is the only one: axum's own 2 MB default
@@ -83,7 +88,10 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(ops::healthz))
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
-        .route("/openapi.json", get(crate::openapi::openapi_json));
+        .route("/openapi.json", get(crate::openapi::openapi_json))
+        .route("/console", get(crate::console::redirect))
+        .route("/console/", get(crate::console::index))
+        .route("/console/{file}", get(crate::console::asset));
     Router::new()
         .merge(json_api)
         .merge(snapshots)

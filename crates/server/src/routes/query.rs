@@ -13,7 +13,7 @@ use crate::error::{ApiError, ApiResult, StdErrors};
 use crate::extract::{ApiJson, P, Q};
 use crate::observe::{note_error, record_decision};
 use crate::state::AppState;
-use crate::wire::{ContentQuery, DecisionView, VerifyRequest, VerifyResponse};
+use crate::wire::{ContentQuery, DecisionView, NeighbourhoodView, VerifyRequest, VerifyResponse};
 
 const DEFAULT_LIMIT: u32 = 10;
 
@@ -122,4 +122,36 @@ pub(crate) async fn verify(
     let v = s.run(&tenant, move |e| e.verify(&t, &req.left, &req.right, policy)).await?;
     s.metrics.verification(&tenant, v.score);
     Ok(Json(VerifyResponse::from(&v)))
+}
+
+/// How large a neighbourhood.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct NeighbourhoodParams {
+    /// Most members (default 50, at most 500).
+    #[param(minimum = 1, maximum = 500)]
+    max: Option<usize>,
+}
+
+/// An item's neighbourhood: the items reachable from it through verified
+/// pairs at or above the policy's similar threshold (its cluster), found
+/// by a breadth-first walk of candidate queries.
+#[utoipa::path(get, path = "/v1/tenants/{tenant}/items/{item_id}/neighbourhood", tag = "query",
+    params(("tenant" = String, Path, description = "Tenant id"), ("item_id" = String, Path, description = "Item id"),
+        NeighbourhoodParams),
+    responses((status = 200, body = NeighbourhoodView), StdErrors), security(("bearer" = [])))]
+pub(crate) async fn neighbourhood(
+    State(s): State<AppState>,
+    p: Principal,
+    P((tenant, item_id)): P<(String, String)>,
+    Q(params): Q<NeighbourhoodParams>,
+) -> ApiResult<Json<NeighbourhoodView>> {
+    s.enter(&p, &tenant, Scope::Query, 0)?;
+    let max = params.max.unwrap_or(50);
+    if !(1..=neardup_index::MAX_NEIGHBOURHOOD).contains(&max) {
+        return Err(ApiError::invalid_request("max must be in 1..=500"));
+    }
+    let t = tenant.clone();
+    let n = s.run(&tenant, move |e| e.neighbourhood(&t, &item_id, max)).await?;
+    Ok(Json(NeighbourhoodView::from(&n)))
 }

@@ -3,7 +3,7 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use neardup_index::NewLabel;
+use neardup_index::{DecisionState, NewLabel};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -11,7 +11,9 @@ use crate::auth::{Principal, Scope};
 use crate::error::{ApiError, ApiResult, StdErrors};
 use crate::extract::{ApiJson, P, Q};
 use crate::state::AppState;
-use crate::wire::{AuditLog, DecisionLog, LabelList, LabelRequest, LabelView};
+use crate::wire::{
+    AuditLog, CompareRequest, ComparisonView, DecisionLog, LabelList, LabelRequest, LabelView, ReviewQueueView,
+};
 
 /// Records a reviewer label: an immutable event with actor, rationale and
 /// the policy and fingerprint versions in force. It never changes a threshold.
@@ -104,4 +106,91 @@ pub(crate) async fn audit(
     let limit = log_limit(params.limit)?;
     tenant_exists(&s, &tenant).await?;
     Ok(Json(AuditLog { events: s.journal.audit_log(&tenant, limit) }))
+}
+
+/// Which flagged items.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct QueueParams {
+    /// Decision states, comma-separated, from `review`, `near_duplicate`,
+    /// `quarantined`, `duplicate`, `distinct` (default
+    /// `review,near_duplicate,quarantined`).
+    state: Option<String>,
+    /// Only items written before this log position: the previous page's
+    /// `next_before`.
+    before: Option<u64>,
+    /// Most items (default 50, at most 500).
+    #[param(minimum = 1, maximum = 500)]
+    limit: Option<usize>,
+}
+
+fn parse_states(s: Option<&str>) -> ApiResult<Vec<DecisionState>> {
+    let s = s.unwrap_or("review,near_duplicate,quarantined");
+    let mut out = Vec::new();
+    for name in s.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let state = match name {
+            "review" => DecisionState::Review,
+            "near_duplicate" => DecisionState::NearDuplicate,
+            "quarantined" => DecisionState::Quarantined,
+            "duplicate" => DecisionState::Duplicate,
+            "distinct" => DecisionState::Distinct,
+            other => {
+                return Err(ApiError::invalid_request(format!(
+                    "unknown state {other:?}: use review, near_duplicate, quarantined, duplicate or distinct"
+                )))
+            }
+        };
+        if !out.contains(&state) {
+            out.push(state);
+        }
+    }
+    if out.is_empty() {
+        return Err(ApiError::invalid_request("state names no decision state"));
+    }
+    Ok(out)
+}
+
+/// The review queue: live items whose decision when written is in `state`,
+/// newest write first. Each call reads every record of the tenant (about a
+/// second per million items): a page for a person, not a hot path.
+#[utoipa::path(get, path = "/v1/tenants/{tenant}/queue", tag = "review",
+    params(("tenant" = String, Path, description = "Tenant id"), QueueParams),
+    responses((status = 200, body = ReviewQueueView), StdErrors), security(("bearer" = [])))]
+pub(crate) async fn queue(
+    State(s): State<AppState>,
+    p: Principal,
+    P(tenant): P<String>,
+    Q(params): Q<QueueParams>,
+) -> ApiResult<Json<ReviewQueueView>> {
+    s.enter(&p, &tenant, Scope::Review, 0)?;
+    let states = parse_states(params.state.as_deref())?;
+    let limit = params.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::invalid_request("limit must be in 1..=500"));
+    }
+    let t = tenant.clone();
+    let q = s.run(&tenant, move |e| e.review_queue(&t, &states, params.before, limit)).await?;
+    let mut view = ReviewQueueView::from(&q);
+    if q.items.len() == limit {
+        view.next_before = q.items.last().map(|i| i.lsn);
+    }
+    Ok(Json(view))
+}
+
+/// Two live items side by side: the exact verification under the tenant's
+/// policy, both texts as runs marked where a shingle is shared, and the
+/// pair's labels. The answer holds the items' content (review scope).
+#[utoipa::path(post, path = "/v1/tenants/{tenant}/compare", tag = "review", request_body = CompareRequest,
+    params(("tenant" = String, Path, description = "Tenant id")),
+    responses((status = 200, body = ComparisonView), StdErrors), security(("bearer" = [])))]
+pub(crate) async fn compare(
+    State(s): State<AppState>,
+    p: Principal,
+    P(tenant): P<String>,
+    ApiJson(req, len): ApiJson<CompareRequest>,
+) -> ApiResult<Json<ComparisonView>> {
+    s.enter(&p, &tenant, Scope::Review, len)?;
+    let t = tenant.clone();
+    let c = s.run(&tenant, move |e| e.compare(&t, &req.left, &req.right)).await?;
+    Ok(Json(ComparisonView::from(&c)))
 }

@@ -69,22 +69,7 @@ pub(crate) async fn detail(
     s.enter(&p, &tenant, Scope::Query, 0)?;
     let t = tenant.clone();
     let (config, stats) = s.run(&tenant, move |e| Ok((e.tenant_config(&t)?, e.stats(&t)?))).await?;
-    Ok(Json(TenantDetail {
-        config: tenant_spec::view(&tenant, &config)?,
-        stats: StatsView {
-            live_items: stats.live_items,
-            live_bytes: stats.live_bytes,
-            stored_records: stats.stored_records,
-            tombstones: stats.tombstones,
-            labels: stats.labels,
-            largest_bucket: stats.largest_bucket as u64,
-            resident_bytes_estimate: stats.resident_bytes_estimate,
-            upserts: stats.counters.upserts,
-            queries: stats.counters.queries,
-            cap_hits: stats.counters.cap_hits,
-            shadow: stats.shadow,
-        },
-    }))
+    Ok(Json(TenantDetail { config: tenant_spec::view(&tenant, &config)?, stats: StatsView::from(&stats) }))
 }
 
 /// Mints another key for the tenant (tenant `admin` scope).

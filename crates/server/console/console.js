@@ -1,0 +1,628 @@
+// neardup review console. A client of the documented JSON API (see
+// /openapi.json): nothing here reads data any other way. The page is built
+// with DOM calls and textContent only — item ids and content are hostile
+// input and must render as text — and the Content-Security-Policy forbids
+// inline script and style, so none is used.
+'use strict';
+
+(() => {
+  const SVG_NS = 'http://www.w3.org/2000/svg';
+  const KEY = 'neardup.key';
+  const TENANT = 'neardup.tenant';
+  const REVIEWER = 'neardup.reviewer';
+  const FLAGGED = ['review', 'near_duplicate', 'quarantined'];
+
+  // ---- small DOM helpers -------------------------------------------------
+
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    setAttrs(e, attrs);
+    append(e, children);
+    return e;
+  }
+
+  function svg(tag, attrs, ...children) {
+    const e = document.createElementNS(SVG_NS, tag);
+    setAttrs(e, attrs);
+    append(e, children);
+    return e;
+  }
+
+  function setAttrs(e, attrs) {
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === undefined || v === null || v === false) continue;
+      if (k === 'class') e.setAttribute('class', v);
+      else if (k === 'on') for (const [ev, f] of Object.entries(v)) e.addEventListener(ev, f);
+      else if (k === 'text') e.textContent = String(v);
+      else e.setAttribute(k, v === true ? '' : String(v));
+    }
+  }
+
+  function append(e, children) {
+    for (const c of children.flat()) {
+      if (c === undefined || c === null || c === false) continue;
+      e.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+  }
+
+  function clear(e) {
+    while (e.firstChild) e.removeChild(e.firstChild);
+    return e;
+  }
+
+  const $ = (id) => document.getElementById(id);
+
+  function badge(state) {
+    return el('span', { class: 'badge ' + String(state).replace(/[^a-z_]/g, '') }, String(state).replace('_', ' '));
+  }
+
+  function fmt(x, digits = 2) {
+    if (x === null || x === undefined) return '—';
+    if (typeof x !== 'number') return String(x);
+    if (Number.isInteger(x)) return x.toLocaleString('en-US');
+    return x.toFixed(digits);
+  }
+
+  function pct(x) {
+    return x === null || x === undefined ? '—' : (100 * x).toFixed(1) + ' %';
+  }
+
+  function seconds(s) {
+    if (s === null || s === undefined) return '—';
+    if (s < 1) return (s * 1000).toFixed(0) + ' ms';
+    if (s < 120) return s.toFixed(1) + ' s';
+    if (s < 7200) return (s / 60).toFixed(1) + ' min';
+    return (s / 3600).toFixed(1) + ' h';
+  }
+
+  // ---- status line --------------------------------------------------------
+
+  function say(message, ok) {
+    const s = $('status');
+    s.textContent = message;
+    s.className = ok ? 'ok' : '';
+    s.hidden = !message;
+  }
+
+  // ---- session and routing -----------------------------------------------
+
+  const session = {
+    get key() { return sessionStorage.getItem(KEY); },
+    get tenant() { return sessionStorage.getItem(TENANT) || ''; },
+    get reviewer() { return sessionStorage.getItem(REVIEWER) || ''; },
+    set(tenant, key, reviewer) {
+      if (key) sessionStorage.setItem(KEY, key);
+      sessionStorage.setItem(TENANT, tenant || '');
+      if (reviewer !== undefined) sessionStorage.setItem(REVIEWER, reviewer || '');
+    },
+    clear() {
+      sessionStorage.removeItem(KEY);
+      sessionStorage.removeItem(TENANT);
+    },
+  };
+
+  // The route lives in the fragment: #tenant=T&view=compare&left=A&right=B.
+  // A key given there is moved to session storage and dropped from the URL.
+  function route() {
+    const p = new URLSearchParams(location.hash.replace(/^#/, ''));
+    if (p.has('key')) {
+      session.set(p.get('tenant') || session.tenant, p.get('key'));
+      p.delete('key');
+      history.replaceState(null, '', location.pathname + location.search + '#' + p.toString());
+    } else if (p.has('tenant') && p.get('tenant') !== session.tenant && session.key) {
+      session.set(p.get('tenant'), null);
+    }
+    return p;
+  }
+
+  function go(params) {
+    const p = new URLSearchParams();
+    if (session.tenant) p.set('tenant', session.tenant);
+    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null) p.set(k, v);
+    const hash = '#' + p.toString();
+    if (location.hash === hash) render();
+    else location.hash = hash;
+  }
+
+  // ---- the API ------------------------------------------------------------
+
+  class ApiError extends Error {
+    constructor(status, code, message) {
+      super(message);
+      this.status = status;
+      this.code = code;
+    }
+  }
+
+  async function api(method, path, body) {
+    const headers = { Authorization: 'Bearer ' + session.key };
+    if (body !== undefined) headers['Content-Type'] = 'application/json';
+    const res = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), redirect: 'follow', credentials: 'omit', cache: 'no-store' });
+    const type = res.headers.get('content-type') || '';
+    if (!res.ok) {
+      let code = 'http_' + res.status, message = res.statusText;
+      if (type.startsWith('application/json')) {
+        const e = await res.json().catch(() => null);
+        if (e && e.error) ({ code, message } = e.error);
+      }
+      throw new ApiError(res.status, code, message);
+    }
+    if (type.startsWith('application/json')) return res.json();
+    return res.blob();
+  }
+
+  const t = () => encodeURIComponent(session.tenant);
+  const id = (s) => encodeURIComponent(s);
+
+  // ---- charts (SVG, drawn here: no library) ------------------------------
+
+  const W = 440, H = 220, M = { l: 52, r: 12, t: 26, b: 44 };
+
+  function niceMax(v) {
+    if (!(v > 0)) return 1;
+    const p = Math.pow(10, Math.floor(Math.log10(v)));
+    for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
+    return 10 * p;
+  }
+
+  function frame(title, yTitle, xTitle, yMax, yFormat) {
+    const s = svg('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': title });
+    s.appendChild(svg('text', { class: 'title', x: M.l, y: 15, text: title }));
+    const ih = H - M.t - M.b;
+    for (let i = 0; i <= 4; i++) {
+      const y = M.t + ih - (ih * i) / 4;
+      s.appendChild(svg('line', { class: 'grid', x1: M.l, x2: W - M.r, y1: y, y2: y }));
+      s.appendChild(svg('text', { x: M.l - 6, y: y + 4, 'text-anchor': 'end', text: yFormat((yMax * i) / 4) }));
+    }
+    s.appendChild(svg('line', { class: 'axis', x1: M.l, x2: M.l, y1: M.t, y2: M.t + ih }));
+    s.appendChild(svg('line', { class: 'axis', x1: M.l, x2: W - M.r, y1: M.t + ih, y2: M.t + ih }));
+    s.appendChild(svg('text', { x: (M.l + W - M.r) / 2, y: H - 4, 'text-anchor': 'middle', text: xTitle }));
+    s.appendChild(svg('text', { x: 12, y: M.t + ih / 2, transform: `rotate(-90 12 ${M.t + ih / 2})`, 'text-anchor': 'middle', text: yTitle }));
+    return s;
+  }
+
+  // bars: [{label, value}]
+  function barChart(title, bars, xTitle, yTitle) {
+    const max = niceMax(Math.max(0, ...bars.map((b) => b.value)));
+    const s = frame(title, yTitle, xTitle, max, (v) => fmt(Math.round(v * 100) / 100));
+    const iw = W - M.l - M.r, ih = H - M.t - M.b;
+    const bw = iw / Math.max(1, bars.length);
+    const every = Math.ceil(bars.length / 12);
+    bars.forEach((b, i) => {
+      const h = (ih * b.value) / max;
+      const x = M.l + i * bw;
+      s.appendChild(svg('rect', { class: 'bar', x: x + 1, y: M.t + ih - h, width: Math.max(1, bw - 2), height: h, 'data-value': b.value },
+        svg('title', { text: `${b.label}: ${fmt(b.value)}` })));
+      if (i % every === 0) s.appendChild(svg('text', { x: x + bw / 2, y: M.t + ih + 14, 'text-anchor': 'middle', text: b.label }));
+    });
+    if (!bars.some((b) => b.value > 0)) s.appendChild(svg('text', { x: M.l + iw / 2, y: M.t + ih / 2, 'text-anchor': 'middle', class: 'empty-note', text: 'no data yet' }));
+    return s;
+  }
+
+  function histogramBars(h, label) {
+    const bars = h.bounds.map((b, i) => ({ label: label(b, i), value: h.counts[i] }));
+    if (h.overflow > 0) bars.push({ label: '> ' + label(h.bounds[h.bounds.length - 1], h.bounds.length - 1), value: h.overflow });
+    return bars;
+  }
+
+  // points: [[x, y]] in [0,1]²; markers: [{x, label, cls}]
+  function curveChart(title, points, xTitle, yTitle, markers) {
+    const s = frame(title, yTitle, xTitle, 1, (v) => v.toFixed(2));
+    const iw = W - M.l - M.r, ih = H - M.t - M.b;
+    const X = (x) => M.l + x * iw, Y = (y) => M.t + ih - y * ih;
+    for (let i = 0; i <= 4; i++) s.appendChild(svg('text', { x: X(i / 4), y: M.t + ih + 14, 'text-anchor': 'middle', text: (i / 4).toFixed(2) }));
+    s.appendChild(svg('path', { class: 'line', d: points.map(([x, y], i) => `${i ? 'L' : 'M'}${X(x).toFixed(1)},${Y(y).toFixed(1)}`).join(' ') }));
+    for (const m of markers) {
+      s.appendChild(svg('line', { class: 'marker ' + (m.cls || ''), x1: X(m.x), x2: X(m.x), y1: M.t, y2: M.t + ih }));
+      s.appendChild(svg('text', { x: X(m.x) + 3, y: M.t + 10 + (m.cls ? 12 : 0), text: m.label }));
+    }
+    return s;
+  }
+
+  // estimates: [{label, value, low, high}] in [0,1]
+  function intervalChart(title, estimates) {
+    const s = frame(title, 'proportion', '95 % Wilson interval', 1, (v) => v.toFixed(2));
+    const iw = W - M.l - M.r, ih = H - M.t - M.b;
+    const Y = (y) => M.t + ih - y * ih;
+    const bw = iw / Math.max(1, estimates.length);
+    estimates.forEach((e, i) => {
+      const x = M.l + bw * (i + 0.5);
+      s.appendChild(svg('text', { x, y: M.t + ih + 14, 'text-anchor': 'middle', text: e.label }));
+      if (e.value === null) {
+        s.appendChild(svg('text', { x, y: M.t + ih / 2, 'text-anchor': 'middle', text: 'no labels' }));
+        return;
+      }
+      s.appendChild(svg('line', { class: 'ci', x1: x, x2: x, y1: Y(e.low), y2: Y(e.high) }));
+      s.appendChild(svg('line', { class: 'ci', x1: x - 8, x2: x + 8, y1: Y(e.low), y2: Y(e.low) }));
+      s.appendChild(svg('line', { class: 'ci', x1: x - 8, x2: x + 8, y1: Y(e.high), y2: Y(e.high) }));
+      s.appendChild(svg('circle', { class: 'point', cx: x, cy: Y(e.value), r: 5 }, svg('title', { text: `${e.label} ${pct(e.value)} (${pct(e.low)} – ${pct(e.high)})` })));
+      s.appendChild(svg('text', { x: x + 10, y: Y(e.value) + 4, text: pct(e.value) }));
+    });
+    return s;
+  }
+
+  function figure(k, v) {
+    return el('div', { class: 'figure' }, el('div', { class: 'v', text: v }), el('div', { class: 'k', text: k }));
+  }
+
+  // ---- views --------------------------------------------------------------
+
+  const view = () => $('view');
+
+  function heading(text, ...rest) {
+    return el('h1', {}, text, ...rest);
+  }
+
+  async function queueView(p) {
+    const states = (p.get('state') || FLAGGED.join(',')).split(',').filter(Boolean);
+    const filter = p.get('q') || '';
+    const v = clear(view());
+    v.appendChild(heading('Review queue'));
+    const boxes = FLAGGED.concat(['duplicate']).map((s) =>
+      el('label', {}, el('input', { type: 'checkbox', value: s, checked: states.includes(s), class: 'state-filter' }), s.replace('_', ' ')));
+    const search = el('input', { type: 'text', id: 'queue-filter', placeholder: 'item id contains…', value: filter });
+    const apply = () => go({ view: 'queue', state: [...v.querySelectorAll('.state-filter:checked')].map((b) => b.value).join(','), q: search.value || undefined });
+    for (const b of boxes) b.firstChild.addEventListener('change', apply);
+    search.addEventListener('change', apply);
+    v.appendChild(el('div', { class: 'toolbar' }, boxes, search, el('button', { type: 'button', on: { click: apply } }, 'Refresh')));
+    const table = el('table', { id: 'queue-table' },
+      el('thead', {}, el('tr', {}, ['Item', 'Decision when written', 'Epoch', 'Log position', 'Labels', ''].map((h) => el('th', { text: h })))));
+    const body = el('tbody');
+    table.appendChild(body);
+    const summary = el('p', { class: 'muted', id: 'queue-summary' });
+    v.appendChild(summary);
+    v.appendChild(table);
+    const more = el('button', { type: 'button', id: 'queue-more', hidden: true }, 'Older items');
+    v.appendChild(el('div', { class: 'actions' }, more));
+    let before;
+    let shown = 0;
+    const order = [];
+    const load = async () => {
+      const qs = new URLSearchParams({ state: states.join(','), limit: '100' });
+      if (before !== undefined && before !== null) qs.set('before', before);
+      const page = await api('GET', `/v1/tenants/${t()}/queue?${qs}`);
+      for (const q of page.items) {
+        if (filter && !q.item.item_id.includes(filter)) continue;
+        shown++;
+        order.push(q.item.item_id);
+        const open = () => go({ view: 'compare', left: q.item.item_id });
+        body.appendChild(el('tr', { class: 'clickable', 'data-item': q.item.item_id, on: { click: open } },
+          el('td', { class: 'id', text: q.item.item_id }),
+          el('td', {}, badge(q.item.decision)),
+          el('td', { text: fmt(q.item.epoch) }),
+          el('td', { text: fmt(q.lsn) }),
+          el('td', { text: fmt(q.labels) }),
+          el('td', {}, el('button', { type: 'button', on: { click: (e) => { e.stopPropagation(); open(); } } }, 'Review'))));
+      }
+      sessionStorage.setItem('neardup.queue', JSON.stringify(order));
+      before = page.next_before;
+      more.hidden = before === undefined || before === null;
+      summary.textContent = `${fmt(page.total)} flagged items in these states; ${fmt(shown)} shown, newest first. Open one to compare it with its closest match.`;
+      if (!shown && !body.firstChild) body.appendChild(el('tr', {}, el('td', { colspan: 6, class: 'empty', text: 'Nothing to review.' })));
+    };
+    more.addEventListener('click', () => load().catch(fail));
+    await load();
+  }
+
+  function nextInQueue(current) {
+    const order = JSON.parse(sessionStorage.getItem('neardup.queue') || '[]');
+    const i = order.indexOf(current);
+    return i >= 0 && i + 1 < order.length ? order[i + 1] : null;
+  }
+
+  function textOf(side) {
+    const box = el('div', { class: 'text' });
+    if (!side.segments) {
+      box.appendChild(el('span', { class: 'muted', text: 'This tenant does not store content (store_content: false).' }));
+      return box;
+    }
+    for (const run of side.segments) box.appendChild(run.shared ? el('mark', { class: 'shared', text: run.text }) : document.createTextNode(run.text));
+    return box;
+  }
+
+  function sideCard(side, label) {
+    const i = side.item;
+    return el('div', { class: 'card side', 'data-side': label },
+      el('h2', {}, label + ': ', el('span', { class: 'id item-id', text: i.item_id })),
+      el('p', { class: 'muted' }, `epoch ${fmt(i.epoch)} · ${fmt(i.tokens)} tokens · ${i.media_type} · decision when written: `, badge(i.decision),
+        ' · ', el('a', { href: '#', on: { click: (e) => { e.preventDefault(); go({ view: 'neighbourhood', item: i.item_id }); } } }, 'neighbourhood')),
+      textOf(side));
+  }
+
+  async function compareView(p) {
+    const left = p.get('left');
+    const v = clear(view());
+    v.appendChild(heading('Compare'));
+    if (!left) {
+      v.appendChild(el('p', { class: 'empty', text: 'Pick an item from the review queue.' }));
+      return;
+    }
+    const cands = await api('GET', `/v1/tenants/${t()}/items/${id(left)}/candidates?limit=10`);
+    const right = p.get('right') || (cands.candidates[0] && cands.candidates[0].item_id);
+    v.appendChild(el('div', { class: 'card' },
+      el('p', {}, 'Decision for ', el('span', { class: 'id', text: left }), ' now: ', badge(cands.decision), ' ', el('span', { class: 'muted', id: 'decision-explanation', text: cands.explanation }))));
+    if (!right) {
+      v.appendChild(el('p', { class: 'empty', text: 'No verified candidate: nothing to compare it with.' }));
+      return;
+    }
+    const c = await api('POST', `/v1/tenants/${t()}/compare`, { left, right });
+    const ver = c.verification;
+    const others = cands.candidates.filter((x) => x.item_id !== right);
+    v.appendChild(el('div', { class: 'card', id: 'verification' },
+      el('div', { class: 'actions' },
+        el('span', { class: 'score', id: 'score', text: ver.score.toFixed(4) }),
+        badge(ver.verdict),
+        el('span', { class: 'muted', text: `exact Jaccard · policy ${ver.policy.id}@v${ver.policy.version}: identical ≥ ${ver.policy.threshold_identical}, similar ≥ ${ver.policy.threshold_similar}` })),
+      el('p', { id: 'explanation', text: ver.explanation }),
+      others.length ? el('p', { class: 'muted' }, 'Other candidates: ', others.map((o, i) => [i ? ', ' : '',
+        el('a', { href: '#', on: { click: (e) => { e.preventDefault(); go({ view: 'compare', left, right: o.item_id }); } } }, `${o.item_id} (${o.score.toFixed(3)})`)])) : null));
+    v.appendChild(el('div', { class: 'pair' }, sideCard(c.left, 'Item'), sideCard(c.right, 'Match')));
+    const rationale = el('input', { type: 'text', id: 'rationale', placeholder: 'rationale (optional; Enter saves as near duplicate)' });
+    const result = el('span', { id: 'label-result', class: 'muted' });
+    const labels = el('ul', { id: 'pair-labels' });
+    const showLabels = (list) => {
+      clear(labels);
+      if (!list.length) labels.appendChild(el('li', { class: 'muted', text: 'No label on this pair yet.' }));
+      for (const l of list) labels.appendChild(el('li', {}, badge(l.label), ` by ${l.actor}`, l.rationale ? ` — “${l.rationale}”` : '', el('span', { class: 'muted', text: ` (${new Date(l.recorded_at_ms).toISOString()}, policy ${l.policy_id}@v${l.policy_version})` })));
+    };
+    showLabels(c.labels);
+    let busy = false;
+    const label = async (kind) => {
+      if (busy) return;
+      busy = true;
+      try {
+        const body = { left, right, label: kind, rationale: rationale.value };
+        if (session.reviewer) body.actor = session.reviewer;
+        const ev = await api('POST', `/v1/tenants/${t()}/labels`, body);
+        result.textContent = `Saved: ${kind.replace('_', ' ')} (label #${ev.seq}).`;
+        say('', true);
+        c.labels.push(ev);
+        showLabels(c.labels);
+        rationale.value = '';
+      } catch (e) {
+        fail(e);
+      } finally {
+        busy = false;
+      }
+    };
+    const skip = () => {
+      const next = nextInQueue(left);
+      if (next) go({ view: 'compare', left: next });
+      else go({ view: 'queue' });
+    };
+    v.appendChild(el('div', { class: 'card', id: 'decide' },
+      el('h2', { text: 'Your decision' }),
+      el('div', { class: 'rationale' }, rationale),
+      el('div', { class: 'actions' },
+        el('button', { type: 'button', class: 'primary', id: 'btn-duplicate', on: { click: () => label('duplicate') } }, 'Duplicate ', el('kbd', { text: 'd' })),
+        el('button', { type: 'button', class: 'primary', id: 'btn-near', on: { click: () => label('near_duplicate') } }, 'Near duplicate ', el('kbd', { text: 'n' })),
+        el('button', { type: 'button', id: 'btn-distinct', on: { click: () => label('distinct') } }, 'Distinct ', el('kbd', { text: 'x' })),
+        el('button', { type: 'button', id: 'btn-skip', on: { click: skip } }, 'Skip ', el('kbd', { text: 's' })),
+        result),
+      el('p', { class: 'hint', text: 'Each label is an immutable event with your rationale; it never changes a threshold.' }),
+      el('h2', { text: 'Labels on this pair' }), labels));
+    rationale.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter') { e.preventDefault(); label('near_duplicate'); }
+      if (e.key === 'Escape') rationale.blur();
+    });
+    keys = (e) => {
+      if (e.target && (e.target.tagName === 'INPUT' || e.target.tagName === 'TEXTAREA')) return;
+      if (e.ctrlKey || e.metaKey || e.altKey) return;
+      const k = e.key.toLowerCase();
+      if (k === 'd') label('duplicate');
+      else if (k === 'n') label('near_duplicate');
+      else if (k === 'x') label('distinct');
+      else if (k === 's') skip();
+      else return;
+      e.preventDefault();
+    };
+  }
+
+  async function neighbourhoodView(p) {
+    const item = p.get('item');
+    const v = clear(view());
+    v.appendChild(heading('Neighbourhood of ', el('span', { class: 'id', text: item || '' })));
+    if (!item) return;
+    const n = await api('GET', `/v1/tenants/${t()}/items/${id(item)}/neighbourhood?max=100`);
+    v.appendChild(el('p', { class: 'muted', id: 'neighbourhood-summary',
+      text: `${n.members.length} items reachable through ${n.edges.length} verified pairs at or above the similar threshold${n.truncated ? ' (stopped at the limit: the cluster is larger)' : ''}.` }));
+    const table = el('table', { id: 'neighbourhood-table' },
+      el('thead', {}, el('tr', {}, ['Item', 'Hops', 'Score to the nearer member', ''].map((h) => el('th', { text: h })))));
+    const body = el('tbody');
+    table.appendChild(body);
+    const rows = [{ item_id: item, hops: 0, score: 1 }].concat(n.members);
+    for (const m of rows) {
+      const tomb = el('button', { type: 'button', class: 'danger', on: { click: () => tombstone(m.item_id).catch(fail) } }, 'Tombstone…');
+      body.appendChild(el('tr', { 'data-item': m.item_id },
+        el('td', { class: 'id', text: m.item_id }),
+        el('td', { text: m.hops }),
+        el('td', { text: m.hops ? m.score.toFixed(4) : '—' }),
+        el('td', {},
+          m.hops ? el('button', { type: 'button', on: { click: () => go({ view: 'compare', left: item, right: m.item_id }) } }, 'Compare') : null, ' ', tomb)));
+    }
+    v.appendChild(table);
+  }
+
+  async function tombstone(itemId) {
+    const info = await api('GET', `/v1/tenants/${t()}/items/${id(itemId)}`);
+    const ok = window.confirm(`Tombstone ${itemId} at epoch ${info.epoch}?\n\nIt stops being a candidate at once; the id can come back only with a higher epoch.`);
+    if (!ok) return;
+    const r = await api('DELETE', `/v1/tenants/${t()}/items/${id(itemId)}?epoch=${info.epoch}`);
+    say(`Tombstoned ${r.item_id} at epoch ${r.epoch} (log position ${r.lsn}).`, true);
+    render();
+  }
+
+  async function dashboardView() {
+    const v = clear(view());
+    v.appendChild(heading('Dashboards'));
+    const d = await api('GET', `/v1/tenants/${t()}/dashboard`);
+    const st = d.stats;
+    v.appendChild(el('div', { class: 'card' }, el('div', { class: 'figures', id: 'figures' },
+      figure('live items', fmt(st.live_items)),
+      figure('queries', fmt(st.queries)),
+      figure('capped queries', fmt(d.cap_rejections)),
+      figure('budget rejections', fmt(d.budget_rejections)),
+      figure('rate limited', fmt(d.rate_limited)),
+      figure('largest bucket', fmt(st.largest_bucket)),
+      figure('index memory', fmt(Math.round(st.resident_bytes_estimate / 1024)) + ' KiB'),
+      figure('tombstones', fmt(st.tombstones)),
+      figure('snapshot age', seconds(d.snapshot_age_seconds)),
+      figure('replication lag', d.replication_lag_commands === null || d.replication_lag_commands === undefined ? 'single node' : fmt(d.replication_lag_commands) + ' commands')),
+    el('p', { class: 'hint', text: 'Counts and histograms are this server process\'s since it started; items and buckets are the tenant\'s now.' })));
+    const grid = el('div', { class: 'grid', id: 'charts' });
+    v.appendChild(grid);
+    const card = (...c) => grid.appendChild(el('div', { class: 'card' }, ...c));
+    const lab = d.labelled;
+    card(intervalChart('Labelled precision and recall of the current policy', [
+      { label: 'precision', ...(lab.precision || { value: null }) },
+      { label: 'recall', ...(lab.recall || { value: null }) }]),
+    el('p', { class: 'muted', id: 'labelled-counts', text: `${lab.pairs} labelled pairs: TP ${lab.true_positives}, FP ${lab.false_positives}, FN ${lab.false_negatives}, TN ${lab.true_negatives}; ${lab.disputed} disputed (contradictory labels, left out), ${lab.missing} with an item gone.` }));
+    const sc = d.s_curve;
+    card(curveChart(`S-curve: ${sc.bands} bands × ${sc.rows} rows`, sc.points, 'Jaccard similarity of a pair', 'P(candidate)', [
+      { x: sc.threshold, label: `LSH threshold ${sc.threshold}` },
+      { x: sc.threshold_similar, label: `similar ${sc.threshold_similar}`, cls: 'similar' }]));
+    const decisions = Object.entries(d.decisions).map(([k, n]) => ({ label: k.replace('_', ' '), value: n }));
+    card(barChart('Decisions by state', decisions, 'state', 'decisions'));
+    card(barChart('Candidates per query', histogramBars(d.candidates_per_query, (b) => '≤' + b), 'candidates retrieved', 'queries'));
+    card(barChart('Band bucket sizes', histogramBars(d.bucket_sizes, (b, i) => (i === 0 ? '1' : `${2 ** i}–${b}`)), 'items in a bucket', 'buckets'));
+    card(barChart('Verification scores', histogramBars(d.verification_score, (b) => '≤' + b), 'exact Jaccard of a verified candidate', 'candidates'));
+    const minutes = d.ingest_per_minute.map((m) => ({ label: new Date(m.minute_ms).toISOString().slice(11, 16), value: m.items }));
+    card(barChart('Ingest rate', minutes, 'minute (UTC)', 'items per minute'));
+    const lat = (b) => (b < 1 ? `${b * 1000}ms` : `${b}s`);
+    card(barChart('Ingest latency', histogramBars(d.ingest_seconds, lat), 'seconds per upsert', 'upserts'));
+    card(barChart('Query latency', histogramBars(d.query_seconds, lat), 'seconds per query', 'queries'));
+    card(barChart('Tombstone lag', histogramBars(d.tombstone_seconds, lat), 'seconds from request to applied', 'tombstones'));
+    const sh = d.shadow;
+    card(el('h2', { text: 'Shadow index (migration)' }), sh
+      ? el('table', { id: 'shadow' }, el('tbody', {},
+        [['shadow version', sh.shadow_version], ['live version', sh.live_version], ['items in the shadow', fmt(sh.items)], ['queries compared', fmt(sh.queries)],
+          ['decision disagreements', `${fmt(sh.decision_disagreements)} (${pct(sh.decision_disagreement_rate)})`], ['match-set disagreements', fmt(sh.match_set_disagreements)],
+          ['matches only live found', fmt(sh.live_only_matches)], ['matches only the shadow found', fmt(sh.shadow_only_matches)],
+          ...Object.entries(sh.transitions).map(([k, n]) => ['transition ' + k, fmt(n)])].map(([k, val]) => el('tr', {}, el('th', { text: k }), el('td', { text: val })))))
+      : el('p', { class: 'empty', text: 'No shadow index: no migration under way.' }));
+  }
+
+  async function operatorsView() {
+    const v = clear(view());
+    v.appendChild(heading('Operators'));
+    let list;
+    try {
+      list = await api('GET', '/v1/tenants');
+    } catch (e) {
+      if (e.status === 401 || e.status === 403) {
+        v.appendChild(el('p', { class: 'empty', text: 'This view needs the operator token.' }));
+        return;
+      }
+      throw e;
+    }
+    const table = el('table', { id: 'tenants-table' }, el('thead', {}, el('tr', {},
+      ['Tenant', 'Live items', 'Bytes', 'Tombstones', 'Labels', 'Largest bucket', 'Queries', 'Shadow', 'Actions'].map((h) => el('th', { text: h })))));
+    const body = el('tbody');
+    table.appendChild(body);
+    v.appendChild(table);
+    for (const name of list.tenants) {
+      const d = await api('GET', `/v1/tenants/${id(name)}`);
+      const s = d.stats;
+      const act = (label, f, cls) => el('button', { type: 'button', class: cls, on: { click: () => f().catch(fail) } }, label);
+      body.appendChild(el('tr', { 'data-tenant': name },
+        el('td', { class: 'id', text: name }), el('td', { text: fmt(s.live_items) }), el('td', { text: fmt(s.live_bytes) }),
+        el('td', { text: fmt(s.tombstones) }), el('td', { text: fmt(s.labels) }), el('td', { text: fmt(s.largest_bucket) }),
+        el('td', { text: fmt(s.queries) }), el('td', { text: s.shadow ? 'yes' : 'no' }),
+        el('td', {},
+          act('Open', async () => { session.set(name, null); go({ view: 'queue' }); }), ' ',
+          act('Snapshot', async () => download(name)), ' ',
+          act('Compact', async () => {
+            if (!window.confirm(`Compact ${name}? Tombstoned records are dropped and slots renumbered.`)) return;
+            await api('POST', `/v1/tenants/${id(name)}/compact`);
+            say(`Compacted ${name}.`, true);
+          }), ' ',
+          act('Rebuild…', async () => {
+            if (!window.confirm(`Rebuild ${name} under its current configuration? Every signature and posting is recomputed; the previous configuration is kept for rollback.`)) return;
+            await api('POST', `/v1/tenants/${id(name)}/rebuild`, { config: {} });
+            say(`Rebuilt ${name}.`, true);
+          }, 'danger'))));
+    }
+    if (!list.tenants.length) body.appendChild(el('tr', {}, el('td', { colspan: 9, class: 'empty', text: 'No tenant yet.' })));
+  }
+
+  async function download(name) {
+    const blob = await api('GET', `/v1/tenants/${id(name)}/snapshot`);
+    const url = URL.createObjectURL(blob);
+    const a = el('a', { href: url, download: `${name}.ndsnap` });
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10000);
+    say(`Snapshot of ${name} downloaded (${fmt(blob.size)} bytes).`, true);
+  }
+
+  // ---- the shell ----------------------------------------------------------
+
+  let keys = null;
+  document.addEventListener('keydown', (e) => { if (keys) keys(e); });
+
+  function fail(e) {
+    if (e instanceof ApiError && e.status === 401) {
+      session.clear();
+      say('The key was refused (401): sign in again.');
+      render();
+      return;
+    }
+    say(e instanceof ApiError ? `${e.code}: ${e.message}` : String(e && e.message ? e.message : e));
+  }
+
+  async function render() {
+    const p = route();
+    keys = null;
+    const signedIn = !!session.key;
+    $('login').hidden = signedIn;
+    $('view').hidden = !signedIn;
+    $('nav').hidden = !signedIn;
+    $('logout').hidden = !signedIn;
+    $('who').textContent = signedIn ? (session.tenant ? `tenant ${session.tenant}` : 'operator') + (session.reviewer ? ` · ${session.reviewer}` : '') : '';
+    if (!signedIn) {
+      $('login-tenant').value = p.get('tenant') || '';
+      return;
+    }
+    const name = p.get('view') || (session.tenant ? 'queue' : 'operators');
+    for (const a of document.querySelectorAll('#nav a')) a.classList.toggle('active', a.dataset.view === name || (name === 'compare' && a.dataset.view === 'queue'));
+    const views = { queue: queueView, compare: compareView, neighbourhood: neighbourhoodView, dashboard: dashboardView, operators: operatorsView };
+    const f = views[name] || queueView;
+    if (f !== operatorsView && !session.tenant) {
+      go({ view: 'operators' });
+      return;
+    }
+    document.body.dataset.view = name;
+    document.body.dataset.loading = '1';
+    try {
+      await f(p);
+    } catch (e) {
+      fail(e);
+    } finally {
+      delete document.body.dataset.loading;
+    }
+  }
+
+  $('login-form').addEventListener('submit', (e) => {
+    e.preventDefault();
+    const key = $('login-key').value.trim();
+    if (!key) {
+      say('Enter an API key.');
+      return;
+    }
+    session.set($('login-tenant').value.trim(), key, $('login-reviewer').value.trim());
+    $('login-key').value = '';
+    say('', true);
+    go({ view: session.tenant ? 'queue' : 'operators' });
+  });
+  $('logout').addEventListener('click', () => {
+    session.clear();
+    location.hash = '';
+    render();
+  });
+  for (const a of document.querySelectorAll('#nav a')) {
+    a.addEventListener('click', (e) => { e.preventDefault(); say('', true); go({ view: a.dataset.view }); });
+  }
+  window.addEventListener('hashchange', render);
+  render();
+})();
