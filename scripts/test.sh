@@ -10,3 +10,5 @@ bash scripts/install-nats.sh
 cargo test --workspace --locked --no-fail-fast
 # The Python package (pip builds it with maturin; pytest runs it against the CLI).
 bash scripts/test-python.sh
+# The review console in a real headless Chromium (Selenium).
+bash scripts/test-browser.sh

@@ -106,7 +106,8 @@
   function route() {
     const p = new URLSearchParams(location.hash.replace(/^#/, ''));
     if (p.has('key')) {
-      session.set(p.get('tenant') || session.tenant, p.get('key'));
+      // A link with a key and no tenant is an operator's.
+      session.set(p.get('tenant') || '', p.get('key'));
       p.delete('key');
       history.replaceState(null, '', location.pathname + location.search + '#' + p.toString());
     } else if (p.has('tenant') && p.get('tenant') !== session.tenant && session.key) {
@@ -158,13 +159,6 @@
 
   const W = 440, H = 220, M = { l: 52, r: 12, t: 26, b: 44 };
 
-  function niceMax(v) {
-    if (!(v > 0)) return 1;
-    const p = Math.pow(10, Math.floor(Math.log10(v)));
-    for (const m of [1, 2, 2.5, 5, 10]) if (m * p >= v) return m * p;
-    return 10 * p;
-  }
-
   function frame(title, yTitle, xTitle, yMax, yFormat) {
     const s = svg('svg', { class: 'chart', viewBox: `0 0 ${W} ${H}`, role: 'img', 'aria-label': title });
     s.appendChild(svg('text', { class: 'title', x: M.l, y: 15, text: title }));
@@ -182,8 +176,16 @@
   }
 
   // bars: [{label, value}]
+  // Counts: four whole-number ticks of 1, 2 or 5 × 10^k each.
+  function countMax(v) {
+    const quarter = Math.max(1, v / 4);
+    const p = Math.pow(10, Math.floor(Math.log10(quarter)));
+    for (const m of [1, 2, 5, 10]) if (m * p >= quarter) return 4 * m * p;
+    return 40 * p;
+  }
+
   function barChart(title, bars, xTitle, yTitle) {
-    const max = niceMax(Math.max(0, ...bars.map((b) => b.value)));
+    const max = countMax(Math.max(0, ...bars.map((b) => b.value)));
     const s = frame(title, yTitle, xTitle, max, (v) => fmt(Math.round(v * 100) / 100));
     const iw = W - M.l - M.r, ih = H - M.t - M.b;
     const bw = iw / Math.max(1, bars.length);
@@ -212,10 +214,12 @@
     const X = (x) => M.l + x * iw, Y = (y) => M.t + ih - y * ih;
     for (let i = 0; i <= 4; i++) s.appendChild(svg('text', { x: X(i / 4), y: M.t + ih + 14, 'text-anchor': 'middle', text: (i / 4).toFixed(2) }));
     s.appendChild(svg('path', { class: 'line', d: points.map(([x, y], i) => `${i ? 'L' : 'M'}${X(x).toFixed(1)},${Y(y).toFixed(1)}`).join(' ') }));
-    for (const m of markers) {
+    markers.forEach((m, i) => {
       s.appendChild(svg('line', { class: 'marker ' + (m.cls || ''), x1: X(m.x), x2: X(m.x), y1: M.t, y2: M.t + ih }));
-      s.appendChild(svg('text', { x: X(m.x) + 3, y: M.t + 10 + (m.cls ? 12 : 0), text: m.label }));
-    }
+      // Labels go left of a line near the right edge, one under the other.
+      const left = m.x > 0.6;
+      s.appendChild(svg('text', { x: X(m.x) + (left ? -4 : 4), y: M.t + ih - 8 - 13 * i, 'text-anchor': left ? 'end' : 'start', text: m.label }));
+    });
     return s;
   }
 
@@ -441,6 +445,40 @@
           m.hops ? el('button', { type: 'button', on: { click: () => go({ view: 'compare', left: item, right: m.item_id }) } }, 'Compare') : null, ' ', tomb)));
     }
     v.appendChild(table);
+    if (n.members.length) v.appendChild(el('div', { class: 'card' }, el('h2', { text: 'Cluster' }), clusterGraph(item, n)));
+  }
+
+  // The item in the middle, its neighbours on rings by hops, verified pairs as lines.
+  function clusterGraph(item, n) {
+    const size = 420, c = size / 2;
+    const rings = new Map();
+    for (const m of n.members) {
+      if (!rings.has(m.hops)) rings.set(m.hops, []);
+      rings.get(m.hops).push(m.item_id);
+    }
+    const hops = [...rings.keys()].sort((a, b) => a - b);
+    const pos = new Map([[item, [c, c]]]);
+    hops.forEach((h, ri) => {
+      const ids = rings.get(h);
+      const r = ((ri + 1) * (c - 60)) / hops.length;
+      ids.forEach((id, i) => {
+        const a = (2 * Math.PI * i) / ids.length - Math.PI / 3 + ri * 0.4;
+        pos.set(id, [c + r * Math.cos(a), c + r * Math.sin(a)]);
+      });
+    });
+    const g = svg('svg', { class: 'graph', viewBox: `0 0 ${size} ${size}`, role: 'img', 'aria-label': 'cluster graph' });
+    for (const e of n.edges) {
+      const a = pos.get(e.left), b = pos.get(e.right);
+      if (!a || !b) continue;
+      g.appendChild(svg('line', { class: 'edge', x1: a[0], y1: a[1], x2: b[0], y2: b[1] }, svg('title', { text: `${e.left} – ${e.right}: ${e.score.toFixed(4)}` })));
+      g.appendChild(svg('text', { class: 'score', x: (a[0] + b[0]) / 2, y: (a[1] + b[1]) / 2 - 3, 'text-anchor': 'middle', text: e.score.toFixed(2) }));
+    }
+    for (const [id, [x, y]] of pos) {
+      const short = id.length > 24 ? id.slice(0, 23) + '…' : id;
+      g.appendChild(svg('circle', { class: 'node' + (id === item ? ' seed' : ''), cx: x, cy: y, r: 7 }, svg('title', { text: id })));
+      g.appendChild(svg('text', { x, y: y + 20, 'text-anchor': 'middle', text: short }));
+    }
+    return g;
   }
 
   async function tombstone(itemId) {
