@@ -855,7 +855,8 @@ fn review_reads() {
     label("B", "C", Label::Duplicate); // not flagged: FN
     label("D", "A", Label::Duplicate); // TP
     label("A", "D", Label::Distinct); // the same pair, contradicted: disputed
-    assert_eq!(e.compare("t", "A", "D").unwrap().labels.len(), 2);
+                                      // Every label naming A or D: A–B, A–C, D–A, A–D (not B–C).
+    assert_eq!(e.compare("t", "A", "D").unwrap().labels.len(), 4);
     let ev = e.label_evaluation("t").unwrap();
     assert_eq!((ev.pairs, ev.disputed, ev.true_positives, ev.false_negatives, ev.true_negatives), (4, 1, 1, 1, 1));
     assert_eq!(ev.precision.unwrap().value, 1.0);

@@ -364,10 +364,17 @@
     const rationale = el('input', { type: 'text', id: 'rationale', placeholder: 'rationale (optional; Enter saves as near duplicate)' });
     const result = el('span', { id: 'label-result', class: 'muted' });
     const labels = el('ul', { id: 'pair-labels' });
+    const samePair = (l) => (l.left === left && l.right === right) || (l.left === right && l.right === left);
     const showLabels = (list) => {
       clear(labels);
-      if (!list.length) labels.appendChild(el('li', { class: 'muted', text: 'No label on this pair yet.' }));
-      for (const l of list) labels.appendChild(el('li', {}, badge(l.label), ` by ${l.actor}`, l.rationale ? ` — “${l.rationale}”` : '', el('span', { class: 'muted', text: ` (${new Date(l.recorded_at_ms).toISOString()}, policy ${l.policy_id}@v${l.policy_version})` })));
+      const sorted = list.filter(samePair).concat(list.filter((l) => !samePair(l)));
+      if (!sorted.length) labels.appendChild(el('li', { class: 'muted', text: 'No label on either item yet.' }));
+      for (const l of sorted) {
+        labels.appendChild(el('li', { 'data-pair': samePair(l) ? 'this' : 'other' }, badge(l.label),
+          samePair(l) ? ' this pair' : [' ', el('span', { class: 'id', text: l.left }), ' / ', el('span', { class: 'id', text: l.right })],
+          ` by ${l.actor}`, l.rationale ? ` — “${l.rationale}”` : '',
+          el('span', { class: 'muted', text: ` (${new Date(l.recorded_at_ms).toISOString()}, policy ${l.policy_id}@v${l.policy_version})` })));
+      }
     };
     showLabels(c.labels);
     let busy = false;
@@ -404,7 +411,7 @@
         el('button', { type: 'button', id: 'btn-skip', on: { click: skip } }, 'Skip ', el('kbd', { text: 's' })),
         result),
       el('p', { class: 'hint', text: 'Each label is an immutable event with your rationale; it never changes a threshold.' }),
-      el('h2', { text: 'Labels on this pair' }), labels));
+      el('h2', { text: 'Labels on these items' }), labels));
     rationale.addEventListener('keydown', (e) => {
       if (e.key === 'Enter') { e.preventDefault(); label('near_duplicate'); }
       if (e.key === 'Escape') rationale.blur();

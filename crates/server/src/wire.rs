@@ -687,7 +687,7 @@ pub struct ComparisonView {
     pub left: SideView,
     /// Right item.
     pub right: SideView,
-    /// Label events on the pair (either order), oldest first.
+    /// Label events naming either item (this pair or another), oldest first.
     pub labels: Vec<LabelView>,
 }
 

@@ -758,6 +758,13 @@ async fn review_console_routes() {
     assert!(d["bucket_sizes"]["counts"].as_array().unwrap().iter().any(|c| c.as_u64() > Some(0)));
     assert_eq!(d["ingest_per_minute"].as_array().unwrap().iter().map(|m| m["items"].as_u64().unwrap()).sum::<u64>(), 3);
     assert!(d["shadow"].is_null());
+    // During a migration the dashboard carries the shadow's report.
+    let s =
+        h.call(Method::POST, "/v1/tenants/t1/shadow", Some(&key), Some(json!({"config": {"threshold": 0.9}}))).await;
+    assert_eq!(s.status, StatusCode::OK, "{}", s.json());
+    h.call(Method::POST, "/v1/tenants/t1/decide", Some(&key), Some(json!({"content": "red fox runs very fast"}))).await;
+    let d = h.call(Method::GET, "/v1/tenants/t1/dashboard", Some(&key), None).await.json();
+    assert_eq!(d["shadow"]["queries"], 1, "{d}");
 
     // The queue and compare show content: review scope, not query.
     let minted = h.call(Method::POST, "/v1/tenants/t1/keys", Some(&key), Some(json!({"scopes": ["query"]}))).await;

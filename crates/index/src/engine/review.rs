@@ -66,7 +66,7 @@ pub struct Comparison {
     pub left: Side,
     /// The right item.
     pub right: Side,
-    /// Label events on this pair (either order), oldest first.
+    /// Label events naming either item (this pair or another), oldest first.
     pub labels: Vec<LabelEvent>,
 }
 
@@ -222,7 +222,7 @@ impl Engine {
 
     /// Two live items side by side: the exact verification under the
     /// tenant's policy, each text cut into runs marked where a shingle is
-    /// shared ([`neardup_core::highlight`]), and the pair's labels.
+    /// shared ([`neardup_core::highlight`]), and the labels naming either item.
     pub fn compare(&self, tenant: &str, left: &str, right: &str) -> Result<Comparison> {
         let verification = self.verify(tenant, left, right, None)?;
         let t = self.tenant(tenant)?;
@@ -241,12 +241,8 @@ impl Engine {
                     .collect()
             }),
         };
-        let labels = t
-            .labels
-            .iter()
-            .filter(|e| (e.left == left && e.right == right) || (e.left == right && e.right == left))
-            .cloned()
-            .collect();
+        let names = |e: &LabelEvent, id: &str| e.left == id || e.right == id;
+        let labels = t.labels.iter().filter(|e| names(e, left) || names(e, right)).cloned().collect();
         Ok(Comparison { left: side(&l, &r), right: side(&r, &l), verification, labels })
     }
 

@@ -179,7 +179,8 @@ pub(crate) async fn queue(
 
 /// Two live items side by side: the exact verification under the tenant's
 /// policy, both texts as runs marked where a shingle is shared, and the
-/// pair's labels. The answer holds the items' content (review scope).
+/// labels naming either item. The answer holds the items' content (review
+/// scope).
 #[utoipa::path(post, path = "/v1/tenants/{tenant}/compare", tag = "review", request_body = CompareRequest,
     params(("tenant" = String, Path, description = "Tenant id")),
     responses((status = 200, body = ComparisonView), StdErrors), security(("bearer" = [])))]
