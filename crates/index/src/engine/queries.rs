@@ -24,6 +24,19 @@ impl Engine {
     }
 
     fn query(&self, tenant: &str, query: Query<'_>, limit: Option<usize>) -> Result<Decision> {
+        self.query_with(tenant, query, limit, true)
+    }
+
+    /// A query; with `observe`, a shadow index answers it too and counts
+    /// the disagreement (the engine's own walks, like a neighbourhood, pass
+    /// `false`: they are not traffic the migration should be judged on).
+    pub(crate) fn query_with(
+        &self,
+        tenant: &str,
+        query: Query<'_>,
+        limit: Option<usize>,
+        observe: bool,
+    ) -> Result<Decision> {
         let t = self.tenant(tenant)?;
         let t = t.read().map_err(|_| poisoned())?;
         let (fp, exclude, content) = match query {
@@ -46,7 +59,7 @@ impl Engine {
             }
         };
         let mut d = t.evaluate(&*self.store, &fp, exclude)?;
-        if let (Some(shadow), Some(c)) = (&t.shadow, content) {
+        if let (Some(shadow), Some(c), true) = (&t.shadow, content, observe) {
             let exclude_id = match query {
                 Query::Item(id) => Some(id),
                 Query::Content(_) => None,

@@ -259,7 +259,7 @@ impl Engine {
         let mut queue: VecDeque<(String, u32)> = VecDeque::from([(item_id.to_string(), 0)]);
         let mut truncated = false;
         while let Some((id, hops)) = queue.pop_front() {
-            let d = match self.candidates(tenant, Query::Item(&id), usize::MAX) {
+            let d = match self.query_with(tenant, Query::Item(&id), None, false) {
                 Ok(d) => d,
                 // Tombstoned since it was found: not a member any more.
                 Err(e) if e.code() == "item_not_found" && id != item_id => continue,
