@@ -125,7 +125,9 @@ def test_work_runs_without_the_gil():
     import time
 
     f = neardup.Fingerprinter()
-    text = " ".join(f"word{i % 5000}" for i in range(1_500_000))
+    # Long enough that the call takes well over 50 ms on a fast machine
+    # (1.5 M words once took 49.9 ms here, too short to judge).
+    text = " ".join(f"word{i % 5000}" for i in range(5_000_000))
     stamps = []
     done = threading.Event()
 
