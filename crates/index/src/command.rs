@@ -104,6 +104,21 @@ impl Command {
     pub(crate) fn decode(bytes: &[u8]) -> Result<Command> {
         postcard::from_bytes(bytes).map_err(|e| Error::corrupt("log", e.to_string()))
     }
+
+    /// The bytes a log holds for this command: [`Command::encode`], sealed
+    /// under `key` when there is one (see `seal`).
+    pub(crate) fn encode_for_log(&self, key: Option<&[u8; 32]>) -> Result<Vec<u8>> {
+        let plain = self.encode()?;
+        match key {
+            Some(k) => crate::seal::seal(k, crate::seal::LOG, b"", &plain),
+            None => Ok(plain),
+        }
+    }
+
+    /// Decodes what [`Command::encode_for_log`] wrote (sealed or not).
+    pub(crate) fn decode_from_log(bytes: &[u8], key: Option<&[u8; 32]>) -> Result<Command> {
+        Command::decode(&crate::seal::open(key, "log record", b"", bytes)?)
+    }
 }
 
 #[cfg(test)]

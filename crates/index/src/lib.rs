@@ -39,6 +39,7 @@ mod engine;
 mod error;
 mod feedback;
 mod item;
+mod seal;
 mod shadow;
 mod snapshot;
 mod store;

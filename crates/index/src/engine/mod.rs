@@ -207,7 +207,7 @@ impl Engine {
     /// caller releases its locks and calls `wal.make_durable(lsn)` before
     /// acknowledging (group commit).
     fn log_and_apply(&self, t: &mut Tenant, cmd: Command) -> Result<u64> {
-        let payload = cmd.encode()?;
+        let payload = cmd.encode_for_log(self.opts.snapshot_key.as_ref())?;
         let lsn = match &self.replica {
             None => self.wal.append(&[payload])?[0],
             Some(r) => {
@@ -245,7 +245,7 @@ impl Engine {
         if self.replica.is_some() {
             return self.log_and_apply(t, cmd);
         }
-        let lsn = self.wal.append(&[cmd.encode()?])?[0];
+        let lsn = self.wal.append(&[cmd.encode_for_log(self.opts.snapshot_key.as_ref())?])?[0];
         self.wal.make_durable(lsn)?;
         self.apply_logged(t, cmd, lsn)
     }

@@ -58,7 +58,7 @@ impl Engine {
         let store: Box<dyn Store> = match (store, opts.store) {
             (Some(s), _) => s,
             (None, StoreKind::Memory) => Box::new(MemStore::new()),
-            (None, StoreKind::Fjall) => Box::new(FjallStore::open(&dir.join("store"))?),
+            (None, StoreKind::Fjall) => Box::new(FjallStore::open_sealed(&dir.join("store"), opts.snapshot_key)?),
         };
         let key = opts.snapshot_key;
         let mut report = RecoveryReport::default();
@@ -125,7 +125,7 @@ impl Engine {
                     wal_dir.display()
                 )));
             }
-            let cmd = Command::decode(payload)?;
+            let cmd = Command::decode_from_log(payload, key.as_ref())?;
             let name = cmd.tenant().to_string();
             if let Command::CreateTenant { config_json, .. } = &cmd {
                 if !tenants.contains_key(&name) {

@@ -252,7 +252,7 @@ impl Engine {
 
     fn apply_replicated_inner(&self, seq: u64, payload: &[u8]) -> Result<()> {
         let (after, command) = split_entry(payload)?;
-        let cmd = Command::decode(command)?;
+        let cmd = Command::decode_from_log(command, self.opts.snapshot_key.as_ref())?;
         let name = cmd.tenant().to_string();
         if let Command::CreateTenant { config_json, .. } = &cmd {
             let mut map = self.tenants.write().map_err(|_| poisoned())?;

@@ -253,13 +253,7 @@ fn frame_aad(header_digest: &[u8; 32], index: u64, kind: u8) -> [u8; 41] {
 }
 
 fn frame_nonce(key: &[u8; 32], aad: &[u8], plain: &[u8]) -> [u8; 12] {
-    let mut h = blake3::Hasher::new_keyed(key);
-    h.update(b"neardup snapshot frame nonce v2");
-    h.update(aad);
-    h.update(plain);
-    let mut n = [0u8; 12];
-    n.copy_from_slice(&h.finalize().as_bytes()[..12]);
-    n
+    crate::seal::nonce(key, b"neardup snapshot frame nonce v2", aad, plain)
 }
 
 #[cfg(test)]

@@ -8,6 +8,9 @@
 //! other's (`t` + `1a` can never read as `t1` + `a`). Each [`StoreBatch`] is
 //! one fjall write batch, so records and the applied LSN move together.
 //! Writes are not fsynced here: the command log is the durable truth.
+//!
+//! With a key ([`FjallStore::open_sealed`]) each value is sealed (see
+//! `seal`), bound to its store key: item text is not clear text on disk.
 
 use std::ops::{Bound, ControlFlow};
 use std::path::Path;
@@ -23,14 +26,20 @@ struct FjallView {
     snapshot: fjall::Snapshot,
     items: Keyspace,
     prefix: Vec<u8>,
+    key: Option<[u8; 32]>,
+}
+
+/// A stored value back to its record, opened with `key` when sealed.
+fn decode(key: Option<&[u8; 32]>, k: &[u8], v: &[u8]) -> Result<ItemRecord> {
+    ItemRecord::decode_stored(&crate::seal::open(key, "store record", k, v)?)
 }
 
 impl StoreView for FjallView {
     fn scan(&self, f: &mut dyn FnMut(ItemRecord) -> Result<ControlFlow<()>>) -> Result<()> {
         use fjall::Readable;
         for guard in self.snapshot.prefix(&self.items, &self.prefix) {
-            let (_, v) = guard.into_inner().map_err(err)?;
-            if f(ItemRecord::decode_stored(&v)?)?.is_break() {
+            let (k, v) = guard.into_inner().map_err(err)?;
+            if f(decode(self.key.as_ref(), &k, &v)?)?.is_break() {
                 break;
             }
         }
@@ -43,6 +52,8 @@ pub struct FjallStore {
     db: Database,
     items: Keyspace,
     applied: Keyspace,
+    /// Seals values at rest when set.
+    key: Option<[u8; 32]>,
 }
 
 impl std::fmt::Debug for FjallStore {
@@ -72,10 +83,16 @@ fn item_key(tenant: &str, item_id: &str) -> Vec<u8> {
 impl FjallStore {
     /// Opens (or creates) a store in `dir`.
     pub fn open(dir: &Path) -> Result<FjallStore> {
+        FjallStore::open_sealed(dir, None)
+    }
+
+    /// Opens (or creates) a store in `dir` that seals every value it
+    /// writes under `key` (and reads plain values written before).
+    pub fn open_sealed(dir: &Path, key: Option<[u8; 32]>) -> Result<FjallStore> {
         let db = Database::builder(dir).worker_threads(1).open().map_err(err)?;
         let items = db.keyspace("items", KeyspaceCreateOptions::default).map_err(err)?;
         let applied = db.keyspace("applied", KeyspaceCreateOptions::default).map_err(err)?;
-        Ok(FjallStore { db, items, applied })
+        Ok(FjallStore { db, items, applied, key })
     }
 }
 
@@ -85,8 +102,9 @@ impl Store for FjallStore {
     }
 
     fn get(&self, tenant: &str, item_id: &str) -> Result<Option<ItemRecord>> {
-        match self.items.get(item_key(tenant, item_id)).map_err(err)? {
-            Some(v) => Ok(Some(ItemRecord::decode_stored(&v)?)),
+        let k = item_key(tenant, item_id);
+        match self.items.get(&k).map_err(err)? {
+            Some(v) => Ok(Some(decode(self.key.as_ref(), &k, &v)?)),
             None => Ok(None),
         }
     }
@@ -97,7 +115,12 @@ impl Store for FjallStore {
             b.remove(&self.items, item_key(tenant, id));
         }
         for r in &batch.puts {
-            b.insert(&self.items, item_key(tenant, &r.item_id), r.encode_stored()?);
+            let k = item_key(tenant, &r.item_id);
+            let v = match &self.key {
+                Some(key) => crate::seal::seal(key, crate::seal::STORE, &k, &r.encode_stored()?)?,
+                None => r.encode_stored()?,
+            };
+            b.insert(&self.items, k, v);
         }
         b.insert(&self.applied, tenant.as_bytes().to_vec(), lsn.to_le_bytes().to_vec());
         b.commit().map_err(err)
@@ -119,7 +142,7 @@ impl Store for FjallStore {
             if !k.starts_with(&p) {
                 break;
             }
-            if f(ItemRecord::decode_stored(&v)?)?.is_break() {
+            if f(decode(self.key.as_ref(), &k, &v)?)?.is_break() {
                 break;
             }
         }
@@ -127,7 +150,12 @@ impl Store for FjallStore {
     }
 
     fn view(&self, tenant: &str) -> Result<Box<dyn StoreView>> {
-        Ok(Box::new(FjallView { snapshot: self.db.snapshot(), items: self.items.clone(), prefix: prefix(tenant) }))
+        Ok(Box::new(FjallView {
+            snapshot: self.db.snapshot(),
+            items: self.items.clone(),
+            prefix: prefix(tenant),
+            key: self.key,
+        }))
     }
 
     fn is_persistent(&self) -> bool {
