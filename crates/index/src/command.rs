@@ -61,6 +61,12 @@ pub(crate) enum Command {
         tenant: String,
         items: Vec<BatchedUpsert>,
     },
+    /// An operator lifts the tombstone fence of an id that is not live, so
+    /// it can be written again from any epoch.
+    Unfence {
+        tenant: String,
+        item_id: String,
+    },
 }
 
 /// One upsert of [`Command::Upserts`].
@@ -79,7 +85,8 @@ impl Command {
             | Command::Label { tenant, .. }
             | Command::Rebuild { tenant, .. }
             | Command::Compact { tenant }
-            | Command::Upserts { tenant, .. } => tenant,
+            | Command::Upserts { tenant, .. }
+            | Command::Unfence { tenant, .. } => tenant,
         }
     }
 
@@ -98,6 +105,7 @@ impl Command {
             Command::Rebuild { .. } => "rebuild",
             Command::Compact { .. } => "compact",
             Command::Upserts { .. } => "upserts",
+            Command::Unfence { .. } => "unfence",
         }
     }
 

@@ -926,3 +926,29 @@ fn with_a_key_item_text_is_sealed_at_rest() {
         }
     });
 }
+
+/// Issue 15: an ingest key could fence an id for good (a tombstone at the
+/// highest epoch). An operator lifts the fence; it survives a restart, and
+/// a live id is refused (tombstone it first).
+#[test]
+fn an_operator_lifts_a_tombstone_fence() {
+    each_store(|kind| {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let e = Engine::open(dir.path(), opts(kind)).unwrap();
+            e.create_tenant("t", seed_tenant()).unwrap();
+            e.upsert("t", Item::text("A", "red fox runs very fast")).unwrap();
+            assert_eq!(e.unfence("t", "A").unwrap_err().code(), "invalid_state", "a live id");
+            e.tombstone("t", "A", neardup_index::MAX_EPOCH).unwrap();
+            let back = Item { epoch: Some(neardup_index::MAX_EPOCH), ..Item::text("A", "back again") };
+            assert_eq!(e.upsert("t", back).unwrap_err().code(), "stale_epoch", "fenced for good");
+            assert_eq!(e.unfence("t", "A").unwrap().0, neardup_index::MAX_EPOCH);
+            assert_eq!(e.unfence("t", "A").unwrap_err().code(), "invalid_state", "nothing left to lift");
+            assert_eq!(e.unfence("t", "never-written").unwrap_err().code(), "invalid_state");
+        }
+        let e = Engine::open(dir.path(), opts(kind)).unwrap();
+        let out = e.upsert("t", Item::text("A", "back again")).unwrap();
+        assert_eq!((out.status, out.epoch), (UpsertStatus::Inserted, 1), "{kind:?}");
+        assert_eq!(e.stats("t").unwrap().live_items, 1);
+    });
+}

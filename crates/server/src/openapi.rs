@@ -17,7 +17,7 @@ use crate::routes::{items, lifecycle, ops, query, review, tenants};
     paths(
         tenants::create, tenants::list, tenants::detail, tenants::create_key, tenants::list_keys,
         tenants::revoke_key,
-        items::upsert, items::batch, items::get, items::list, items::tombstone,
+        items::upsert, items::batch, items::get, items::list, items::tombstone, items::unfence,
         query::item_candidates, query::content_candidates, query::decide, query::verify, query::neighbourhood,
         lifecycle::snapshot, lifecycle::restore, lifecycle::rebuild, lifecycle::shadow_start,
         lifecycle::shadow_report, lifecycle::shadow_promote, lifecycle::shadow_drop, lifecycle::rollback,

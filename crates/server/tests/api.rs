@@ -678,6 +678,31 @@ async fn a_slow_command_log_keeps_deadlines_and_loses_nothing() {
     assert!(engine.durable_lsn() > 0);
 }
 
+/// Issue 15: a tombstone at the highest epoch fenced an id for good; a
+/// tenant admin lifts it, an ingest key may not.
+#[tokio::test]
+async fn an_admin_unfences_an_id() {
+    let h = H::new();
+    let key = h.tenant("t1", None).await;
+    h.put("t1", &key, "A", "red fox runs very fast").await;
+    let max = neardup_index::MAX_EPOCH;
+    let r = h.call(Method::DELETE, &format!("/v1/tenants/t1/items/A?epoch={max}"), Some(&key), None).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json());
+    let minted = h.call(Method::POST, "/v1/tenants/t1/keys", Some(&key), Some(json!({"scopes": ["ingest"]}))).await;
+    let ingest = minted.json()["api_key"].as_str().unwrap().to_string();
+    let r = h.call(Method::POST, "/v1/tenants/t1/items/A/unfence", Some(&ingest), None).await;
+    assert_error(&r, StatusCode::FORBIDDEN, "forbidden");
+    let r = h.call(Method::POST, "/v1/tenants/t1/items/A/unfence", Some(&key), None).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json());
+    assert_eq!(r.json()["epoch"], max);
+    let r = h.put("t1", &ingest, "A", "red fox is back").await;
+    assert_eq!(r.status, StatusCode::CREATED, "{}", r.json());
+    let r = h.call(Method::POST, "/v1/tenants/t1/items/A/unfence", Some(&key), None).await;
+    assert_error(&r, StatusCode::CONFLICT, "invalid_state");
+    let audit = h.call(Method::GET, "/v1/tenants/t1/audit", Some(&key), None).await.json();
+    assert!(audit.to_string().contains("unfence"), "{audit}");
+}
+
 /// The review console's page and files: served without a key, with a
 /// strict Content-Security-Policy; unknown files are 404.
 #[tokio::test]

@@ -291,6 +291,30 @@ impl Engine {
         Ok(lsn)
     }
 
+    /// Lifts the tombstone fence of `item_id` (an operator's action): an id
+    /// tombstoned at epoch `e` can otherwise come back only above `e`, and
+    /// epochs stop at [`crate::MAX_EPOCH`], so any key allowed to tombstone
+    /// could fence an id for good. The id must not be live. Returns the
+    /// epoch the fence stood at and the command's log position.
+    pub fn unfence(&self, tenant: &str, item_id: &str) -> Result<(u64, u64)> {
+        let t = self.tenant(tenant)?;
+        let (epoch, lsn) = self.replicated(tenant, || {
+            let mut t = t.write().map_err(|_| poisoned())?;
+            if t.slot_of(item_id).is_some() {
+                return Err(Error::state(format!(
+                    "item {item_id:?} is live: tombstone it first (at its epoch or above), then unfence it"
+                )));
+            }
+            let Some(&epoch) = t.tombstones.get(item_id) else {
+                return Err(Error::state(format!("item {item_id:?} has no tombstone: there is nothing to unfence")));
+            };
+            let cmd = Command::Unfence { tenant: t.name.clone(), item_id: item_id.into() };
+            Ok((epoch, self.log_and_apply(&mut t, cmd)?))
+        })?;
+        self.make_durable(lsn)?;
+        Ok((epoch, lsn))
+    }
+
     /// Records a reviewer label (immutable; never applied to thresholds).
     pub fn label(&self, tenant: &str, label: NewLabel) -> Result<LabelEvent> {
         label.check()?;

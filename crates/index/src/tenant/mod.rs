@@ -431,6 +431,10 @@ impl Tenant {
                 self.labels.push(event);
                 Ok(())
             }
+            Command::Unfence { item_id, .. } => {
+                self.tombstones.remove(&item_id);
+                Ok(())
+            }
             Command::Compact { .. } => {
                 if mode.store {
                     let mut deletes = Vec::new();

@@ -204,3 +204,22 @@ pub(crate) async fn tombstone(
     s.metrics.tombstone(&tenant, started.elapsed().as_secs_f64());
     Ok(Json(TombstoneResponse { item_id, epoch, lsn }))
 }
+
+/// Lifts an id's tombstone fence (tenant `admin` scope): the id, which must
+/// not be live, can then be written again from any epoch. Without it, a
+/// tombstone at the highest epoch fences an id for good. Answers the epoch
+/// the fence stood at.
+#[utoipa::path(post, path = "/v1/tenants/{tenant}/items/{item_id}/unfence", tag = "items",
+    params(("tenant" = String, Path, description = "Tenant id"), ("item_id" = String, Path, description = "Item id")),
+    responses((status = 200, body = TombstoneResponse), StdErrors), security(("bearer" = [])))]
+pub(crate) async fn unfence(
+    State(s): State<AppState>,
+    p: Principal,
+    P((tenant, item_id)): P<(String, String)>,
+) -> ApiResult<Json<TombstoneResponse>> {
+    s.enter(&p, &tenant, Scope::Admin, 0)?;
+    let (t, id) = (tenant.clone(), item_id.clone());
+    let (epoch, lsn) = s.run(&tenant, move |e| e.unfence(&t, &id)).await?;
+    s.journal.audit(&tenant, p.actor(), "unfence", format!("{item_id:?} (fenced at epoch {epoch}) lsn {lsn}"));
+    Ok(Json(TombstoneResponse { item_id, epoch, lsn }))
+}

@@ -57,6 +57,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/tenants/{tenant}/items/{item_id}", put(items::upsert).get(items::get).delete(items::tombstone))
         .route("/v1/tenants/{tenant}/items/{item_id}/candidates", get(query::item_candidates))
         .route("/v1/tenants/{tenant}/items/{item_id}/neighbourhood", get(query::neighbourhood))
+        .route("/v1/tenants/{tenant}/items/{item_id}/unfence", post(items::unfence))
         .route("/v1/tenants/{tenant}/candidates", post(query::content_candidates))
         .route("/v1/tenants/{tenant}/decide", post(query::decide))
         .route("/v1/tenants/{tenant}/verify", post(query::verify))
