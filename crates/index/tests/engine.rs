@@ -641,7 +641,9 @@ fn corrupt_postings_are_rebuilt_from_the_store() {
 
 /// The seed's fault list: a reviewer flooding contradictory labels. Labels
 /// are immutable events kept for evaluation; they never move a threshold
-/// or a decision, however many and however contradictory.
+/// or a decision, however many and however contradictory — and the
+/// labelled evaluation sets a contradicted pair aside as disputed, so the
+/// flood does not move precision or recall either.
 #[test]
 fn poisoned_labels_move_no_decision() {
     let dir = tempfile::tempdir().unwrap();
@@ -649,6 +651,18 @@ fn poisoned_labels_move_no_decision() {
     e.create_tenant("t", seed_tenant()).unwrap();
     e.upsert("t", Item::text("A", "red fox runs very fast")).unwrap();
     e.upsert("t", Item::text("B", "red fox runs very fast today")).unwrap();
+    e.upsert("t", Item::text("C", "database backup completed nightly")).unwrap();
+    e.upsert("t", Item::text("D", "Red fox runs very fast!")).unwrap();
+    let honest = |l: &str, r: &str, label| NewLabel {
+        left: l.into(),
+        right: r.into(),
+        label,
+        actor: "careful".into(),
+        rationale: "checked".into(),
+    };
+    e.label("t", honest("A", "D", Label::Duplicate)).unwrap();
+    e.label("t", honest("A", "C", Label::Distinct)).unwrap();
+    let evaluated = e.label_evaluation("t").unwrap();
     let probes = ["red fox runs very fast today", "red fox runs", "database backup completed nightly"];
     let before: Vec<_> = probes.iter().map(|p| e.decide("t", p).unwrap()).collect();
     let config = e.tenant_config("t").unwrap();
@@ -666,10 +680,15 @@ fn poisoned_labels_move_no_decision() {
         )
         .unwrap();
     }
-    assert_eq!(e.labels("t").unwrap().len(), 2_000);
+    assert_eq!(e.labels("t").unwrap().len(), 2_002);
     assert_eq!(e.tenant_config("t").unwrap(), config);
     let after: Vec<_> = probes.iter().map(|p| e.decide("t", p).unwrap()).collect();
     assert_eq!(after, before);
+    // The figure: precision and recall as before the flood, one pair disputed.
+    let flooded = e.label_evaluation("t").unwrap();
+    assert_eq!((flooded.precision, flooded.recall), (evaluated.precision, evaluated.recall));
+    assert_eq!((flooded.pairs, flooded.disputed), (3, 1));
+    assert_eq!(flooded.precision.map(|p| p.value), Some(1.0));
 }
 
 /// The seed's fault list: one hot bucket. Three thousand items that share
