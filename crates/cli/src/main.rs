@@ -32,7 +32,6 @@ mod saved;
 mod scan;
 mod serve;
 mod tune;
-mod unionfind;
 mod usage;
 
 /// Near-duplicate detection: MinHash-LSH candidates, exact Jaccard verification.

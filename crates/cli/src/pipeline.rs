@@ -30,7 +30,7 @@ use rayon::prelude::*;
 use crate::chunk::{Chunk, Input, ReadOptions};
 use crate::input::for_each_chunk;
 use crate::jsonl::{Line, Reject};
-use crate::unionfind::UnionFind;
+use neardup_core::unionfind::UnionFind;
 
 /// Where the time went, per phase (wall clock).
 #[derive(Debug, Default, Clone, serde::Serialize)]

@@ -74,6 +74,18 @@ pub struct DedupFlags {
     /// RAW:CAL,... [default: auto].
     #[arg(long, value_name = "MAP", help_heading = "Configuration")]
     pub embedding_calibration: Option<String>,
+    /// Discount MinHash scores for shingles that many other documents of the scan share (navigation,
+    /// footers), so pages of one manual are not called similar for their template [default: on].
+    #[arg(long, value_name = "on|off", value_parser = parse_on_off, help_heading = "Configuration")]
+    pub boilerplate_weighting: Option<bool>,
+}
+
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" | "true" | "yes" | "1" => Ok(true),
+        "off" | "false" | "no" | "0" => Ok(false),
+        _ => Err(format!("{s:?}: use on or off")),
+    }
 }
 
 impl DedupFlags {
@@ -92,6 +104,7 @@ impl DedupFlags {
         l.max_chunks = self.max_chunks;
         l.minhash_calibration = self.minhash_calibration.clone();
         l.embedding_calibration = self.embedding_calibration.clone();
+        l.boilerplate_weighting = self.boilerplate_weighting;
         l
     }
 

@@ -40,6 +40,7 @@ mod policy;
 pub mod saved_index;
 pub mod shingle;
 pub mod simhash;
+pub mod unionfind;
 pub mod verify;
 
 pub use candidates::{fold_key, Candidate, CandidateIndex, CandidateSet, ImageRow, IndexView, ItemKeys, MAX_ITEM_ID};

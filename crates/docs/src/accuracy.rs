@@ -26,9 +26,10 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use neardup_core::hash::ContentHash;
-use neardup_core::{verify_pair, Fingerprinter, StoredFingerprint, Verdict};
+use neardup_core::{verify_pair, Fingerprinter, MemoryIndex, StoredFingerprint, Verdict};
 use serde::Serialize;
 
+use crate::boilerplate::Boilerplate;
 use crate::calibrate::{fit_ceiling, fit_knot, Calibration};
 use crate::compare::{Calibrations, Pair};
 use crate::config::ScanSettings;
@@ -224,6 +225,27 @@ pub fn evaluate_labels(store: &Store, labels: &[Label], settings: &ScanSettings)
             .clone()
     };
 
+    // The same discount the scan applies, over the same documents.
+    let position: HashMap<&str, usize> =
+        store.documents.iter().enumerate().map(|(i, d)| (d.slug.as_str(), i)).collect();
+    let boilerplate = if settings.minhash && settings.boilerplate_weighting {
+        let mut index = MemoryIndex::new(settings.params.clone());
+        for d in &store.documents {
+            let content_hash = ContentHash::from_hex(&d.content_hash).unwrap_or(ContentHash([0; 16]));
+            let stored = StoredFingerprint {
+                content_hash,
+                tokens: d.tokens,
+                features: d.features.clone(),
+                signature: None,
+                degraded_shingles: None,
+            };
+            let fp = fingerprinter.rebuild(stored).map_err(|e| Error::store(format!("{}: {e}", d.path)))?;
+            index.insert(fp).map_err(|e| Error::store(format!("index: {e}")))?;
+        }
+        Some(Boilerplate::of_index(&index, store.documents.len()))
+    } else {
+        None
+    };
     let mut scored = Vec::new();
     let mut missing = 0;
     for label in labels {
@@ -236,7 +258,12 @@ pub fn evaluate_labels(store: &Store, labels: &[Label], settings: &ScanSettings)
             missing += 1;
             continue;
         };
-        let jaccard = settings.minhash.then(|| verify_pair(&a.features, &ha, &b.features, &hb, 0.0)).flatten();
+        let jaccard = settings.minhash.then(|| verify_pair(&a.features, &ha, &b.features, &hb, 0.0)).flatten().map(|mut s| {
+            if let Some(bp) = &boilerplate {
+                s.score = bp.score(position[a.slug.as_str()], position[b.slug.as_str()], &a.features, &b.features, s.score);
+            }
+            s
+        });
         let embedding = match (&a.embedding, &b.embedding) {
             (Some(x), Some(y)) => Some(f64::from(cosine(x, y))),
             _ => None,

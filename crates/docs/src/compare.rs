@@ -30,6 +30,7 @@
 
 use neardup_core::{Candidate, Fingerprint, MemoryIndex, Params, Policy, Verdict};
 
+use crate::boilerplate::Boilerplate;
 use crate::calibrate::Calibration;
 use crate::embed::cosine;
 use crate::error::Error;
@@ -106,6 +107,24 @@ pub(crate) struct Matchers<'a> {
     pub calibrations: &'a Calibrations,
     pub minhash: bool,
     pub embedding: bool,
+    /// Discount MinHash scores for shingles other documents share.
+    pub boilerplate: bool,
+}
+
+/// MinHash scores of pairs: the exact Jaccard from the index, discounted
+/// for shared boilerplate when asked ([`Boilerplate`]).
+struct MinhashScores<'a> {
+    index: &'a MemoryIndex,
+    boilerplate: Option<Boilerplate>,
+}
+
+impl MinhashScores<'_> {
+    fn weigh(&self, a: usize, b: usize, jaccard: f64) -> f64 {
+        match (&self.boilerplate, self.index.features(a as u32), self.index.features(b as u32)) {
+            (Some(bp), Some(fa), Some(fb)) => bp.score(a, b, fa, fb, jaccard),
+            _ => jaccard,
+        }
+    }
 }
 
 /// The progress-bar total for `n` new and `m` stored documents under the
@@ -157,6 +176,10 @@ pub(crate) fn compare(
         }
         index.insert(fp).map_err(index_err)?;
     }
+    let scores = MinhashScores {
+        index: &index,
+        boilerplate: (matchers.minhash && matchers.boilerplate).then(|| Boilerplate::of_index(&index, docs.len())),
+    };
     let n = (docs.len() - m) as u64;
     let total =
         if matchers.embedding { all_pairs_total(n, m as u64) } else { candidates.iter().map(|c| c.len() as u64).sum() };
@@ -185,11 +208,12 @@ pub(crate) fn compare(
             let verified = index.verify_item(i as u32, &candidates[i], 0.0);
             for hit in verified {
                 let j = hit.id as usize;
+                let score = scores.weigh(i, j, hit.score);
                 if matchers.embedding {
-                    pairs[j].1.minhash = Some(hit.score);
+                    pairs[j].1.minhash = Some(score);
                     pairs[j].1.same_content |= hit.same_content;
                 } else {
-                    pairs.push((j, Pair { embedding: None, minhash: Some(hit.score), same_content: hit.same_content }));
+                    pairs.push((j, Pair { embedding: None, minhash: Some(score), same_content: hit.same_content }));
                 }
             }
             if !matchers.embedding {
@@ -200,7 +224,7 @@ pub(crate) fn compare(
         let mut scored: Vec<(usize, Scored)> = pairs
             .into_iter()
             .filter_map(|(j, pair)| {
-                let pair = complete(pair, i, j, &index, matchers, false);
+                let pair = complete(pair, i, j, &scores, matchers, false);
                 pair.scored(matchers.calibrations).map(|s| (j, s))
             })
             .collect();
@@ -211,7 +235,7 @@ pub(crate) fn compare(
         cluster.push(i);
         if let Some(&(j, best)) = scored.first() {
             let verdict = policy.classify(best.combined, best.raw.same_content);
-            let best = stored_scores(best, i, j, &index, matchers);
+            let best = stored_scores(best, i, j, &scores, matchers);
             let slug = docs[j].slug.clone();
             let doc = &mut docs[i];
             doc.verdict = verdict;
@@ -237,7 +261,7 @@ pub(crate) fn compare(
             if docs[j].closest_score.is_some_and(|c| s.combined <= c) {
                 continue;
             }
-            let s = stored_scores(s, i, j, &index, matchers);
+            let s = stored_scores(s, i, j, &scores, matchers);
             let slug = docs[i].slug.clone();
             set_closest(&mut docs[j], slug, &s);
             stats.back_updated.push(j);
@@ -266,11 +290,14 @@ fn offer_similar(docs: &mut [StoredDoc], doc: usize, target: usize, score: f64, 
     d.verdict = Verdict::Similar;
 }
 
-/// Fills the exact Jaccard of a pair LSH did not propose. Unless `always`,
-/// only when it could be the larger calibrated score: the Jaccard is at most
-/// the ratio of the two set sizes, and when even that bound calibrates below
-/// the embedding's score the merge is skipped (it cannot change the ranking).
-fn complete(mut pair: Pair, a: usize, b: usize, index: &MemoryIndex, matchers: &Matchers<'_>, always: bool) -> Pair {
+/// Fills the MinHash score of a pair LSH did not propose. Unless `always`,
+/// only when it could be the larger calibrated score: the score is at most
+/// the Jaccard (the boilerplate discount only lowers it), the Jaccard at
+/// most the ratio of the two set sizes, and when even that bound
+/// calibrates below the embedding's score the merge is skipped (it cannot
+/// change the ranking).
+fn complete(mut pair: Pair, a: usize, b: usize, scores: &MinhashScores<'_>, matchers: &Matchers<'_>, always: bool) -> Pair {
+    let index = scores.index;
     if !matchers.minhash || pair.minhash.is_some() {
         return pair;
     }
@@ -285,7 +312,7 @@ fn complete(mut pair: Pair, a: usize, b: usize, index: &MemoryIndex, matchers: &
         }
     }
     if let Some(s) = index.score(a as u32, b as u32) {
-        pair.minhash = Some(s.score);
+        pair.minhash = Some(scores.weigh(a, b, s.score));
         pair.same_content |= s.same_content;
     }
     pair
@@ -294,11 +321,11 @@ fn complete(mut pair: Pair, a: usize, b: usize, index: &MemoryIndex, matchers: &
 /// The scores an entry stores: both matchers' scores, in combined mode
 /// (the Jaccard skipped while ranking is computed now; it cannot change the
 /// combined score).
-fn stored_scores(s: Scored, a: usize, b: usize, index: &MemoryIndex, matchers: &Matchers<'_>) -> Scored {
+fn stored_scores(s: Scored, a: usize, b: usize, scores: &MinhashScores<'_>, matchers: &Matchers<'_>) -> Scored {
     if s.raw.minhash.is_some() || !matchers.minhash {
         return s;
     }
-    complete(s.raw, a, b, index, matchers, true).scored(matchers.calibrations).unwrap_or(s)
+    complete(s.raw, a, b, scores, matchers, true).scored(matchers.calibrations).unwrap_or(s)
 }
 
 fn set_closest(doc: &mut StoredDoc, slug: String, s: &Scored) {

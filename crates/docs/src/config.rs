@@ -17,6 +17,7 @@
 //! | `max_chunks`            | int    | `16`                   | `NEARDUP_DEDUP_MAX_CHUNKS` (`KOMP_DEDUP_MAX_CHUNKS`)             |
 //! | `minhash_calibration`   | string | `"auto"`               | `NEARDUP_DEDUP_MINHASH_CALIBRATION` (`KOMP_DEDUP_MINHASH_CALIBRATION`) |
 //! | `embedding_calibration` | string | `"auto"`               | `NEARDUP_DEDUP_EMBEDDING_CALIBRATION` (`KOMP_DEDUP_EMBEDDING_CALIBRATION`) |
+//! | `boilerplate_weighting` | bool   | `true`                 | `NEARDUP_DEDUP_BOILERPLATE_WEIGHTING` (`KOMP_DEDUP_BOILERPLATE_WEIGHTING`) |
 //!
 //! Calibrations (see [`crate::calibrate`]) are `auto` (the shipped map:
 //! for MinHash on word 5-grams, for an embedding model we have measured;
@@ -71,6 +72,9 @@ pub struct ConfigLayer {
     pub minhash_calibration: Option<String>,
     /// Embedding score map onto the common scale: `auto`, `none` or knots.
     pub embedding_calibration: Option<String>,
+    /// Discount MinHash scores for shingles many other documents share
+    /// (navigation, footers): see `boilerplate.rs`.
+    pub boilerplate_weighting: Option<bool>,
 }
 
 /// The keys of [`ConfigLayer`], as spelt in TOML; the environment variable
@@ -89,6 +93,7 @@ pub const CONFIG_KEYS: &[&str] = &[
     "max_chunks",
     "minhash_calibration",
     "embedding_calibration",
+    "boilerplate_weighting",
 ];
 
 #[derive(Deserialize)]
@@ -149,14 +154,16 @@ impl ConfigLayer {
         fn num<T: std::str::FromStr>(v: &str, what: &str) -> Result<T, String> {
             v.trim().parse().map_err(|_| format!("not {what}"))
         }
-        match key {
-            "enabled" => {
-                self.enabled = Some(match value.trim().to_ascii_lowercase().as_str() {
-                    "1" | "true" | "yes" | "on" => true,
-                    "0" | "false" | "no" | "off" => false,
-                    _ => return Err("not a boolean (true/false, 1/0, yes/no, on/off)".into()),
-                })
+        fn boolean(v: &str) -> Result<bool, String> {
+            match v.trim().to_ascii_lowercase().as_str() {
+                "1" | "true" | "yes" | "on" => Ok(true),
+                "0" | "false" | "no" | "off" => Ok(false),
+                _ => Err("not a boolean (true/false, 1/0, yes/no, on/off)".into()),
             }
+        }
+        match key {
+            "enabled" => self.enabled = Some(boolean(value)?),
+            "boilerplate_weighting" => self.boilerplate_weighting = Some(boolean(value)?),
             "matchers" => self.matchers = Some(value.to_owned()),
             "threshold_identical" => self.threshold_identical = Some(num(value, "a number")?),
             "threshold_similar" => self.threshold_similar = Some(num(value, "a number")?),
@@ -192,7 +199,8 @@ impl ConfigLayer {
             max_file_bytes,
             max_chunks,
             minhash_calibration,
-            embedding_calibration
+            embedding_calibration,
+            boilerplate_weighting
         );
         self
     }
@@ -345,6 +353,7 @@ impl ConfigLayer {
             max_chunks,
             minhash_calibration,
             embedding_calibration,
+            boilerplate_weighting: self.boilerplate_weighting.unwrap_or(true),
             limits,
             notes,
         })
@@ -381,6 +390,8 @@ pub struct ScanSettings {
     /// shipped for the model, resolved once the model is known
     /// ([`ScanSettings::embedding_calibration_for`]).
     pub embedding_calibration: Option<Calibration>,
+    /// See [`ConfigLayer::boilerplate_weighting`].
+    pub boilerplate_weighting: bool,
     /// Parser limits.
     pub limits: Limits,
     /// Notes for the user (e.g. a matcher skipped), not errors.

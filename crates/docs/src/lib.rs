@@ -38,6 +38,7 @@
 #![deny(missing_docs)]
 
 mod accuracy;
+mod boilerplate;
 mod cache;
 mod calibrate;
 mod compare;

@@ -194,7 +194,7 @@ pub fn stamp(
     let inputs = format!(
         "store=v{STORE_FORMAT_VERSION};parser=v{PARSER_VERSION};enabled={};matchers={};model={};\
          minhash_lsh_threshold={};core={};chunk_words={};max_chunks={};threshold_identical={};\
-         threshold_similar={};minhash_calibration={};embedding_calibration={}",
+         threshold_similar={};minhash_calibration={};embedding_calibration={};boilerplate={}",
         settings.enabled,
         settings.matchers_label(),
         model_id.unwrap_or("none"),
@@ -206,6 +206,8 @@ pub fn stamp(
         settings.threshold_similar,
         settings.minhash_calibration,
         embedding_calibration.map_or("none".to_owned(), Calibration::to_string),
+        // The discount's version: its rule, NEAR_COPY and FREE_GROUPS.
+        if settings.boilerplate_weighting { "groups-v1" } else { "off" },
     );
     let hash = crate::parse::sha256_hex(inputs.as_bytes());
     (inputs, hash)
@@ -503,6 +505,7 @@ fn compare_phase(
             calibrations,
             minhash: settings.minhash,
             embedding,
+            boilerplate: settings.boilerplate_weighting,
         };
         let stats = compare(&mut docs, fps, m, &matchers, progress)?;
         summary.comparisons = stats.comparisons;

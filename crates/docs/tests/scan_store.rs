@@ -267,3 +267,53 @@ fn frozen_v2_store_still_reads() {
     assert_eq!(a.closest_match.as_deref(), Some(b.slug.as_str()));
     assert_eq!(b.duplicate_of.as_deref(), Some(a.slug.as_str()));
 }
+
+/// Issue 17: boilerplate weighs little. A templated site — every page the
+/// same header and footer (real text, 170 words) around its own paragraph
+/// (real text, 65–134 words) — and a one-word revision of one page. Plain
+/// Jaccard calls every page similar to another for the template alone;
+/// with the boilerplate discount (the default) the pages are different and
+/// the revision is still found.
+#[test]
+fn a_shared_template_does_not_make_pages_similar() {
+    let paper = std::fs::read_to_string(fixture("paper.md")).unwrap();
+    let orchestra = std::fs::read_to_string(fixture("unrelated-orchestra.txt")).unwrap();
+    let words: Vec<&str> = orchestra.split_whitespace().collect();
+    let (head, foot) = (words[..120].join(" "), words[words.len() - 50..].join(" "));
+    let paragraphs: Vec<String> = paper
+        .split("\n\n")
+        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|p| p.split(' ').count() >= 40)
+        .collect();
+    assert!(paragraphs.len() >= 10, "{}", paragraphs.len());
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    std::fs::create_dir_all(&site).unwrap();
+    for (i, p) in paragraphs.iter().enumerate() {
+        std::fs::write(site.join(format!("page-{i:02}.txt")), format!("{head}\n\n{p}\n\n{foot}\n")).unwrap();
+    }
+    let mut revised: Vec<&str> = paragraphs[0].split(' ').collect();
+    let mid = revised.len() / 2;
+    revised[mid] = "changed";
+    std::fs::write(site.join("page-00-revised.txt"), format!("{head}\n\n{}\n\n{foot}\n", revised.join(" "))).unwrap();
+
+    let verdicts = |weighting: &str| {
+        let state = dir.path().join(format!("state-{weighting}"));
+        let layer = ConfigLayer::from_toml(&format!(
+            "[dedup]\nmatchers = \"minhash\"\nboilerplate_weighting = {weighting}\n"
+        ))
+        .unwrap();
+        scan(&[&site], &options(&state, layer), &NoProgress).unwrap();
+        let store = Store::load(&Store::path_in(&state)).unwrap().unwrap();
+        store.documents.iter().map(|d| (d.slug.clone(), d.verdict)).collect::<std::collections::BTreeMap<_, _>>()
+    };
+    let is_page = |s: &str| !s.starts_with("page-00");
+    let plain = verdicts("false");
+    let flagged = plain.iter().filter(|(s, v)| is_page(s) && **v != Verdict::Different).count();
+    assert!(flagged >= paragraphs.len() - 3, "the template alone should flag the pages: {plain:?}");
+    let weighted = verdicts("true");
+    let flagged: Vec<_> = weighted.iter().filter(|(s, v)| is_page(s) && **v != Verdict::Different).collect();
+    assert!(flagged.is_empty(), "{weighted:?}");
+    assert_ne!(weighted["page-00-revised"], Verdict::Different, "{weighted:?}");
+    assert_ne!(weighted["page-00"], Verdict::Different, "{weighted:?}");
+}

@@ -1,5 +1,6 @@
 //! Union-find over dense ids, with path halving and union by size.
 
+/// Disjoint sets over the ids `0..len`.
 #[derive(Debug, Default)]
 pub struct UnionFind {
     parent: Vec<u32>,
@@ -15,6 +16,7 @@ impl UnionFind {
         id
     }
 
+    /// The representative of `x`'s set.
     pub fn find(&mut self, mut x: u32) -> u32 {
         while self.parent[x as usize] != x {
             let p = self.parent[x as usize];
@@ -24,6 +26,7 @@ impl UnionFind {
         x
     }
 
+    /// Merges the sets of `a` and `b`.
     pub fn union(&mut self, a: u32, b: u32) {
         let (mut ra, mut rb) = (self.find(a), self.find(b));
         if ra == rb {
@@ -36,8 +39,14 @@ impl UnionFind {
         self.size[ra as usize] += self.size[rb as usize];
     }
 
+    /// Elements pushed.
     pub fn len(&self) -> usize {
         self.parent.len()
+    }
+
+    /// No element yet.
+    pub fn is_empty(&self) -> bool {
+        self.parent.is_empty()
     }
 }
 
