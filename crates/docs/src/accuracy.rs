@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
 use neardup_core::hash::ContentHash;
-use neardup_core::{verify_pair, Fingerprinter, MemoryIndex, StoredFingerprint, Verdict};
+use neardup_core::{verify_pair, Fingerprint, Fingerprinter, MemoryIndex, StoredFingerprint, Verdict};
 use serde::Serialize;
 
 use crate::boilerplate::Boilerplate;
@@ -207,12 +207,14 @@ pub fn evaluate_labels(store: &Store, labels: &[Label], settings: &ScanSettings)
     };
     let fingerprinter = Fingerprinter::new(settings.params.clone())
         .map_err(|e| Error::config(format!("fingerprint parameters: {e}")))?;
-    let mut bands: HashMap<String, Vec<u64>> = HashMap::new();
-    let mut band_keys = |d: &StoredDoc| -> Vec<u64> {
-        bands
-            .entry(d.slug.clone())
-            .or_insert_with(|| {
-                let Some(content_hash) = ContentHash::from_hex(&d.content_hash) else { return Vec::new() };
+    // Every stored document's fingerprint, rebuilt once from its features
+    // (an unreadable content hash gets an empty one: it matches nothing).
+    let mut fingerprinter = fingerprinter;
+    let fps: Vec<Fingerprint> = store
+        .documents
+        .iter()
+        .map(|d| {
+            let rebuilt = ContentHash::from_hex(&d.content_hash).and_then(|content_hash| {
                 let stored = StoredFingerprint {
                     content_hash,
                     tokens: d.tokens,
@@ -220,29 +222,21 @@ pub fn evaluate_labels(store: &Store, labels: &[Label], settings: &ScanSettings)
                     signature: None,
                     degraded_shingles: None,
                 };
-                fingerprinter.rebuild(stored).map(|f| f.band_keys).unwrap_or_default()
-            })
-            .clone()
-    };
-
-    // The same discount the scan applies, over the same documents.
+                fingerprinter.rebuild(stored).ok()
+            });
+            rebuilt.unwrap_or_else(|| fingerprinter.fingerprint(""))
+        })
+        .collect();
     let position: HashMap<&str, usize> =
         store.documents.iter().enumerate().map(|(i, d)| (d.slug.as_str(), i)).collect();
+    let band_keys = |d: &StoredDoc| -> &[u64] { &fps[position[d.slug.as_str()]].band_keys };
+    // The same discount the scan applies, over the same documents.
     let boilerplate = if settings.minhash && settings.boilerplate_weighting {
         let mut index = MemoryIndex::new(settings.params.clone());
-        for d in &store.documents {
-            let content_hash = ContentHash::from_hex(&d.content_hash).unwrap_or(ContentHash([0; 16]));
-            let stored = StoredFingerprint {
-                content_hash,
-                tokens: d.tokens,
-                features: d.features.clone(),
-                signature: None,
-                degraded_shingles: None,
-            };
-            let fp = fingerprinter.rebuild(stored).map_err(|e| Error::store(format!("{}: {e}", d.path)))?;
-            index.insert(fp).map_err(|e| Error::store(format!("index: {e}")))?;
+        for fp in &fps {
+            index.insert(fp.clone()).map_err(|e| Error::store(format!("index: {e}")))?;
         }
-        Some(Boilerplate::of_index(&index, store.documents.len()))
+        Some(Boilerplate::of_index(&index, fps.len()))
     } else {
         None
     };
@@ -258,19 +252,21 @@ pub fn evaluate_labels(store: &Store, labels: &[Label], settings: &ScanSettings)
             missing += 1;
             continue;
         };
-        let jaccard = settings.minhash.then(|| verify_pair(&a.features, &ha, &b.features, &hb, 0.0)).flatten().map(|mut s| {
-            if let Some(bp) = &boilerplate {
-                s.score = bp.score(position[a.slug.as_str()], position[b.slug.as_str()], &a.features, &b.features, s.score);
-            }
-            s
-        });
+        let (pa, pb) = (position[a.slug.as_str()], position[b.slug.as_str()]);
+        let jaccard =
+            settings.minhash.then(|| verify_pair(&a.features, &ha, &b.features, &hb, 0.0)).flatten().map(|mut s| {
+                if let Some(bp) = &boilerplate {
+                    s.score = bp.score(pa, pb, &a.features, &b.features, s.score);
+                }
+                s
+            });
         let embedding = match (&a.embedding, &b.embedding) {
             (Some(x), Some(y)) => Some(f64::from(cosine(x, y))),
             _ => None,
         };
         let same_content = ha == hb;
         let (ka, kb) = (band_keys(a), band_keys(b));
-        let lsh = same_content || ka.iter().zip(&kb).any(|(x, y)| x == y);
+        let lsh = same_content || ka.iter().zip(kb).any(|(x, y)| x == y);
         let (class, target) = class_of(label);
         let raw = Pair { embedding, minhash: jaccard.map(|s| s.score), same_content };
         scored.push(Scored { label, class, target, raw, lsh });

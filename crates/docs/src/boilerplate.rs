@@ -185,7 +185,8 @@ mod tests {
     /// Few documents: no shingle is down-weighted, the score is the Jaccard.
     #[test]
     fn small_scans_score_plain_jaccard() {
-        let texts: Vec<String> = (0..3).map(|d| format!("{} {}", words("shared", 50), words(&format!("d{d}w"), 50))).collect();
+        let texts: Vec<String> =
+            (0..3).map(|d| format!("{} {}", words("shared", 50), words(&format!("d{d}w"), 50))).collect();
         let idx = index(&texts);
         let b = Boilerplate::of_index(&idx, texts.len());
         let (j, w) = score(&idx, &b, 0, 1);

@@ -296,7 +296,14 @@ fn offer_similar(docs: &mut [StoredDoc], doc: usize, target: usize, score: f64, 
 /// most the ratio of the two set sizes, and when even that bound
 /// calibrates below the embedding's score the merge is skipped (it cannot
 /// change the ranking).
-fn complete(mut pair: Pair, a: usize, b: usize, scores: &MinhashScores<'_>, matchers: &Matchers<'_>, always: bool) -> Pair {
+fn complete(
+    mut pair: Pair,
+    a: usize,
+    b: usize,
+    scores: &MinhashScores<'_>,
+    matchers: &Matchers<'_>,
+    always: bool,
+) -> Pair {
     let index = scores.index;
     if !matchers.minhash || pair.minhash.is_some() {
         return pair;

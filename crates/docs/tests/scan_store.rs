@@ -299,10 +299,9 @@ fn a_shared_template_does_not_make_pages_similar() {
 
     let verdicts = |weighting: &str| {
         let state = dir.path().join(format!("state-{weighting}"));
-        let layer = ConfigLayer::from_toml(&format!(
-            "[dedup]\nmatchers = \"minhash\"\nboilerplate_weighting = {weighting}\n"
-        ))
-        .unwrap();
+        let layer =
+            ConfigLayer::from_toml(&format!("[dedup]\nmatchers = \"minhash\"\nboilerplate_weighting = {weighting}\n"))
+                .unwrap();
         scan(&[&site], &options(&state, layer), &NoProgress).unwrap();
         let store = Store::load(&Store::path_in(&state)).unwrap().unwrap();
         store.documents.iter().map(|d| (d.slug.clone(), d.verdict)).collect::<std::collections::BTreeMap<_, _>>()

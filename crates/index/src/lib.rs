@@ -60,6 +60,8 @@ pub use feedback::{Label, LabelEvent, NewLabel};
 pub use item::{Item, ItemInfo, ItemRecord};
 pub use shadow::{is_destructive, ShadowReport};
 pub use snapshot::{SnapshotHeader, SNAPSHOT_VERSION};
+#[cfg(any(test, feature = "fault-injection"))]
+pub use store::{Faults, FaultyStore};
 pub use store::{FjallStore, MemStore, Store, StoreBatch, StoreView};
 pub use tenant::TenantCounters;
 pub use tenant_config::{PolicyConfig, TenantConfig, TenantLimits, MAX_EPOCH, MAX_ITEM_ID, MAX_TENANT_ID};

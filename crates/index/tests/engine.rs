@@ -720,62 +720,6 @@ fn one_hot_bucket_stays_bounded() {
     assert!(d.explanation.contains("hot buckets"), "{}", d.explanation);
 }
 
-/// A memory store whose reads fail while `gone` is set: the feature store
-/// removed or unreadable under a running engine.
-#[derive(Debug, Default)]
-struct VanishingStore {
-    inner: neardup_index::MemStore,
-    gone: std::sync::Arc<std::sync::atomic::AtomicBool>,
-}
-
-impl VanishingStore {
-    fn check(&self) -> neardup_index::Result<()> {
-        match self.gone.load(std::sync::atomic::Ordering::SeqCst) {
-            true => Err(neardup_index::Error::store("vanishing", "the store's files are gone")),
-            false => Ok(()),
-        }
-    }
-}
-
-impl neardup_index::Store for VanishingStore {
-    fn backend(&self) -> &'static str {
-        "vanishing"
-    }
-    fn get(&self, tenant: &str, item_id: &str) -> neardup_index::Result<Option<neardup_index::ItemRecord>> {
-        self.check()?;
-        self.inner.get(tenant, item_id)
-    }
-    fn apply(&self, tenant: &str, batch: neardup_index::StoreBatch, lsn: u64) -> neardup_index::Result<()> {
-        self.check()?;
-        self.inner.apply(tenant, batch, lsn)
-    }
-    fn scan(
-        &self,
-        tenant: &str,
-        after: Option<&str>,
-        f: &mut dyn FnMut(neardup_index::ItemRecord) -> neardup_index::Result<std::ops::ControlFlow<()>>,
-    ) -> neardup_index::Result<()> {
-        self.check()?;
-        self.inner.scan(tenant, after, f)
-    }
-    fn view(&self, tenant: &str) -> neardup_index::Result<Box<dyn neardup_index::StoreView>> {
-        self.check()?;
-        self.inner.view(tenant)
-    }
-    fn is_persistent(&self) -> bool {
-        false
-    }
-    fn applied_lsn(&self, tenant: &str) -> neardup_index::Result<Option<u64>> {
-        self.inner.applied_lsn(tenant)
-    }
-    fn clear_tenant(&self, tenant: &str) -> neardup_index::Result<()> {
-        self.inner.clear_tenant(tenant)
-    }
-    fn persist(&self) -> neardup_index::Result<()> {
-        Ok(())
-    }
-}
-
 /// The seed's fault list: the feature store removed. Queries keep
 /// answering in exact-hash-only mode — a copy is still a duplicate (the
 /// index keeps content hashes in memory), anything else is `review`, and
@@ -784,8 +728,11 @@ impl neardup_index::Store for VanishingStore {
 #[test]
 fn without_the_feature_store_queries_fall_back_to_exact_hashes() {
     let dir = tempfile::tempdir().unwrap();
-    let store = VanishingStore::default();
-    let gone = store.gone.clone();
+    let (store, faults) = neardup_index::FaultyStore::new();
+    let gone = |on: bool| {
+        faults.fail_reads(on);
+        faults.fail_writes(on);
+    };
     let e = Engine::open_on_store(dir.path(), opts(StoreKind::Memory), Box::new(store)).unwrap();
     e.create_tenant("t", seed_tenant()).unwrap();
     e.upsert("t", Item::text("A", "red fox runs very fast")).unwrap();
@@ -796,7 +743,7 @@ fn without_the_feature_store_queries_fall_back_to_exact_hashes() {
     assert_eq!(before[1].state, DecisionState::NearDuplicate);
     assert!(before.iter().all(|d| d.degraded.is_none()));
 
-    gone.store(true, std::sync::atomic::Ordering::SeqCst);
+    gone(true);
     let copy = e.decide("t", probes[0]).unwrap();
     assert_eq!(copy.state, DecisionState::Duplicate, "{copy:?}");
     assert_eq!(copy.closest().unwrap().item_id, "A");
@@ -817,7 +764,7 @@ fn without_the_feature_store_queries_fall_back_to_exact_hashes() {
     // A write cannot be kept without the store: an error, not a decision.
     assert_eq!(e.upsert("t", Item::text("D", "a new item while the store is gone")).unwrap_err().code(), "store");
 
-    gone.store(false, std::sync::atomic::Ordering::SeqCst);
+    gone(false);
     let after: Vec<_> = probes.iter().map(|p| e.decide("t", p).unwrap()).collect();
     assert_eq!(after, before);
 }

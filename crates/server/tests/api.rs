@@ -553,51 +553,6 @@ async fn half_sent_requests_are_closed_after_the_header_timeout() {
     assert!(read.is_ok(), "the half-sent request was still open after 5 s");
 }
 
-/// An item store whose writes take `delay_ms` (the seed's fault list: a
-/// slow store behind the `Store` trait).
-#[derive(Debug)]
-struct SlowStore {
-    inner: neardup_index::MemStore,
-    delay_ms: std::sync::Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl neardup_index::Store for SlowStore {
-    fn backend(&self) -> &'static str {
-        "slow"
-    }
-    fn get(&self, tenant: &str, item_id: &str) -> neardup_index::Result<Option<neardup_index::ItemRecord>> {
-        self.inner.get(tenant, item_id)
-    }
-    fn apply(&self, tenant: &str, batch: neardup_index::StoreBatch, lsn: u64) -> neardup_index::Result<()> {
-        let ms = self.delay_ms.load(std::sync::atomic::Ordering::Relaxed);
-        std::thread::sleep(std::time::Duration::from_millis(ms));
-        self.inner.apply(tenant, batch, lsn)
-    }
-    fn scan(
-        &self,
-        tenant: &str,
-        after: Option<&str>,
-        f: &mut dyn FnMut(neardup_index::ItemRecord) -> neardup_index::Result<std::ops::ControlFlow<()>>,
-    ) -> neardup_index::Result<()> {
-        self.inner.scan(tenant, after, f)
-    }
-    fn view(&self, tenant: &str) -> neardup_index::Result<Box<dyn neardup_index::StoreView>> {
-        self.inner.view(tenant)
-    }
-    fn is_persistent(&self) -> bool {
-        false
-    }
-    fn applied_lsn(&self, tenant: &str) -> neardup_index::Result<Option<u64>> {
-        self.inner.applied_lsn(tenant)
-    }
-    fn clear_tenant(&self, tenant: &str) -> neardup_index::Result<()> {
-        self.inner.clear_tenant(tenant)
-    }
-    fn persist(&self) -> neardup_index::Result<()> {
-        self.inner.persist()
-    }
-}
-
 /// The seed's fault list: a slow store. A write slower than the request
 /// timeout answers 408 at the deadline (not when the store is done); the
 /// write still lands, as the 408 says it may, and a retry answers from
@@ -605,8 +560,7 @@ impl neardup_index::Store for SlowStore {
 #[tokio::test]
 async fn a_slow_store_keeps_deadlines_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let delay = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
-    let store = SlowStore { inner: neardup_index::MemStore::new(), delay_ms: delay.clone() };
+    let (store, faults) = neardup_index::FaultyStore::new();
     let engine = neardup_index::Engine::open_on_store(dir.path(), EngineOptions::default(), Box::new(store)).unwrap();
     let keys = KeyStore::open(None, Some(ADMIN)).unwrap();
     let cfg = GatewayConfig { request_timeout: std::time::Duration::from_millis(200), ..GatewayConfig::default() };
@@ -619,12 +573,12 @@ async fn a_slow_store_keeps_deadlines_and_loses_nothing() {
             .status
             .is_success());
     }
-    delay.store(1_000, std::sync::atomic::Ordering::Relaxed);
+    faults.delay_writes(std::time::Duration::from_secs(1));
     let started = std::time::Instant::now();
     let r = h.put("t1", &key, "slow", "a write the slow store takes a second to keep").await;
     assert_error(&r, StatusCode::REQUEST_TIMEOUT, "timeout");
     assert!(started.elapsed() < std::time::Duration::from_millis(900), "answered after {:?}", started.elapsed());
-    delay.store(0, std::sync::atomic::Ordering::Relaxed);
+    faults.delay_writes(std::time::Duration::ZERO);
     tokio::time::sleep(std::time::Duration::from_millis(1_500)).await;
     let r = h.put("t1", &key, "slow", "a write the slow store takes a second to keep").await;
     assert_eq!(r.status, StatusCode::OK, "the retry answers from the write that landed");

@@ -20,10 +20,14 @@ use std::ops::ControlFlow;
 use crate::error::Result;
 use crate::item::ItemRecord;
 
+#[cfg(any(test, feature = "fault-injection"))]
+mod faulty;
 mod fjall;
 mod mem;
 
 pub use self::fjall::FjallStore;
+#[cfg(any(test, feature = "fault-injection"))]
+pub use faulty::{Faults, FaultyStore};
 pub use mem::MemStore;
 
 /// Puts and deletes applied atomically, together with the applied LSN.

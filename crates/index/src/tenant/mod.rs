@@ -577,63 +577,13 @@ impl Tenant {
 
 #[cfg(test)]
 mod tests {
-    use std::ops::ControlFlow;
-    use std::sync::atomic::{AtomicBool, Ordering};
-
     use super::*;
-    use crate::store::{MemStore, StoreView};
-
-    /// A memory store whose writes fail while `full` is set (a full disk).
-    #[derive(Debug, Default)]
-    struct FullDisk {
-        inner: MemStore,
-        full: AtomicBool,
-    }
-
-    impl Store for FullDisk {
-        fn backend(&self) -> &'static str {
-            "full-disk"
-        }
-        fn get(&self, tenant: &str, item_id: &str) -> Result<Option<ItemRecord>> {
-            self.inner.get(tenant, item_id)
-        }
-        fn apply(&self, tenant: &str, batch: StoreBatch, lsn: u64) -> Result<()> {
-            if self.full.load(Ordering::SeqCst) {
-                let e = std::io::Error::new(std::io::ErrorKind::StorageFull, "no space left (test)");
-                return Err(crate::error::Error::io("writing the store", e));
-            }
-            self.inner.apply(tenant, batch, lsn)
-        }
-        fn scan(
-            &self,
-            tenant: &str,
-            after: Option<&str>,
-            f: &mut dyn FnMut(ItemRecord) -> Result<ControlFlow<()>>,
-        ) -> Result<()> {
-            self.inner.scan(tenant, after, f)
-        }
-        fn view(&self, tenant: &str) -> Result<Box<dyn StoreView>> {
-            self.inner.view(tenant)
-        }
-        fn is_persistent(&self) -> bool {
-            false
-        }
-        fn applied_lsn(&self, tenant: &str) -> Result<Option<u64>> {
-            self.inner.applied_lsn(tenant)
-        }
-        fn clear_tenant(&self, tenant: &str) -> Result<()> {
-            self.inner.clear_tenant(tenant)
-        }
-        fn persist(&self) -> Result<()> {
-            Ok(())
-        }
-    }
 
     /// Issue 15 item 1: a rebuild whose store write failed used to leave
     /// the new configuration in memory; now the tenant keeps its old one.
     #[test]
     fn a_rebuild_that_fails_to_write_changes_nothing() {
-        let store = FullDisk::default();
+        let (store, faults) = crate::store::FaultyStore::new();
         let old = TenantConfig::new(neardup_core::Config::seed_example());
         let mut t = Tenant::new("t", old.clone()).unwrap();
         let new = TenantConfig::new(neardup_core::Config { shingle_width: 3, ..neardup_core::Config::seed_example() });
@@ -642,12 +592,12 @@ mod tests {
             config_json: new.to_json().unwrap(),
             previous_json: Some(old.to_json().unwrap()),
         };
-        store.full.store(true, Ordering::SeqCst);
+        faults.fail_writes(true);
         let mode = ApplyMode { store: true, index: true };
         assert_eq!(t.apply(&store, cmd.clone(), 5, mode).unwrap_err().code(), "io");
         assert_eq!(t.config, old);
         assert!(t.previous.is_none());
-        store.full.store(false, Ordering::SeqCst);
+        faults.fail_writes(false);
         t.apply(&store, cmd, 5, mode).unwrap();
         assert_eq!(t.config, new);
         assert_eq!(t.previous, Some(old));
