@@ -112,10 +112,14 @@ impl Boilerplate {
                 shared += w;
             }
         }
-        if union <= 0.0 {
-            return jaccard;
+        let weighted = if union > 0.0 { shared / union } else { jaccard };
+        // Only a real discount counts: rounding must not move a pair that
+        // sits exactly on a threshold.
+        if weighted < jaccard - 1e-9 {
+            weighted
+        } else {
+            jaccard
         }
-        jaccard.min(shared / union)
     }
 }
 

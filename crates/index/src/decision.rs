@@ -295,18 +295,6 @@ pub(crate) fn decide(policy: &Policy, candidates: Vec<ScoredCandidate>, ev: Evid
                 c.item_id, c.score, policy.threshold_similar
             ),
         ),
-        _ if ev.unverified.is_some() => {
-            let count = ev.unverified.as_ref().map_or(0, |u| u.count);
-            (
-                DecisionState::Review,
-                format!(
-                    "review: the feature store could not be read, so {count} of {} candidates \
-                     were compared by exact content hash only and none matched; a near \
-                     duplicate may exist ({pv})",
-                    ev.candidates_seen
-                ),
-            )
-        }
         _ if partial => (
             DecisionState::Review,
             format!(
@@ -326,6 +314,18 @@ pub(crate) fn decide(policy: &Policy, candidates: Vec<ScoredCandidate>, ev: Evid
                     "quarantined: {count} shingles exceed the cap of {max}, so only exact \
                      content hashes were compared and none matched; near duplicates cannot \
                      be ruled out ({pv})"
+                ),
+            )
+        }
+        _ if ev.unverified.is_some() => {
+            let count = ev.unverified.as_ref().map_or(0, |u| u.count);
+            (
+                DecisionState::Review,
+                format!(
+                    "review: the feature store could not be read, so {count} of {} candidates \
+                     were compared by exact content hash only and none matched; a near \
+                     duplicate may exist ({pv})",
+                    ev.candidates_seen
                 ),
             )
         }

@@ -44,9 +44,16 @@ pub(crate) fn nonce(key: &[u8; 32], domain: &[u8], aad: &[u8], plain: &[u8]) -> 
     n
 }
 
-/// `plain` sealed under `key`: `SEALED`, the nonce, the ciphertext.
+/// `plain` sealed under `key`: `SEALED`, the nonce, the ciphertext. The
+/// nonce is hashed under a key derived from `key` (not `key` itself), over
+/// the associated data's length as well, so no two (aad, plaintext) splits
+/// of one byte string share a nonce.
 pub(crate) fn seal(key: &[u8; 32], domain: &[u8], aad: &[u8], plain: &[u8]) -> Result<Vec<u8>> {
-    let n = nonce(key, domain, aad, plain);
+    let nonce_key = blake3::derive_key("neardup seal nonce v1", key);
+    let mut framed = Vec::with_capacity(8 + aad.len());
+    framed.extend_from_slice(&(aad.len() as u64).to_le_bytes());
+    framed.extend_from_slice(aad);
+    let n = nonce(&nonce_key, domain, &framed, plain);
     let sealed = ChaCha20Poly1305::new(Key::from_slice(key))
         .encrypt(Nonce::from_slice(&n), Payload { msg: plain, aad })
         .map_err(|_| Error::state("sealing a value failed"))?;

@@ -788,8 +788,19 @@ fn review_reads() {
     let ids: Vec<_> = q.items.iter().map(|i| i.item.item_id.as_str()).collect();
     assert_eq!(ids, ["E", "D", "B"]);
     assert_eq!((q.scanned, q.total), (5, 3));
-    let page2 = e.review_queue("t", &flagged, Some(q.items[0].lsn), 1).unwrap();
+    let first = &q.items[0];
+    let page2 = e.review_queue("t", &flagged, Some((first.lsn, &first.item.item_id)), 1).unwrap();
     assert_eq!(page2.items.iter().map(|i| i.item.item_id.as_str()).collect::<Vec<_>>(), ["D"]);
+    // Paging one at a time visits every flagged item once, in order.
+    let mut seen = Vec::new();
+    let mut cursor: Option<(u64, String)> = None;
+    loop {
+        let page = e.review_queue("t", &flagged, cursor.as_ref().map(|(l, i)| (*l, i.as_str())), 1).unwrap();
+        let Some(item) = page.items.first() else { break };
+        seen.push(item.item.item_id.clone());
+        cursor = Some((item.lsn, item.item.item_id.clone()));
+    }
+    assert_eq!(seen, ["E", "D", "B"]);
     let near = e.review_queue("t", &[DecisionState::NearDuplicate], None, 10).unwrap();
     assert!(near.items.iter().all(|i| i.item.decision == DecisionState::NearDuplicate));
 

@@ -653,8 +653,8 @@ pub struct ReviewQueueView {
     pub total: u64,
     /// Records read to build the page.
     pub scanned: u64,
-    /// Pass as `before` for the next page; absent on the last.
-    pub next_before: Option<u64>,
+    /// Pass as `before` for the next page (`LSN:ITEM_ID`); absent on the last.
+    pub next_before: Option<String>,
 }
 
 /// An item of the review queue.

@@ -133,8 +133,6 @@ pub struct TenantStats {
     pub labels: u64,
     /// Largest LSH bucket.
     pub largest_bucket: usize,
-    /// Band buckets by size: element `i` counts buckets of `[2^i, 2^(i+1))` items.
-    pub bucket_sizes: Vec<u64>,
     /// Estimated resident bytes of the in-memory index.
     pub resident_bytes_estimate: u64,
     /// Query counters since open.

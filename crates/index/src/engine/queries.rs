@@ -159,11 +159,19 @@ impl Engine {
             tombstones: t.tombstones.len() as u64,
             labels: t.labels.len() as u64,
             largest_bucket: t.largest_bucket(),
-            bucket_sizes: t.bucket_sizes(),
             resident_bytes_estimate: t.resident_estimate(),
             counters: t.counters.lock().map(|c| c.clone()).unwrap_or_default(),
             shadow: t.shadow.is_some(),
         })
+    }
+
+    /// Band buckets by size: element `i` counts the buckets holding
+    /// `[2^i, 2^(i+1))` items. Walks every bucket of every band (not part
+    /// of [`Engine::stats`], which `/metrics` reads on every scrape).
+    pub fn bucket_sizes(&self, tenant: &str) -> Result<Vec<u64>> {
+        let t = self.tenant(tenant)?;
+        let t = t.read().map_err(|_| poisoned())?;
+        Ok(t.bucket_sizes())
     }
 
     /// Every label event of a tenant, oldest first.

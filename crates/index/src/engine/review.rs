@@ -156,8 +156,10 @@ pub const MAX_NEIGHBOURHOOD: usize = 500;
 
 impl Engine {
     /// Live items whose decision when written is one of `states`, newest
-    /// write first, those written before log position `before` (all when
-    /// `None`), at most `limit`. Reads every record of the tenant from a
+    /// write first (then by item id), those after the cursor `before` —
+    /// the last item of the previous page, `(log position, item id)`: one
+    /// position can hold many items (a cluster's batch entry) — at most
+    /// `limit`. Reads every record of the tenant from a
     /// frozen view of the store, holding no lock and at most `limit`
     /// entries: about a second per million items, so it is a page of a
     /// console, not a hot path.
@@ -165,9 +167,10 @@ impl Engine {
         &self,
         tenant: &str,
         states: &[DecisionState],
-        before: Option<u64>,
+        before: Option<(u64, &str)>,
         limit: usize,
     ) -> Result<ReviewQueue> {
+        use std::cmp::Reverse;
         let (view, labels) = {
             let t = self.tenant(tenant)?;
             let t = t.read().map_err(|_| poisoned())?;
@@ -175,30 +178,35 @@ impl Engine {
         };
         let mut scanned = 0u64;
         let mut total = 0u64;
-        // The newest `limit` by LSN: a min-heap of (lsn, record).
-        let mut heap: BinaryHeap<std::cmp::Reverse<(u64, String)>> = BinaryHeap::new();
-        let mut kept: BTreeMap<String, ItemRecord> = BTreeMap::new();
+        // Queue order: newest write first, then item id. `key` grows
+        // towards the front; a page keeps the `limit` largest keys below
+        // the cursor (a min-heap), with only their metadata.
+        let key = |lsn: u64, id: &str| (lsn, Reverse(id.to_string()));
+        let cursor = before.map(|(lsn, id)| key(lsn, id));
+        let mut heap: BinaryHeap<Reverse<(u64, Reverse<String>)>> = BinaryHeap::new();
+        let mut kept: BTreeMap<String, ItemInfo> = BTreeMap::new();
         view.scan(&mut |r| {
             scanned += 1;
             if !r.is_live() || !states.contains(&r.decision) {
                 return Ok(ControlFlow::Continue(()));
             }
             total += 1;
-            if before.is_some_and(|b| r.lsn >= b) || limit == 0 {
+            let k = key(r.lsn, &r.item_id);
+            if cursor.as_ref().is_some_and(|c| &k >= c) || limit == 0 {
                 return Ok(ControlFlow::Continue(()));
             }
             if heap.len() == limit {
                 match heap.peek() {
-                    Some(std::cmp::Reverse((lsn, _))) if *lsn < r.lsn => {
-                        if let Some(std::cmp::Reverse((_, id))) = heap.pop() {
+                    Some(Reverse(smallest)) if *smallest < k => {
+                        if let Some(Reverse((_, Reverse(id)))) = heap.pop() {
                             kept.remove(&id);
                         }
                     }
                     _ => return Ok(ControlFlow::Continue(())),
                 }
             }
-            heap.push(std::cmp::Reverse((r.lsn, r.item_id.clone())));
-            kept.insert(r.item_id.clone(), r);
+            heap.push(Reverse(k));
+            kept.insert(r.item_id.clone(), ItemInfo::from(&r));
             Ok(ControlFlow::Continue(()))
         })?;
         let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
@@ -208,12 +216,13 @@ impl Engine {
                 *counts.entry(&l.right).or_default() += 1;
             }
         }
+        let lsns: BTreeMap<String, u64> = heap.into_iter().map(|Reverse((lsn, Reverse(id)))| (id, lsn)).collect();
         let mut items: Vec<QueuedItem> = kept
-            .values()
-            .map(|r| QueuedItem {
-                item: ItemInfo::from(r),
-                lsn: r.lsn,
-                labels: counts.get(r.item_id.as_str()).copied().unwrap_or(0),
+            .into_values()
+            .map(|item| QueuedItem {
+                lsn: lsns.get(&item.item_id).copied().unwrap_or(0),
+                labels: counts.get(item.item_id.as_str()).copied().unwrap_or(0),
+                item,
             })
             .collect();
         items.sort_by(|a, b| b.lsn.cmp(&a.lsn).then_with(|| a.item.item_id.cmp(&b.item.item_id)));
@@ -269,7 +278,11 @@ impl Engine {
                 let key =
                     if id < c.item_id { (id.clone(), c.item_id.clone()) } else { (c.item_id.clone(), id.clone()) };
                 edges.insert(key, c.score);
-                if seen.contains_key(&c.item_id) {
+                if let Some(m) = seen.get_mut(&c.item_id) {
+                    // Its best score to a member one hop closer.
+                    if m.0 == hops + 1 && c.score > m.1 {
+                        m.1 = c.score;
+                    }
                     continue;
                 }
                 if seen.len() > max {

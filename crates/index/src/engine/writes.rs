@@ -25,7 +25,8 @@ impl Engine {
             // durable would hold the tenants map, and every tenant's
             // requests, through the fsync.
             if let Ok(mut map) = self.tenants.write() {
-                let ours = map.get(id).and_then(|t| t.read().ok().map(|t| t.applied_lsn <= lsn));
+                // `try_read`: never wait on a tenant while holding the map.
+                let ours = map.get(id).and_then(|t| t.try_read().ok().map(|t| t.applied_lsn <= lsn));
                 if ours == Some(true) {
                     map.remove(id);
                 }

@@ -308,8 +308,14 @@ impl Tenant {
                 // The feature store cannot be read: exact-hash-only mode.
                 // The index keeps each live item's content hash in memory,
                 // so a copy is still found; anything else stays unverified
-                // and the decision says so.
-                Err(e) => {
+                // and the decision says so. A record that reads but is
+                // corrupt or fails its seal is an error, not an outage.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        crate::error::ErrorKind::Store { .. } | crate::error::ErrorKind::Io { .. }
+                    ) =>
+                {
                     let u = unverified.get_or_insert_with(|| Unverified { count: 0, cause: e.to_string() });
                     u.count += 1;
                     if self.content_hash_of_slot(c.id) == Some(fp.content_hash.0) {
@@ -317,6 +323,7 @@ impl Tenant {
                     }
                     continue;
                 }
+                Err(e) => return Err(e),
             };
             if !rec.is_live() {
                 continue;

@@ -32,17 +32,16 @@ pub(crate) async fn dashboard(
 ) -> ApiResult<Json<DashboardView>> {
     s.enter(&p, &tenant, Scope::Query, 0)?;
     let t = tenant.clone();
-    let (stats, config, labelled, shadow) = s
+    let (stats, sizes, config, labelled, shadow) = s
         .run(&tenant, move |e| {
             let stats = e.stats(&t)?;
             let shadow = if stats.shadow { e.shadow_report(&t).ok() } else { None };
-            Ok((stats, e.tenant_config(&t)?, e.label_evaluation(&t)?, shadow))
+            Ok((stats, e.bucket_sizes(&t)?, e.tenant_config(&t)?, e.label_evaluation(&t)?, shadow))
         })
         .await?;
     let f = s.metrics.figures(&tenant);
     let lsh = config.index.resolve().map(|p| p.lsh()).map_err(|e| crate::error::ApiError::internal(e.to_string()))?;
     let replication_lag_commands = s.cluster().and_then(|c| c.local(&tenant)).map(|n| n.lag());
-    let sizes = &stats.bucket_sizes;
     Ok(Json(DashboardView {
         tenant,
         stats: StatsView::from(&stats),
@@ -54,10 +53,10 @@ pub(crate) async fn dashboard(
         tombstone_seconds: HistogramView::from(&f.tombstone_seconds),
         bucket_sizes: HistogramView {
             bounds: bucket_bounds(sizes.len()),
-            counts: sizes.clone(),
+            count: sizes.iter().sum(),
+            counts: sizes,
             overflow: 0,
             sum: 0.0,
-            count: sizes.iter().sum(),
         },
         cap_rejections: f.cap_rejections,
         budget_rejections: f.budget_rejections,

@@ -146,7 +146,8 @@ pub(crate) async fn neighbourhood(
     P((tenant, item_id)): P<(String, String)>,
     Q(params): Q<NeighbourhoodParams>,
 ) -> ApiResult<Json<NeighbourhoodView>> {
-    s.enter(&p, &tenant, Scope::Query, 0)?;
+    // Review scope: one request runs up to `max` + 1 candidate queries.
+    s.enter(&p, &tenant, Scope::Review, 0)?;
     let max = params.max.unwrap_or(50);
     if !(1..=neardup_index::MAX_NEIGHBOURHOOD).contains(&max) {
         return Err(ApiError::invalid_request("max must be in 1..=500"));

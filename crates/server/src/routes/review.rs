@@ -116,9 +116,9 @@ pub(crate) struct QueueParams {
     /// `quarantined`, `duplicate`, `distinct` (default
     /// `review,near_duplicate,quarantined`).
     state: Option<String>,
-    /// Only items written before this log position: the previous page's
-    /// `next_before`.
-    before: Option<u64>,
+    /// Only items after this cursor in queue order: the previous page's
+    /// `next_before` (`LSN:ITEM_ID`, the last item shown).
+    before: Option<String>,
     /// Most items (default 50, at most 500).
     #[param(minimum = 1, maximum = 500)]
     limit: Option<usize>,
@@ -168,11 +168,21 @@ pub(crate) async fn queue(
     if !(1..=500).contains(&limit) {
         return Err(ApiError::invalid_request("limit must be in 1..=500"));
     }
+    let before = match params.before.as_deref() {
+        None => None,
+        Some(c) => {
+            let bad = || ApiError::invalid_request("before must be a next_before cursor: LSN:ITEM_ID");
+            let (lsn, id) = c.split_once(':').ok_or_else(bad)?;
+            Some((lsn.parse::<u64>().map_err(|_| bad())?, id.to_string()))
+        }
+    };
     let t = tenant.clone();
-    let q = s.run(&tenant, move |e| e.review_queue(&t, &states, params.before, limit)).await?;
+    let q = s
+        .run(&tenant, move |e| e.review_queue(&t, &states, before.as_ref().map(|(l, i)| (*l, i.as_str())), limit))
+        .await?;
     let mut view = ReviewQueueView::from(&q);
     if q.items.len() == limit {
-        view.next_before = q.items.last().map(|i| i.lsn);
+        view.next_before = q.items.last().map(|i| format!("{}:{}", i.lsn, i.item.item_id));
     }
     Ok(Json(view))
 }
