@@ -96,8 +96,7 @@
       if (reviewer !== undefined) sessionStorage.setItem(REVIEWER, reviewer || '');
     },
     clear() {
-      sessionStorage.removeItem(KEY);
-      sessionStorage.removeItem(TENANT);
+      for (const k of [KEY, TENANT, REVIEWER, 'neardup.queue']) sessionStorage.removeItem(k);
     },
   };
 
@@ -257,6 +256,12 @@
     return el('h1', {}, text, ...rest);
   }
 
+  // Each render bumps this; a view that awaited and finds it changed stops
+  // (the person moved on), so it never writes into, or takes the keys of,
+  // a later view.
+  let generation = 0;
+  const stale = (g) => g !== generation;
+
   async function queueView(p) {
     const states = (p.get('state') || FLAGGED.join(',')).split(',').filter(Boolean);
     const filter = p.get('q') || '';
@@ -280,11 +285,25 @@
     v.appendChild(el('div', { class: 'actions' }, more));
     let before;
     let shown = 0;
+    let loading = false;
     const order = [];
+    const g = generation;
     const load = async () => {
+      if (loading) return;
+      loading = true;
+      more.disabled = true;
       const qs = new URLSearchParams({ state: states.join(','), limit: '100' });
       if (before !== undefined && before !== null) qs.set('before', before);
-      const page = await api('GET', `/v1/tenants/${t()}/queue?${qs}`);
+      let page;
+      try {
+        page = await api('GET', `/v1/tenants/${t()}/queue?${qs}`);
+      } finally {
+        loading = false;
+        more.disabled = false;
+      }
+      if (stale(g)) return;
+      const nothing = body.querySelector('tr.nothing');
+      if (nothing) nothing.remove();
       for (const q of page.items) {
         if (filter && !q.item.item_id.includes(filter)) continue;
         shown++;
@@ -302,7 +321,7 @@
       before = page.next_before;
       more.hidden = before === undefined || before === null;
       summary.textContent = `${fmt(page.total)} flagged items in these states; ${fmt(shown)} shown, newest first. Open one to compare it with its closest match.`;
-      if (!shown && !body.firstChild) body.appendChild(el('tr', {}, el('td', { colspan: 6, class: 'empty', text: 'Nothing to review.' })));
+      if (!shown && !body.firstChild) body.appendChild(el('tr', { class: 'nothing' }, el('td', { colspan: 6, class: 'empty', text: 'Nothing to review.' })));
     };
     more.addEventListener('click', () => load().catch(fail));
     await load();
@@ -341,7 +360,9 @@
       v.appendChild(el('p', { class: 'empty', text: 'Pick an item from the review queue.' }));
       return;
     }
+    const g = generation;
     const cands = await api('GET', `/v1/tenants/${t()}/items/${id(left)}/candidates?limit=10`);
+    if (stale(g)) return;
     const right = p.get('right') || (cands.candidates[0] && cands.candidates[0].item_id);
     v.appendChild(el('div', { class: 'card' },
       el('p', {}, 'Decision for ', el('span', { class: 'id', text: left }), ' now: ', badge(cands.decision), ' ', el('span', { class: 'muted', id: 'decision-explanation', text: cands.explanation }))));
@@ -350,6 +371,7 @@
       return;
     }
     const c = await api('POST', `/v1/tenants/${t()}/compare`, { left, right });
+    if (stale(g)) return;
     const ver = c.verification;
     const others = cands.candidates.filter((x) => x.item_id !== right);
     v.appendChild(el('div', { class: 'card', id: 'verification' },
@@ -418,7 +440,8 @@
     });
     keys = (e) => {
       if (e.target && (e.target.tagName === 'INPUT' || e.target.tagName === 'TEXTAREA')) return;
-      if (e.ctrlKey || e.metaKey || e.altKey) return;
+      // A held key repeats: one press, one label.
+      if (e.ctrlKey || e.metaKey || e.altKey || e.repeat) return;
       const k = e.key.toLowerCase();
       if (k === 'd') label('duplicate');
       else if (k === 'n') label('near_duplicate');
@@ -434,7 +457,9 @@
     const v = clear(view());
     v.appendChild(heading('Neighbourhood of ', el('span', { class: 'id', text: item || '' })));
     if (!item) return;
+    const g = generation;
     const n = await api('GET', `/v1/tenants/${t()}/items/${id(item)}/neighbourhood?max=100`);
+    if (stale(g)) return;
     v.appendChild(el('p', { class: 'muted', id: 'neighbourhood-summary',
       text: `${n.members.length} items reachable through ${n.edges.length} verified pairs at or above the similar threshold${n.truncated ? ' (stopped at the limit: the cluster is larger)' : ''}.` }));
     const table = el('table', { id: 'neighbourhood-table' },
@@ -500,7 +525,9 @@
   async function dashboardView() {
     const v = clear(view());
     v.appendChild(heading('Dashboards'));
+    const g = generation;
     const d = await api('GET', `/v1/tenants/${t()}/dashboard`);
+    if (stale(g)) return;
     const st = d.stats;
     v.appendChild(el('div', { class: 'card' }, el('div', { class: 'figures', id: 'figures' },
       figure('live items', fmt(st.live_items)),
@@ -551,6 +578,7 @@
     const v = clear(view());
     v.appendChild(heading('Operators'));
     let list;
+    const g = generation;
     try {
       list = await api('GET', '/v1/tenants');
     } catch (e) {
@@ -566,7 +594,9 @@
     table.appendChild(body);
     v.appendChild(table);
     for (const name of list.tenants) {
+      if (stale(g)) return;
       const d = await api('GET', `/v1/tenants/${id(name)}`);
+      if (stale(g)) return;
       const s = d.stats;
       const act = (label, f, cls) => el('button', { type: 'button', class: cls, on: { click: () => f().catch(fail) } }, label);
       body.appendChild(el('tr', { 'data-tenant': name },
@@ -617,6 +647,7 @@
   }
 
   async function render() {
+    generation += 1;
     const p = route();
     keys = null;
     const signedIn = !!session.key;
