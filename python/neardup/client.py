@@ -130,6 +130,48 @@ class Client:
         path = f"/v1/tenants/{self._seg(tenant)}/candidates"
         return self._call("POST", path, {"content": content}, {"min_lsn": min_lsn})
 
+    # Review (what the console at /console/ shows, for scripts).
+    def queue(
+        self, tenant: str, state: Optional[Iterable[str]] = None, before: Optional[str] = None, limit: int = 50
+    ) -> Dict[str, Any]:
+        """Flagged items, newest write first (``state`` defaults to review,
+        near_duplicate and quarantined); pass ``next_before`` as ``before``
+        for the next page. Needs the review scope."""
+        states = None if state is None else ",".join(state)
+        path = f"/v1/tenants/{self._seg(tenant)}/queue"
+        return self._call("GET", path, query={"state": states, "before": before, "limit": limit})
+
+    def compare(self, tenant: str, left: str, right: str) -> Dict[str, Any]:
+        """Two items side by side: the verification, each text as runs
+        marked ``shared`` where a shingle the other holds covers it, and the
+        labels naming either item. Needs the review scope."""
+        return self._call("POST", f"/v1/tenants/{self._seg(tenant)}/compare", {"left": left, "right": right})
+
+    def label(
+        self, tenant: str, left: str, right: str, label: str, rationale: str = "", actor: Optional[str] = None
+    ) -> Dict[str, Any]:
+        """Records a reviewer label (``duplicate``, ``near_duplicate`` or
+        ``distinct``): an immutable event."""
+        body: Dict[str, Any] = {"left": left, "right": right, "label": label, "rationale": rationale}
+        if actor is not None:
+            body["actor"] = actor
+        return self._call("POST", f"/v1/tenants/{self._seg(tenant)}/labels", body)
+
+    def neighbourhood(self, tenant: str, item_id: str, max_members: int = 50) -> Dict[str, Any]:
+        """The items reachable from ``item_id`` through verified pairs at or
+        above the similar threshold."""
+        path = f"/v1/tenants/{self._seg(tenant)}/items/{self._seg(item_id)}/neighbourhood"
+        return self._call("GET", path, query={"max": max_members})
+
+    def dashboard(self, tenant: str) -> Dict[str, Any]:
+        """The dashboards' figures: histograms, bucket sizes, ingest per
+        minute, the S-curve, labelled precision and recall, the shadow report."""
+        return self._call("GET", f"/v1/tenants/{self._seg(tenant)}/dashboard")
+
+    def unfence(self, tenant: str, item_id: str) -> Dict[str, Any]:
+        """Lifts a tombstone's epoch fence (admin scope; the id must not be live)."""
+        return self._call("POST", f"/v1/tenants/{self._seg(tenant)}/items/{self._seg(item_id)}/unfence")
+
     def ready(self) -> bool:
         try:
             self._call("GET", "/readyz")

@@ -248,10 +248,20 @@ def test_the_service_client_walks_the_seed_demonstration(tmp_path):
         assert c.decide("t1", "database backup completed nightly")["decision"] == "distinct"
         batch = c.upsert_many("t1", [{"item_id": "C", "content": "red fox runs very fast"}])
         assert batch["results"][0]["decision"] == "duplicate", batch
+        # The review routes, as the console uses them.
+        q = c.queue("t1")
+        assert [i["item"]["item_id"] for i in q["items"]] == ["B"], q
+        cmp = c.compare("t1", "B", "A")
+        assert cmp["verification"]["score"] == 0.8
+        assert [r["text"] for r in cmp["left"]["segments"] if r["shared"]] == ["red fox runs very fast"]
+        assert c.label("t1", "B", "A", "near_duplicate", rationale="same sentence")["label"] == "near_duplicate"
+        assert c.dashboard("t1")["labelled"]["true_positives"] == 1
+        assert {m["item_id"] for m in c.neighbourhood("t1", "A")["members"]} >= {"B", "C"}
         c.tombstone("t1", "A", epoch=1)
         with pytest.raises(ServiceError) as e:
             c.get("t1", "A")
         assert e.value.status == 404 and e.value.code == "item_not_found"
+        assert c.unfence("t1", "A")["epoch"] == 1
         with pytest.raises(ServiceError) as e:
             Client(url, token="wrong-token").tenant("t1")
         assert e.value.status == 401
