@@ -53,7 +53,7 @@ pub use decision::{
 pub use engine::{
     seed_replica, CheckpointReport, Comparison, Edge, Engine, EngineOptions, Estimate, LabelEvaluation, Member,
     Neighbourhood, Proposer, Query, QueuedItem, RecoveryReport, ReviewQueue, Side, StoreKind, TenantStats, TextRun,
-    MAX_NEIGHBOURHOOD,
+    MAX_EVALUATED_PAIRS, MAX_NEIGHBOURHOOD,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use feedback::{Label, LabelEvent, NewLabel};

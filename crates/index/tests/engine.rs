@@ -689,6 +689,7 @@ fn poisoned_labels_move_no_decision() {
     assert_eq!((flooded.precision, flooded.recall), (evaluated.precision, evaluated.recall));
     assert_eq!((flooded.pairs, flooded.disputed), (3, 1));
     assert_eq!(flooded.precision.map(|p| p.value), Some(1.0));
+    assert_eq!(flooded.not_evaluated, 0);
 }
 
 /// The seed's fault list: one hot bucket. Three thousand items that share
@@ -928,4 +929,39 @@ fn an_operator_lifts_a_tombstone_fence() {
         assert_eq!((out.status, out.epoch), (UpsertStatus::Inserted, 1), "{kind:?}");
         assert_eq!(e.stats("t").unwrap().live_items, 1);
     });
+}
+
+/// The labelled evaluation verifies at most MAX_EVALUATED_PAIRS pairs (each
+/// reads two records), the most recently labelled; the rest are counted.
+#[test]
+fn label_evaluation_is_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap();
+    e.create_tenant("t", seed_tenant()).unwrap();
+    e.upsert("t", Item::text("A", "red fox runs very fast")).unwrap();
+    e.upsert("t", Item::text("B", "red fox runs very fast today")).unwrap();
+    let n = neardup_index::MAX_EVALUATED_PAIRS;
+    for i in 0..n {
+        let l = NewLabel {
+            left: format!("gone-{i}"),
+            right: "A".into(),
+            label: Label::Distinct,
+            actor: "r".into(),
+            rationale: String::new(),
+        };
+        e.label("t", l).unwrap();
+    }
+    // Labelled last: evaluated although 10,000 other pairs came first.
+    let l = NewLabel {
+        left: "A".into(),
+        right: "B".into(),
+        label: Label::Duplicate,
+        actor: "r".into(),
+        rationale: String::new(),
+    };
+    e.label("t", l).unwrap();
+    let ev = e.label_evaluation("t").unwrap();
+    assert_eq!((ev.pairs, ev.not_evaluated), (n as u64 + 1, 1));
+    assert_eq!(ev.true_positives, 1);
+    assert_eq!(ev.missing, n as u64 - 1);
 }

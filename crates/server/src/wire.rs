@@ -835,6 +835,8 @@ pub struct LabelEvaluationView {
     pub disputed: u64,
     /// Pairs with an item gone, left out.
     pub missing: u64,
+    /// Pairs not verified: past the 10,000 most recently labelled.
+    pub not_evaluated: u64,
     /// Labelled duplicates the policy flags.
     pub true_positives: u64,
     /// Labelled distinct pairs the policy flags.
@@ -868,6 +870,7 @@ impl From<&neardup_index::LabelEvaluation> for LabelEvaluationView {
             pairs: e.pairs,
             disputed: e.disputed,
             missing: e.missing,
+            not_evaluated: e.not_evaluated,
             true_positives: e.true_positives,
             false_positives: e.false_positives,
             false_negatives: e.false_negatives,

@@ -46,7 +46,7 @@ use replica::Replica;
 pub use replica::{seed_replica, Proposer};
 pub use review::{
     Comparison, Edge, Estimate, LabelEvaluation, Member, Neighbourhood, QueuedItem, ReviewQueue, Side, TextRun,
-    MAX_NEIGHBOURHOOD,
+    MAX_EVALUATED_PAIRS, MAX_NEIGHBOURHOOD,
 };
 
 /// Which item store backs the engine.

@@ -117,6 +117,9 @@ pub struct LabelEvaluation {
     pub disputed: u64,
     /// Pairs whose items are gone (tombstoned): left out too.
     pub missing: u64,
+    /// Pairs not verified because more than [`MAX_EVALUATED_PAIRS`] are
+    /// labelled (the most recently labelled ones are evaluated).
+    pub not_evaluated: u64,
     /// Labelled duplicates (or near duplicates) the policy also flags.
     pub true_positives: u64,
     /// Labelled distinct pairs the policy flags.
@@ -153,6 +156,14 @@ impl Estimate {
 
 /// Most members [`Engine::neighbourhood`] returns.
 pub const MAX_NEIGHBOURHOOD: usize = 500;
+
+/// A labelled pair's labels: seen positive, seen negative, the position of
+/// its last label.
+type PairLabels = (bool, bool, usize);
+
+/// Most labelled pairs [`Engine::label_evaluation`] verifies (each is an
+/// exact verification reading two records): the most recently labelled.
+pub const MAX_EVALUATED_PAIRS: usize = 10_000;
 
 impl Engine {
     /// Live items whose decision when written is one of `states`, newest
@@ -313,11 +324,13 @@ impl Engine {
     /// is identical or similar; a pair labelled `duplicate` or
     /// `near_duplicate` is a positive. Pairs with contradictory labels are
     /// counted as disputed and left out, as are pairs with an item gone.
+    /// At most [`MAX_EVALUATED_PAIRS`] pairs are verified, the most
+    /// recently labelled; the rest are counted as `not_evaluated`.
     pub fn label_evaluation(&self, tenant: &str) -> Result<LabelEvaluation> {
         let labels = self.labels(tenant)?;
-        // Per unordered pair: (seen positive, seen negative).
-        let mut pairs: BTreeMap<(String, String), (bool, bool)> = BTreeMap::new();
-        for l in &labels {
+        // Per unordered pair: (seen positive, seen negative, last label's position).
+        let mut pairs: BTreeMap<(String, String), PairLabels> = BTreeMap::new();
+        for (seq, l) in labels.iter().enumerate() {
             let key =
                 if l.left <= l.right { (l.left.clone(), l.right.clone()) } else { (l.right.clone(), l.left.clone()) };
             let e = pairs.entry(key).or_default();
@@ -325,11 +338,19 @@ impl Engine {
                 Label::Duplicate | Label::NearDuplicate => e.0 = true,
                 Label::Distinct => e.1 = true,
             }
+            e.2 = seq;
+        }
+        let total = pairs.len();
+        let mut pairs: Vec<((String, String), PairLabels)> = pairs.into_iter().collect();
+        if total > MAX_EVALUATED_PAIRS {
+            pairs.sort_by_key(|p| std::cmp::Reverse(p.1 .2));
+            pairs.truncate(MAX_EVALUATED_PAIRS);
         }
         let mut ev = LabelEvaluation {
-            pairs: pairs.len() as u64,
+            pairs: total as u64,
             disputed: 0,
             missing: 0,
+            not_evaluated: (total - pairs.len()) as u64,
             true_positives: 0,
             false_positives: 0,
             false_negatives: 0,
@@ -337,7 +358,7 @@ impl Engine {
             precision: None,
             recall: None,
         };
-        for ((l, r), (pos, neg)) in &pairs {
+        for ((l, r), (pos, neg, _)) in &pairs {
             if *pos && *neg {
                 ev.disputed += 1;
                 continue;
