@@ -14,6 +14,22 @@ fn seed_tenant() -> TenantConfig {
     TenantConfig::new(Config::seed_example())
 }
 
+/// A memory-store engine in `dir` with tenant `t` (the seed's
+/// configuration) holding `items` (id, text), upserted in order.
+fn seeded(dir: &std::path::Path, items: &[(&str, &str)]) -> Engine {
+    let e = Engine::open(dir, opts(StoreKind::Memory)).unwrap();
+    e.create_tenant("t", seed_tenant()).unwrap();
+    for (id, text) in items {
+        e.upsert("t", Item::text(*id, *text)).unwrap();
+    }
+    e
+}
+
+/// A label on `left`/`right` by `actor`, with `rationale`.
+fn new_label(left: &str, right: &str, label: Label, actor: &str, rationale: &str) -> NewLabel {
+    NewLabel { left: left.into(), right: right.into(), label, actor: actor.into(), rationale: rationale.into() }
+}
+
 /// Runs `f` once per store kind.
 fn each_store(f: impl Fn(StoreKind)) {
     for kind in [StoreKind::Memory, StoreKind::Fjall] {
@@ -647,38 +663,24 @@ fn corrupt_postings_are_rebuilt_from_the_store() {
 #[test]
 fn poisoned_labels_move_no_decision() {
     let dir = tempfile::tempdir().unwrap();
-    let e = Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap();
-    e.create_tenant("t", seed_tenant()).unwrap();
-    e.upsert("t", Item::text("A", "red fox runs very fast")).unwrap();
-    e.upsert("t", Item::text("B", "red fox runs very fast today")).unwrap();
-    e.upsert("t", Item::text("C", "database backup completed nightly")).unwrap();
-    e.upsert("t", Item::text("D", "Red fox runs very fast!")).unwrap();
-    let honest = |l: &str, r: &str, label| NewLabel {
-        left: l.into(),
-        right: r.into(),
-        label,
-        actor: "careful".into(),
-        rationale: "checked".into(),
-    };
-    e.label("t", honest("A", "D", Label::Duplicate)).unwrap();
-    e.label("t", honest("A", "C", Label::Distinct)).unwrap();
+    let e = seeded(
+        dir.path(),
+        &[
+            ("A", "red fox runs very fast"),
+            ("B", "red fox runs very fast today"),
+            ("C", "database backup completed nightly"),
+            ("D", "Red fox runs very fast!"),
+        ],
+    );
+    e.label("t", new_label("A", "D", Label::Duplicate, "careful", "checked")).unwrap();
+    e.label("t", new_label("A", "C", Label::Distinct, "careful", "checked")).unwrap();
     let evaluated = e.label_evaluation("t").unwrap();
     let probes = ["red fox runs very fast today", "red fox runs", "database backup completed nightly"];
     let before: Vec<_> = probes.iter().map(|p| e.decide("t", p).unwrap()).collect();
     let config = e.tenant_config("t").unwrap();
     let labels = [Label::Duplicate, Label::Distinct, Label::NearDuplicate];
     for i in 0..2_000usize {
-        e.label(
-            "t",
-            NewLabel {
-                left: "A".into(),
-                right: "B".into(),
-                label: labels[i % 3],
-                actor: "flooder".into(),
-                rationale: format!("flip {i}"),
-            },
-        )
-        .unwrap();
+        e.label("t", new_label("A", "B", labels[i % 3], "flooder", &format!("flip {i}"))).unwrap();
     }
     assert_eq!(e.labels("t").unwrap().len(), 2_002);
     assert_eq!(e.tenant_config("t").unwrap(), config);
@@ -777,13 +779,16 @@ fn without_the_feature_store_queries_fall_back_to_exact_hashes() {
 #[test]
 fn review_reads() {
     let dir = tempfile::tempdir().unwrap();
-    let e = Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap();
-    e.create_tenant("t", seed_tenant()).unwrap();
-    e.upsert("t", Item::text("A", "red fox runs very fast")).unwrap();
-    e.upsert("t", Item::text("B", "red fox runs very fast today")).unwrap();
-    e.upsert("t", Item::text("C", "database backup completed nightly")).unwrap();
-    e.upsert("t", Item::text("D", "Red fox runs very fast!")).unwrap();
-    e.upsert("t", Item::text("E", "red fox runs very fast today again")).unwrap();
+    let e = seeded(
+        dir.path(),
+        &[
+            ("A", "red fox runs very fast"),
+            ("B", "red fox runs very fast today"),
+            ("C", "database backup completed nightly"),
+            ("D", "Red fox runs very fast!"),
+            ("E", "red fox runs very fast today again"),
+        ],
+    );
     let flagged = [DecisionState::NearDuplicate, DecisionState::Duplicate];
     let q = e.review_queue("t", &flagged, None, 10).unwrap();
     let ids: Vec<_> = q.items.iter().map(|i| i.item.item_id.as_str()).collect();
@@ -825,8 +830,7 @@ fn review_reads() {
     assert!(small.truncated && small.members.len() <= 2, "{small:?}");
 
     let label = |l: &str, r: &str, label: Label| {
-        let nl = NewLabel { left: l.into(), right: r.into(), label, actor: "rev".into(), rationale: String::new() };
-        e.label("t", nl).unwrap();
+        e.label("t", new_label(l, r, label, "rev", "")).unwrap();
     };
     label("A", "B", Label::NearDuplicate); // flagged: TP
     label("A", "C", Label::Distinct); // not flagged: TN
@@ -936,30 +940,13 @@ fn an_operator_lifts_a_tombstone_fence() {
 #[test]
 fn label_evaluation_is_bounded() {
     let dir = tempfile::tempdir().unwrap();
-    let e = Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap();
-    e.create_tenant("t", seed_tenant()).unwrap();
-    e.upsert("t", Item::text("A", "red fox runs very fast")).unwrap();
-    e.upsert("t", Item::text("B", "red fox runs very fast today")).unwrap();
+    let e = seeded(dir.path(), &[("A", "red fox runs very fast"), ("B", "red fox runs very fast today")]);
     let n = neardup_index::MAX_EVALUATED_PAIRS;
     for i in 0..n {
-        let l = NewLabel {
-            left: format!("gone-{i}"),
-            right: "A".into(),
-            label: Label::Distinct,
-            actor: "r".into(),
-            rationale: String::new(),
-        };
-        e.label("t", l).unwrap();
+        e.label("t", new_label(&format!("gone-{i}"), "A", Label::Distinct, "r", "")).unwrap();
     }
     // Labelled last: evaluated although 10,000 other pairs came first.
-    let l = NewLabel {
-        left: "A".into(),
-        right: "B".into(),
-        label: Label::Duplicate,
-        actor: "r".into(),
-        rationale: String::new(),
-    };
-    e.label("t", l).unwrap();
+    e.label("t", new_label("A", "B", Label::Duplicate, "r", "")).unwrap();
     let ev = e.label_evaluation("t").unwrap();
     assert_eq!((ev.pairs, ev.not_evaluated), (n as u64 + 1, 1));
     assert_eq!(ev.true_positives, 1);
