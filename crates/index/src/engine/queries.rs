@@ -81,38 +81,47 @@ impl Engine {
             Some(p) => neardup_core::Policy::new(p.id, p.version, p.threshold_identical, p.threshold_similar)?,
             None => t.policy.clone(),
         };
-        let get = |id: &str| -> Result<ItemRecord> {
-            self.store.get(&t.name, id)?.filter(ItemRecord::is_live).ok_or_else(|| Error::item_not_found(id))
-        };
-        let (l, r) = (get(left)?, get(right)?);
-        let (lh, rh) = (neardup_core::ContentHash(l.content_hash), neardup_core::ContentHash(r.content_hash));
-        let s = ScoredCandidate::verify(&p, &l.features, &lh, &r.features, &rh, &r.item_id, 0);
-        let verdict = s.verdict;
-        let explanation = format!(
-            "{}: exact Jaccard {:.4}{} against identical {:.2} / similar {:.2} (policy {}@v{})",
-            match verdict {
-                MatchVerdict::Identical => "identical",
-                MatchVerdict::Similar => "similar",
-                MatchVerdict::Different => "different",
-            },
-            s.score,
-            if s.same_content { " (same content hash)" } else { "" },
-            p.threshold_identical,
-            p.threshold_similar,
-            p.id,
-            p.version
-        );
-        Ok(Verification {
-            left: left.into(),
-            right: right.into(),
-            score: s.score,
-            same_content: s.same_content,
-            verdict,
-            policy: PolicyRef::from(&p),
-            explanation,
-        })
+        let (l, r) = (self.live_record(&t, left)?, self.live_record(&t, right)?);
+        Ok(verification(&p, &l, &r))
     }
 
+    /// `item_id`'s record in tenant `t`, if live.
+    pub(crate) fn live_record(&self, t: &crate::tenant::Tenant, item_id: &str) -> Result<ItemRecord> {
+        self.store.get(&t.name, item_id)?.filter(ItemRecord::is_live).ok_or_else(|| Error::item_not_found(item_id))
+    }
+}
+
+/// The exact score of two records under `p`, with its explanation.
+pub(crate) fn verification(p: &neardup_core::Policy, l: &ItemRecord, r: &ItemRecord) -> Verification {
+    let (lh, rh) = (neardup_core::ContentHash(l.content_hash), neardup_core::ContentHash(r.content_hash));
+    let s = ScoredCandidate::verify(p, &l.features, &lh, &r.features, &rh, &r.item_id, 0);
+    let verdict = s.verdict;
+    let explanation = format!(
+        "{}: exact Jaccard {:.4}{} against identical {:.2} / similar {:.2} (policy {}@v{})",
+        match verdict {
+            MatchVerdict::Identical => "identical",
+            MatchVerdict::Similar => "similar",
+            MatchVerdict::Different => "different",
+        },
+        s.score,
+        if s.same_content { " (same content hash)" } else { "" },
+        p.threshold_identical,
+        p.threshold_similar,
+        p.id,
+        p.version
+    );
+    Verification {
+        left: l.item_id.clone(),
+        right: r.item_id.clone(),
+        score: s.score,
+        same_content: s.same_content,
+        verdict,
+        policy: PolicyRef::from(p),
+        explanation,
+    }
+}
+
+impl Engine {
     /// A stored item (tombstoned ones too, until compaction).
     pub fn get(&self, tenant: &str, item_id: &str) -> Result<Option<ItemInfo>> {
         let t = self.tenant(tenant)?;

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::{poisoned, Engine, Query};
 use crate::decision::{DecisionState, MatchVerdict, Verification};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::feedback::{Label, LabelEvent};
 use crate::item::{ItemInfo, ItemRecord};
 
@@ -244,13 +244,12 @@ impl Engine {
     /// tenant's policy, each text cut into runs marked where a shingle is
     /// shared ([`neardup_core::highlight`]), and the labels naming either item.
     pub fn compare(&self, tenant: &str, left: &str, right: &str) -> Result<Comparison> {
-        let verification = self.verify(tenant, left, right, None)?;
         let t = self.tenant(tenant)?;
         let t = t.read().map_err(|_| poisoned())?;
-        let get = |id: &str| -> Result<ItemRecord> {
-            self.store.get(&t.name, id)?.filter(ItemRecord::is_live).ok_or_else(|| Error::item_not_found(id))
-        };
-        let (l, r) = (get(left)?, get(right)?);
+        // One read of each record, under one lock: the verification and
+        // the highlighted texts describe the same state.
+        let (l, r) = (self.live_record(&t, left)?, self.live_record(&t, right)?);
+        let verification = super::queries::verification(&t.policy, &l, &r);
         let config = t.params.config();
         let side = |me: &ItemRecord, other: &ItemRecord| Side {
             item: ItemInfo::from(me),
