@@ -24,7 +24,7 @@
 use std::collections::HashMap;
 
 use neardup_core::unionfind::UnionFind;
-use neardup_core::MemoryIndex;
+use neardup_core::{Candidate, MemoryIndex};
 
 /// Exact Jaccard at or above which two documents are near copies: one group.
 pub(crate) const NEAR_COPY: f64 = 0.8;
@@ -45,14 +45,22 @@ impl Boilerplate {
     /// Groups the `n` documents of `index` (ids `0..n`) into near copies
     /// through LSH-verified pairs, and counts each shingle's groups.
     pub(crate) fn of_index(index: &MemoryIndex, n: usize) -> Boilerplate {
+        let before: Vec<Vec<Candidate>> = (0..n as u32).map(|i| index.candidates_before(i).ids).collect();
+        Boilerplate::of_candidates(index, &before)
+    }
+
+    /// [`Boilerplate::of_index`] given each document's candidates among
+    /// the documents before it (`before[i]`, as `candidates_before(i)`
+    /// gives them), for a caller that has them already.
+    pub(crate) fn of_candidates(index: &MemoryIndex, before: &[Vec<Candidate>]) -> Boilerplate {
+        let n = before.len();
         let mut uf = UnionFind::default();
         for _ in 0..n {
             uf.push();
         }
-        for i in 0..n as u32 {
-            let set = index.candidates_before(i);
-            for m in index.verify_item(i, &set.ids, NEAR_COPY) {
-                uf.union(i, m.id);
+        for (i, set) in before.iter().enumerate() {
+            for m in index.verify_item(i as u32, set, NEAR_COPY) {
+                uf.union(i as u32, m.id);
             }
         }
         let mut group = vec![0u32; n];

@@ -169,20 +169,29 @@ pub(crate) fn compare(
     let index_err = |e: neardup_core::Error| Error::store(format!("index: {e}"));
     let hashes: Vec<_> = fps.iter().map(|f| f.content_hash).collect();
     let mut index = MemoryIndex::new(matchers.params.clone());
-    let mut candidates: Vec<Vec<Candidate>> = vec![Vec::new(); docs.len()];
-    for (i, fp) in fps.into_iter().enumerate() {
-        if matchers.minhash && i >= m {
-            candidates[i] = index.candidates(&fp, None).map_err(index_err)?.ids;
-        }
+    for fp in fps {
         index.insert(fp).map_err(index_err)?;
     }
+    // Each document's candidates among the ones before it: the new ones'
+    // are compared; with the boilerplate discount every one's also groups
+    // near copies (one LSH query per document, shared by both).
+    let boilerplate = matchers.minhash && matchers.boilerplate;
+    let candidates: Vec<Vec<Candidate>> = (0..docs.len())
+        .map(|i| match matchers.minhash && (i >= m || boilerplate) {
+            true => index.candidates_before(i as u32).ids,
+            false => Vec::new(),
+        })
+        .collect();
     let scores = MinhashScores {
         index: &index,
-        boilerplate: (matchers.minhash && matchers.boilerplate).then(|| Boilerplate::of_index(&index, docs.len())),
+        boilerplate: boilerplate.then(|| Boilerplate::of_candidates(&index, &candidates)),
     };
     let n = (docs.len() - m) as u64;
-    let total =
-        if matchers.embedding { all_pairs_total(n, m as u64) } else { candidates.iter().map(|c| c.len() as u64).sum() };
+    let total = if matchers.embedding {
+        all_pairs_total(n, m as u64)
+    } else {
+        candidates[m..].iter().map(|c| c.len() as u64).sum()
+    };
     progress.start(Phase::Compare, total);
     let mut stats = CompareStats::default();
     // The kept original of every document decided so far.
