@@ -332,8 +332,12 @@ pub fn run_scan(args: ScanArgs) -> anyhow::Result<ExitCode> {
                 .embedded_tokens
                 .map(|n| format!(", {} tokens/s", rate(n as usize, summary.embedding_s)))
                 .unwrap_or_default();
+            let boilerplate = match summary.embedded_without_boilerplate {
+                0 => String::new(),
+                n => format!(" ({n} without their boilerplate)"),
+            };
             lines.push(format!(
-                "embedded {} documents ({} chunks) in {:.1} s: {} documents/s{tokens}; {} reused",
+                "embedded {} documents{boilerplate} ({} chunks) in {:.1} s: {} documents/s{tokens}; {} reused",
                 summary.embedded,
                 summary.embedded_chunks,
                 summary.embedding_s,

@@ -34,6 +34,12 @@ pub struct Segment {
 /// feature set. The runs cover the whole text in order; whitespace between
 /// two shared fragments is shared, so a passage reads as one run.
 pub fn shared_segments(text: &str, config: &Config, other: &[u64]) -> Vec<Segment> {
+    segments_where(text, config, |h| other.binary_search(&h).is_ok())
+}
+
+/// [`shared_segments`] with any test of a shingle's hash: the runs covered
+/// by a shingle whose hash `marked` accepts are `shared`.
+pub fn segments_where(text: &str, config: &Config, marked: impl Fn(u64) -> bool) -> Vec<Segment> {
     // Fragments: maximal runs of non-whitespace, as byte ranges.
     let mut frags: Vec<(usize, usize)> = Vec::new();
     let mut start = None;
@@ -58,7 +64,7 @@ pub fn shared_segments(text: &str, config: &Config, other: &[u64]) -> Vec<Segmen
         tokens.extend(crate::normalize::tokens(&buf).map(|t| (t.to_string(), f)));
     }
     let mut shared_frag = vec![false; frags.len()];
-    let contains = |h: u64| other.binary_search(&h).is_ok();
+    let contains = marked;
     let width = (config.shingle_width as usize).max(1);
     let seed = config.seed;
     match config.shingle_kind {

@@ -20,16 +20,78 @@
 //! A pair whose shingles no other group holds keeps its exact Jaccard, and
 //! so do copies of a common text (they are one group); two manual pages
 //! that share only navigation fall to what their own text shares.
+//!
+//! The embedding matcher cannot weigh shingles: a document's embedding is
+//! one vector of its text. So its boilerplate is left out of the text it
+//! embeds instead ([`Boilerplate::embedding_strip`]): the words covered by
+//! a shingle that at least [`STRIP_GROUPS`] other groups hold. The choice
+//! is per document and two copies make the same one, so a copy still
+//! embeds as its original. Shingles alone cannot tell a template from the
+//! text a family of revisions shares (both are one set of shingles that
+//! many groups hold, each around text of its own; a revision with 10 % of
+//! its words changed is far below [`NEAR_COPY`] from its original), so the
+//! bar is high: a text revised separately into more than [`STRIP_GROUPS`]
+//! versions embeds as what its versions change, and is found by MinHash,
+//! which keeps the shared text (discounted, not removed).
 
 use std::collections::HashMap;
 
+use neardup_core::highlight::segments_where;
 use neardup_core::unionfind::UnionFind;
-use neardup_core::{Candidate, MemoryIndex};
+use neardup_core::{Candidate, Config, MemoryIndex};
 
 /// Exact Jaccard at or above which two documents are near copies: one group.
 pub(crate) const NEAR_COPY: f64 = 0.8;
 /// Other groups that may hold a shingle before it weighs less.
 const FREE_GROUPS: u32 = 2;
+/// Other groups that must hold a shingle for the embedding matcher to
+/// leave its words out.
+pub(crate) const STRIP_GROUPS: u32 = 6;
+
+/// Fewest words the embedding matcher embeds once boilerplate is left
+/// out: a document with fewer left (a page of navigation alone) embeds its
+/// whole text.
+pub(crate) const MIN_KEPT_WORDS: usize = 8;
+
+/// `text` without the words covered by a shingle in `strip` (sorted), the
+/// kept runs one per line; `None` when nothing is left out or fewer than
+/// [`MIN_KEPT_WORDS`] words are left (the whole text is embedded then).
+/// Shingles are found as `config` makes features
+/// ([`neardup_core::highlight`]).
+pub(crate) fn without_boilerplate(text: &str, config: &Config, strip: &[u64]) -> Option<String> {
+    if strip.is_empty() {
+        return None;
+    }
+    let mut out = String::new();
+    let mut left_out = false;
+    for seg in segments_where(text, config, |h| strip.binary_search(&h).is_ok()) {
+        let run = text[seg.start..seg.end].trim();
+        if seg.shared {
+            left_out |= !run.is_empty();
+        } else if !run.is_empty() {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(run);
+        }
+    }
+    (left_out && out.split_whitespace().count() >= MIN_KEPT_WORDS).then_some(out)
+}
+
+/// What a document's embedding is of: its content hash when nothing is
+/// left out, else a hash of the content hash and the shingles left out
+/// (the text embedded is a function of the two).
+pub(crate) fn embedding_key(content_hash: &str, strip: &[u64]) -> String {
+    if strip.is_empty() {
+        return content_hash.to_owned();
+    }
+    let mut bytes = Vec::with_capacity(content_hash.len() + 8 * strip.len());
+    bytes.extend_from_slice(content_hash.as_bytes());
+    for s in strip {
+        bytes.extend_from_slice(&s.to_le_bytes());
+    }
+    format!("strip:{}", crate::parse::sha256_hex(&bytes))
+}
 
 /// Group frequencies of every shingle of a scan.
 #[derive(Debug, Default)]
@@ -89,6 +151,16 @@ impl Boilerplate {
         let holding = self.groups_of.get(&s).map_or(0, |e| e.0);
         let others = holding.saturating_sub(own_groups).saturating_sub(FREE_GROUPS);
         ((1.0 + f64::from(self.groups)) / (1.0 + f64::from(others))).ln()
+    }
+
+    /// The shingles of document `i` (feature set `features`, sorted) whose
+    /// words the embedding matcher leaves out: those at least
+    /// [`STRIP_GROUPS`] groups hold besides the document's own. Sorted;
+    /// empty when the document has no boilerplate (or the scan is too
+    /// small to tell).
+    pub(crate) fn embedding_strip(&self, features: &[u64]) -> Vec<u64> {
+        // The own group holds every shingle of the document.
+        features.iter().copied().filter(|s| self.groups_of.get(s).is_some_and(|e| e.0 > STRIP_GROUPS)).collect()
     }
 
     /// The MinHash score of documents `a` and `b` with feature sets `fa`
@@ -194,6 +266,41 @@ mod tests {
         assert!(j > 0.9 && (w - j).abs() < 1e-12, "{w} vs {j}");
     }
 
+    /// The embedding matcher's text: the navigation of forty pages is left
+    /// out, each page keeps its own words, a page and its one-word revision
+    /// leave out the same shingles, and copies of a licence (one group)
+    /// keep their whole text.
+    #[test]
+    fn embeddings_leave_the_navigation_out() {
+        let nav = words("nav", 60);
+        let mut texts: Vec<String> = (0..40).map(|p| format!("{nav} {}", words(&format!("page{p}w"), 60))).collect();
+        let mut revised: Vec<String> = (0..60).map(|i| format!("page0w{i}x")).collect();
+        revised[30] = "changed".to_owned();
+        texts.push(format!("{nav} {}", revised.join(" ")));
+        let body = words("licence", 200);
+        texts.extend((0..20).map(|c| format!("{} {body}", words(&format!("header{c}w"), 4))));
+        let idx = index(&texts);
+        let b = Boilerplate::of_index(&idx, texts.len());
+        let config = idx.params().config();
+        let strip = |i: u32| b.embedding_strip(idx.features(i).unwrap());
+        let kept = |i: u32| without_boilerplate(&texts[i as usize], config, &strip(i));
+        assert_eq!(kept(1).as_deref(), Some(words("page1w", 60).as_str()));
+        assert_eq!(kept(40).as_deref(), Some(revised.join(" ").as_str()));
+        assert_eq!(strip(0), strip(40), "a revision leaves out what its page does");
+        assert_ne!(embedding_key("h", &strip(0)), "h");
+        assert!(strip(45).is_empty() && kept(45).is_none(), "a licence's copies are one group");
+        assert_eq!(embedding_key("h", &strip(45)), "h");
+        // Fewer than MIN_KEPT_WORDS words of its own: the whole text.
+        let mut short = texts.clone();
+        short.push(format!("{nav} {}", words("tiny", MIN_KEPT_WORDS - 1)));
+        let idx = index(&short);
+        let b = Boilerplate::of_index(&idx, short.len());
+        let last = short.len() as u32 - 1;
+        let strip = b.embedding_strip(idx.features(last).unwrap());
+        assert!(!strip.is_empty());
+        assert!(without_boilerplate(&short[last as usize], idx.params().config(), &strip).is_none());
+    }
+
     /// Few documents: no shingle is down-weighted, the score is the Jaccard.
     #[test]
     fn small_scans_score_plain_jaccard() {
@@ -204,5 +311,6 @@ mod tests {
         let (j, w) = score(&idx, &b, 0, 1);
         assert!((w - j).abs() < 1e-12, "{w} vs {j}");
         assert_eq!(b.score(0, 1, &[], &[], 0.0), 0.0);
+        assert!(b.embedding_strip(idx.features(0).unwrap()).is_empty());
     }
 }

@@ -28,7 +28,7 @@
 //!   callout names), and `different` otherwise — its own identical copies,
 //!   which the export skips, do not make it a duplicate of anything.
 
-use neardup_core::{Candidate, Fingerprint, MemoryIndex, Params, Policy, Verdict};
+use neardup_core::{Candidate, ContentHash, Fingerprint, MemoryIndex, Params, Policy, Verdict};
 
 use crate::boilerplate::Boilerplate;
 use crate::calibrate::Calibration;
@@ -102,23 +102,73 @@ pub(crate) struct CompareStats {
 
 /// Matcher switches, calibrations and thresholds for [`compare`].
 pub(crate) struct Matchers<'a> {
-    pub params: &'a Params,
     pub policy: &'a Policy,
     pub calibrations: &'a Calibrations,
     pub minhash: bool,
     pub embedding: bool,
-    /// Discount MinHash scores for shingles other documents share.
-    pub boilerplate: bool,
 }
 
-/// MinHash scores of pairs: the exact Jaccard from the index, discounted
-/// for shared boilerplate when asked ([`Boilerplate`]).
-struct MinhashScores<'a> {
-    index: &'a MemoryIndex,
+/// The MinHash side of a scan, built before the embeddings are (the
+/// embedding matcher leaves out the boilerplate it finds): every
+/// document's fingerprint in a core [`MemoryIndex`], each document's LSH
+/// candidates among the ones before it, and the boilerplate groups.
+pub(crate) struct MinhashIndex {
+    index: MemoryIndex,
+    hashes: Vec<ContentHash>,
+    /// `candidates[i]`: document `i`'s candidates among `0..i` — for the
+    /// new documents always, for every one with the boilerplate discount
+    /// (one LSH query per document serves both).
+    candidates: Vec<Vec<Candidate>>,
     boilerplate: Option<Boilerplate>,
 }
 
-impl MinhashScores<'_> {
+impl MinhashIndex {
+    /// Indexes `fps` (the `m` stored documents first); `minhash` and
+    /// `boilerplate` as in [`Matchers`].
+    pub(crate) fn build(
+        fps: Vec<Fingerprint>,
+        m: usize,
+        params: &Params,
+        minhash: bool,
+        boilerplate: bool,
+    ) -> Result<MinhashIndex, Error> {
+        let index_err = |e: neardup_core::Error| Error::store(format!("index: {e}"));
+        let hashes: Vec<_> = fps.iter().map(|f| f.content_hash).collect();
+        let n = fps.len();
+        let mut index = MemoryIndex::new(params.clone());
+        for fp in fps {
+            index.insert(fp).map_err(index_err)?;
+        }
+        let boilerplate = minhash && boilerplate;
+        let candidates: Vec<Vec<Candidate>> = (0..n)
+            .map(|i| match minhash && (i >= m || boilerplate) {
+                true => index.candidates_before(i as u32).ids,
+                false => Vec::new(),
+            })
+            .collect();
+        let boilerplate = boilerplate.then(|| Boilerplate::of_candidates(&index, &candidates));
+        Ok(MinhashIndex { index, hashes, candidates, boilerplate })
+    }
+
+    /// The shingles of document `i` whose words its embedding leaves out
+    /// ([`Boilerplate::embedding_strip`]); empty without the discount.
+    pub(crate) fn embedding_strip(&self, i: usize) -> Vec<u64> {
+        match (&self.boilerplate, self.index.features(i as u32)) {
+            (Some(bp), Some(f)) => bp.embedding_strip(f),
+            _ => Vec::new(),
+        }
+    }
+
+    /// Document `i`'s content hash.
+    pub(crate) fn content_hash(&self, i: usize) -> ContentHash {
+        self.hashes[i]
+    }
+
+    /// Document `i`'s feature set (sorted; empty for a document without).
+    pub(crate) fn features(&self, i: usize) -> &[u64] {
+        self.index.features(i as u32).unwrap_or_default()
+    }
+
     fn weigh(&self, a: usize, b: usize, jaccard: f64) -> f64 {
         match (&self.boilerplate, self.index.features(a as u32), self.index.features(b as u32)) {
             (Some(bp), Some(fa), Some(fb)) => bp.score(a, b, fa, fb, jaccard),
@@ -156,36 +206,17 @@ fn stored_clusters(docs: &[StoredDoc], m: usize) -> Vec<usize> {
         .collect()
 }
 
-/// Compares `docs[m..]` (new) with every earlier document. `fps[i]` is the
-/// fingerprint of `docs[i]`; `docs[i].embedding` is set for every document
-/// when `embedding` is on.
+/// Compares `docs[m..]` (new) with every earlier document. `scores`
+/// indexes every document (`docs[i]` is its item `i`);
+/// `docs[i].embedding` is set for every document when `embedding` is on.
 pub(crate) fn compare(
     docs: &mut [StoredDoc],
-    fps: Vec<Fingerprint>,
+    scores: &MinhashIndex,
     m: usize,
     matchers: &Matchers<'_>,
     progress: &dyn Progress,
 ) -> Result<CompareStats, Error> {
-    let index_err = |e: neardup_core::Error| Error::store(format!("index: {e}"));
-    let hashes: Vec<_> = fps.iter().map(|f| f.content_hash).collect();
-    let mut index = MemoryIndex::new(matchers.params.clone());
-    for fp in fps {
-        index.insert(fp).map_err(index_err)?;
-    }
-    // Each document's candidates among the ones before it: the new ones'
-    // are compared; with the boilerplate discount every one's also groups
-    // near copies (one LSH query per document, shared by both).
-    let boilerplate = matchers.minhash && matchers.boilerplate;
-    let candidates: Vec<Vec<Candidate>> = (0..docs.len())
-        .map(|i| match matchers.minhash && (i >= m || boilerplate) {
-            true => index.candidates_before(i as u32).ids,
-            false => Vec::new(),
-        })
-        .collect();
-    let scores = MinhashScores {
-        index: &index,
-        boilerplate: boilerplate.then(|| Boilerplate::of_candidates(&index, &candidates)),
-    };
+    let (index, hashes, candidates) = (&scores.index, &scores.hashes, &scores.candidates);
     let n = (docs.len() - m) as u64;
     let total = if matchers.embedding {
         all_pairs_total(n, m as u64)
@@ -233,7 +264,7 @@ pub(crate) fn compare(
         let mut scored: Vec<(usize, Scored)> = pairs
             .into_iter()
             .filter_map(|(j, pair)| {
-                let pair = complete(pair, i, j, &scores, matchers, false);
+                let pair = complete(pair, i, j, scores, matchers, false);
                 pair.scored(matchers.calibrations).map(|s| (j, s))
             })
             .collect();
@@ -244,7 +275,7 @@ pub(crate) fn compare(
         cluster.push(i);
         if let Some(&(j, best)) = scored.first() {
             let verdict = policy.classify(best.combined, best.raw.same_content);
-            let best = stored_scores(best, i, j, &scores, matchers);
+            let best = stored_scores(best, i, j, scores, matchers);
             let slug = docs[j].slug.clone();
             let doc = &mut docs[i];
             doc.verdict = verdict;
@@ -270,7 +301,7 @@ pub(crate) fn compare(
             if docs[j].closest_score.is_some_and(|c| s.combined <= c) {
                 continue;
             }
-            let s = stored_scores(s, i, j, &scores, matchers);
+            let s = stored_scores(s, i, j, scores, matchers);
             let slug = docs[i].slug.clone();
             set_closest(&mut docs[j], slug, &s);
             stats.back_updated.push(j);
@@ -305,15 +336,8 @@ fn offer_similar(docs: &mut [StoredDoc], doc: usize, target: usize, score: f64, 
 /// most the ratio of the two set sizes, and when even that bound
 /// calibrates below the embedding's score the merge is skipped (it cannot
 /// change the ranking).
-fn complete(
-    mut pair: Pair,
-    a: usize,
-    b: usize,
-    scores: &MinhashScores<'_>,
-    matchers: &Matchers<'_>,
-    always: bool,
-) -> Pair {
-    let index = scores.index;
+fn complete(mut pair: Pair, a: usize, b: usize, scores: &MinhashIndex, matchers: &Matchers<'_>, always: bool) -> Pair {
+    let index = &scores.index;
     if !matchers.minhash || pair.minhash.is_some() {
         return pair;
     }
@@ -337,7 +361,7 @@ fn complete(
 /// The scores an entry stores: both matchers' scores, in combined mode
 /// (the Jaccard skipped while ranking is computed now; it cannot change the
 /// combined score).
-fn stored_scores(s: Scored, a: usize, b: usize, scores: &MinhashScores<'_>, matchers: &Matchers<'_>) -> Scored {
+fn stored_scores(s: Scored, a: usize, b: usize, scores: &MinhashIndex, matchers: &Matchers<'_>) -> Scored {
     if s.raw.minhash.is_some() || !matchers.minhash {
         return s;
     }

@@ -26,9 +26,10 @@ use neardup_core::{Fingerprint, Fingerprinter, StoredFingerprint, Verdict};
 use rayon::prelude::*;
 use serde::Serialize;
 
+use crate::boilerplate::{embedding_key, without_boilerplate};
 use crate::cache::ParseCache;
 use crate::calibrate::Calibration;
-use crate::compare::{compare, Calibrations, Matchers};
+use crate::compare::{compare, Calibrations, Matchers, MinhashIndex};
 use crate::config::ScanSettings;
 use crate::embed::{embed_documents, embedder_from_model, Embedder, ProviderConfig};
 use crate::error::Error;
@@ -138,9 +139,12 @@ pub struct ScanSummary {
     /// Embeddings computed.
     pub embedded: usize,
     /// Embeddings reused from the store (same bytes or same normalized
-    /// text, same model and chunking) or from an earlier document of the
-    /// batch with the same normalized text.
+    /// text, same boilerplate left out, same model and chunking) or from an
+    /// earlier document of the batch that embeds the same text.
     pub embeddings_reused: usize,
+    /// Documents whose embedding left their boilerplate out (text that
+    /// many unrelated documents of the scan share; docs/scan.md).
+    pub embedded_without_boilerplate: usize,
     /// Chunks embedded (at most `max_chunks` per document).
     pub embedded_chunks: u64,
     /// Model input tokens embedded, when the provider counts them.
@@ -206,8 +210,8 @@ pub fn stamp(
         settings.threshold_similar,
         settings.minhash_calibration,
         embedding_calibration.map_or("none".to_owned(), Calibration::to_string),
-        // The discount's version: its rule, NEAR_COPY and FREE_GROUPS.
-        if settings.boilerplate_weighting { "groups-v1" } else { "off" },
+        // The discount's version: its rules and constants (boilerplate.rs).
+        if settings.boilerplate_weighting { "groups-v2" } else { "off" },
     );
     let hash = crate::parse::sha256_hex(inputs.as_bytes());
     (inputs, hash)
@@ -254,18 +258,52 @@ pub fn scan<P: AsRef<Path>>(paths: &[P], options: &ScanOptions, progress: &dyn P
 
     let started = Instant::now();
     let parsed = parse_phase(paths, options, &cache, progress, &mut summary)?;
-    let (base, members) = select_members(&old, parsed, &stamp_hash, &stamp_inputs, options, &cache, &mut summary)?;
+    // The embedding matcher leaves out boilerplate, which the MinHash index
+    // of the whole scan finds: new documents can turn a stored document's
+    // text into boilerplate, and then its stored embedding is stale.
+    let strips = embedder.is_some() && settings.minhash && settings.boilerplate_weighting;
+    let again = (strips && !old.documents.is_empty()).then(|| parsed.clone());
+    let select = Select { old: &old, stamp_hash: &stamp_hash, stamp_inputs: &stamp_inputs, options, cache: &cache };
+    let (mut base, mut members) = select_members(&select, parsed, None, &mut summary)?;
     summary.timings.parse_s = started.elapsed().as_secs_f64();
 
     let started = Instant::now();
-    let embedding = embedder.as_deref().zip(model_id.as_deref());
-    let (docs, fps) = fingerprint_phase(base, members, &old, settings, embedding, progress, &mut summary)?;
+    let index = |fps: Vec<Fingerprint>, m: usize| {
+        MinhashIndex::build(fps, m, &settings.params, settings.minhash, settings.boilerplate_weighting)
+    };
+    let fps = fingerprint_phase(&base, &mut members, settings, embedder.is_none(), progress)?;
+    let mut tokens: Vec<u32> = fps.iter().map(|f| f.tokens).collect();
+    let mut minhash = index(fps, base.len())?;
+    if let Some(parsed) = again {
+        let stale = stale_embeddings(&base, &minhash);
+        if stale > 0 {
+            let why = format!("new documents changed the boilerplate of {stale} stored documents' embeddings");
+            (base, members) = select_members(&select, parsed, Some(why), &mut summary)?;
+            let fps = fingerprint_phase(&base, &mut members, settings, false, progress)?;
+            tokens = fps.iter().map(|f| f.tokens).collect();
+            minhash = index(fps, base.len())?;
+        }
+    }
+    let vectors = match (embedder.as_deref(), model_id.as_deref()) {
+        (Some(e), Some(id)) => {
+            let started = Instant::now();
+            let tokens_before = e.tokens_embedded();
+            let input = EmbedInput { members: &members, minhash: &minhash, base: base.len() };
+            let v = embed_members(e, id, &input, &old, settings, progress, &mut summary)?;
+            summary.embedding_s = started.elapsed().as_secs_f64();
+            summary.embedded_tokens = e.tokens_embedded().zip(tokens_before).map(|(a, b)| a - b);
+            v.into_iter().map(|(v, key)| (Some(v), Some(key))).collect()
+        }
+        _ => vec![(None, None); members.len()],
+    };
+    progress.finish(Phase::Fingerprint);
+    let docs = assemble(base, &members, &minhash, &tokens, vectors, model_id.as_deref(), settings);
     summary.timings.fingerprint_s = started.elapsed().as_secs_f64();
 
     let started = Instant::now();
     let docs = compare_phase(
         docs,
-        fps,
+        &minhash,
         summary.stored_documents,
         settings,
         &calibrations,
@@ -323,20 +361,34 @@ fn parse_phase<P: AsRef<Path>>(
     Ok(parsed)
 }
 
+/// What [`select_members`] reads besides the parsed files.
+#[derive(Clone, Copy)]
+struct Select<'a> {
+    old: &'a Store,
+    stamp_hash: &'a str,
+    stamp_inputs: &'a str,
+    options: &'a ScanOptions,
+    cache: &'a ParseCache,
+}
+
 /// Which documents are compared in this scan, and against which stored
 /// ones: the stored documents that stay as they are (`base`) and the
 /// members of the comparison pass. When the store's stamp differs from the
 /// configuration, or a stored file changed, every stored document is
-/// rebuilt (its text from the parse cache) and `base` is empty.
+/// rebuilt (its text from the parse cache) and `base` is empty; so it is
+/// when `force_rebuild` says why.
 fn select_members(
-    old: &Store,
+    select: &Select<'_>,
     parsed: Vec<(String, ParsedDoc)>,
-    stamp_hash: &str,
-    stamp_inputs: &str,
-    options: &ScanOptions,
-    cache: &ParseCache,
+    force_rebuild: Option<String>,
     summary: &mut ScanSummary,
 ) -> Result<(Vec<StoredDoc>, Vec<Member>), Error> {
+    let Select { old, stamp_hash, stamp_inputs, options, cache } = *select;
+    // A second selection (a forced rebuild) counts from scratch.
+    summary.unchanged = 0;
+    summary.rebuilt_from_cache = 0;
+    summary.reparsed_for_rebuild = 0;
+    summary.dropped.clear();
     let by_path: HashMap<&str, &StoredDoc> = old.documents.iter().map(|d| (d.path.as_str(), d)).collect();
     let changed: Vec<&str> = parsed
         .iter()
@@ -345,6 +397,8 @@ fn select_members(
         .collect();
     let rebuild = if old.documents.is_empty() {
         None
+    } else if force_rebuild.is_some() {
+        force_rebuild
     } else if old.stamp != stamp_hash {
         Some(format!("configuration changed (was: {}; now: {stamp_inputs})", old.stamp_inputs))
     } else {
@@ -399,25 +453,24 @@ fn select_members(
     Ok((base, members))
 }
 
-/// Phase 2: slugs, MinHash fingerprints and (when a model runs) embeddings
-/// of the members; stored documents re-enter from their stored features.
-/// Returns every document, `base` first, with its fingerprint.
+/// Phase 2a: slugs and MinHash fingerprints of the members; stored
+/// documents re-enter from their stored features. Returns the fingerprint
+/// of every document, `base` first. `done` moves the progress bar per
+/// member (without a model, whose embeddings move it otherwise).
 fn fingerprint_phase(
-    base: Vec<StoredDoc>,
-    mut members: Vec<Member>,
-    old: &Store,
+    base: &[StoredDoc],
+    members: &mut [Member],
     settings: &ScanSettings,
-    embedding: Option<(&dyn Embedder, &str)>,
+    done: bool,
     progress: &dyn Progress,
-    summary: &mut ScanSummary,
-) -> Result<(Vec<StoredDoc>, Vec<Fingerprint>), Error> {
+) -> Result<Vec<Fingerprint>, Error> {
     let mut slugs = Slugs::new(base.iter().map(|d| d.slug.as_str()));
-    for m in &members {
+    for m in members.iter() {
         if let Some(s) = &m.slug {
             slugs.reserve(s);
         }
     }
-    for m in &mut members {
+    for m in members.iter_mut() {
         if m.slug.is_none() {
             m.slug = Some(slugs.assign(m.doc.title.as_deref(), Path::new(&m.path)));
         }
@@ -425,36 +478,50 @@ fn fingerprint_phase(
     let fingerprinter = Fingerprinter::new(settings.params.clone())
         .map_err(|e| Error::config(format!("fingerprint parameters: {e}")))?;
     progress.start(Phase::Fingerprint, members.len() as u64);
-    let fps: Vec<Fingerprint> = members
-        .par_iter()
-        .map_init(
-            || fingerprinter.clone(),
-            |f, m| {
-                let fp = f.fingerprint(&m.doc.text);
-                if embedding.is_none() {
-                    progress.advance(Phase::Fingerprint, 1);
-                }
-                fp
-            },
-        )
-        .collect();
-    let vectors = match embedding {
-        Some((e, id)) => {
-            let started = Instant::now();
-            let tokens_before = e.tokens_embedded();
-            let v = embed_members(e, id, &members, &fps, old, settings, progress, summary)?;
-            summary.embedding_s = started.elapsed().as_secs_f64();
-            summary.embedded_tokens = e.tokens_embedded().zip(tokens_before).map(|(a, b)| a - b);
-            v.into_iter().map(Some).collect()
-        }
-        None => vec![None; members.len()],
-    };
-    // Stored documents re-enter the index from their features.
-    let mut all_fps: Vec<Fingerprint> =
+    let mut fps: Vec<Fingerprint> =
         base.iter().map(|d| stored_fingerprint(d, &fingerprinter)).collect::<Result<_, _>>()?;
+    fps.par_extend(members.par_iter().map_init(
+        || fingerprinter.clone(),
+        |f, m| {
+            let fp = f.fingerprint(&m.doc.text);
+            if done {
+                progress.advance(Phase::Fingerprint, 1);
+            }
+            fp
+        },
+    ));
+    Ok(fps)
+}
+
+/// Stored documents whose stored embedding is not of the text they would
+/// embed now (the boilerplate [`MinhashIndex`] finds left out).
+fn stale_embeddings(base: &[StoredDoc], minhash: &MinhashIndex) -> usize {
+    base.iter()
+        .enumerate()
+        .filter(|(i, d)| {
+            let now = embedding_key(&d.content_hash, &minhash.embedding_strip(*i));
+            d.embedding.is_some() && d.embedding_key.as_deref().unwrap_or(&d.content_hash) != now
+        })
+        .count()
+}
+
+/// Every document of the comparison pass: `base`, then the members with
+/// their fingerprints (in `minhash`, with `tokens`, `base` first) and
+/// embeddings.
+fn assemble(
+    base: Vec<StoredDoc>,
+    members: &[Member],
+    minhash: &MinhashIndex,
+    tokens: &[u32],
+    vectors: Vec<(Option<Vec<f32>>, Option<String>)>,
+    model_id: Option<&str>,
+    settings: &ScanSettings,
+) -> Vec<StoredDoc> {
+    let first = base.len();
     let mut docs = base;
     docs.reserve(members.len());
-    for ((m, fp), vector) in members.iter().zip(&fps).zip(vectors) {
+    for (k, (m, (vector, key))) in members.iter().zip(vectors).enumerate() {
+        let content_hash = minhash.content_hash(first + k).to_hex();
         docs.push(StoredDoc {
             verdict: Verdict::Different,
             closest_match: None,
@@ -473,16 +540,16 @@ fn fingerprint_phase(
             format: m.doc.format,
             title: m.doc.title.clone(),
             bytes: m.doc.bytes,
-            content_hash: fp.content_hash.to_hex(),
-            tokens: fp.tokens,
-            features: if settings.minhash { fp.features.clone() } else { Vec::new() },
-            embedding_model: vector.as_ref().and(embedding.map(|(_, id)| id.to_string())),
+            tokens: tokens[first + k],
+            features: if settings.minhash { minhash.features(first + k).to_vec() } else { Vec::new() },
+            embedding_model: vector.as_ref().and(model_id.map(str::to_string)),
             embedding: vector,
+            // Only a key that differs from the content hash is written.
+            embedding_key: key.filter(|k| *k != content_hash),
+            content_hash,
         });
     }
-    progress.finish(Phase::Fingerprint);
-    all_fps.extend(fps);
-    Ok((docs, all_fps))
+    docs
 }
 
 /// Phase 3: the comparison pass over `docs[m..]` (see [`crate::compare`]),
@@ -490,7 +557,7 @@ fn fingerprint_phase(
 #[allow(clippy::too_many_arguments)]
 fn compare_phase(
     mut docs: Vec<StoredDoc>,
-    fps: Vec<Fingerprint>,
+    minhash: &MinhashIndex,
     m: usize,
     settings: &ScanSettings,
     calibrations: &Calibrations,
@@ -499,15 +566,8 @@ fn compare_phase(
     summary: &mut ScanSummary,
 ) -> Result<Vec<StoredDoc>, Error> {
     if settings.enabled {
-        let matchers = Matchers {
-            params: &settings.params,
-            policy: &settings.policy,
-            calibrations,
-            minhash: settings.minhash,
-            embedding,
-            boilerplate: settings.boilerplate_weighting,
-        };
-        let stats = compare(&mut docs, fps, m, &matchers, progress)?;
+        let matchers = Matchers { policy: &settings.policy, calibrations, minhash: settings.minhash, embedding };
+        let stats = compare(&mut docs, minhash, m, &matchers, progress)?;
         summary.comparisons = stats.comparisons;
         summary.back_updated = stats.back_updated.iter().filter(|&&j| j < m).map(|&j| docs[j].slug.clone()).collect();
     }
@@ -550,58 +610,82 @@ fn discover_files<P: AsRef<Path>>(
 /// batches; the progress bar moves after each group.
 const EMBED_GROUP: usize = 64;
 
-/// The embedding of every member, in order. An embedding is reused, not
-/// recomputed, when the store has one from the same model and chunking for
-/// the same bytes or the same normalized text (content hash), or when an
-/// earlier member has the same normalized text; the rest are embedded
+/// What [`embed_members`] embeds: the members, their fingerprints, and
+/// the scan's MinHash index (member `k` is its document `base + k`).
+struct EmbedInput<'a> {
+    members: &'a [Member],
+    minhash: &'a MinhashIndex,
+    base: usize,
+}
+
+/// The embedding of every member, in order, with its key (what it is of:
+/// [`embedding_key`]). A member embeds its text without the boilerplate
+/// the MinHash index finds ([`without_boilerplate`]). An embedding is
+/// reused, not recomputed, when the store has one from the same model and
+/// chunking with the same key (or, for a whole text, the same bytes), or
+/// when an earlier member has the same key; the rest are embedded
 /// together, [`EMBED_GROUP`] documents at a time.
-#[allow(clippy::too_many_arguments)]
 fn embed_members(
     embedder: &dyn Embedder,
     model_id: &str,
-    members: &[Member],
-    fps: &[Fingerprint],
+    input: &EmbedInput<'_>,
     old: &Store,
     settings: &ScanSettings,
     progress: &dyn Progress,
     summary: &mut ScanSummary,
-) -> Result<Vec<Vec<f32>>, Error> {
+) -> Result<Vec<(Vec<f32>, String)>, Error> {
+    let members = input.members;
     // The old store's embeddings are reusable only under the same chunking
     // (its stamp names it; a store without the setting predates it).
     let same_chunking = old.stamp_inputs.contains(&format!(";chunk_words={};", settings.chunk_words))
         && old.stamp_inputs.contains(&format!(";max_chunks={};", settings.max_chunks));
     let mut by_sha: HashMap<&str, &Vec<f32>> = HashMap::new();
-    let mut by_content: HashMap<&str, &Vec<f32>> = HashMap::new();
+    let mut by_key: HashMap<&str, &Vec<f32>> = HashMap::new();
     if same_chunking {
         for d in &old.documents {
             if let (Some(e), Some(m)) = (&d.embedding, &d.embedding_model) {
                 if m == model_id {
-                    by_sha.insert(d.sha256.as_str(), e);
-                    by_content.insert(d.content_hash.as_str(), e);
+                    let key = d.embedding_key.as_deref().unwrap_or(&d.content_hash);
+                    if key == d.content_hash {
+                        by_sha.insert(d.sha256.as_str(), e);
+                    }
+                    by_key.insert(key, e);
                 }
             }
         }
     }
-    let hashes: Vec<String> = fps.iter().map(|f| f.content_hash.to_hex()).collect();
+    let config = settings.params.config();
+    let hashes: Vec<String> = (0..members.len()).map(|k| input.minhash.content_hash(input.base + k).to_hex()).collect();
+    let strips: Vec<Vec<u64>> = (0..members.len()).map(|k| input.minhash.embedding_strip(input.base + k)).collect();
+    let keys: Vec<String> = hashes.iter().zip(&strips).map(|(h, s)| embedding_key(h, s)).collect();
     let mut out: Vec<Option<Vec<f32>>> = vec![None; members.len()];
-    // Members to embed, one per normalized text; the others copy it after.
+    // Members to embed, one per key; the others copy it after.
     let mut todo: Vec<usize> = Vec::new();
     let mut first_with: HashMap<&str, usize> = HashMap::new();
     let mut copies: Vec<(usize, usize)> = Vec::new();
     for (k, m) in members.iter().enumerate() {
-        if let Some(v) = by_sha.get(m.doc.sha256.as_str()).or_else(|| by_content.get(hashes[k].as_str())) {
+        let whole = keys[k] == hashes[k];
+        let stored = by_key.get(keys[k].as_str()).or_else(|| match whole {
+            true => by_sha.get(m.doc.sha256.as_str()),
+            false => None,
+        });
+        if let Some(v) = stored {
             out[k] = Some((*v).clone());
             summary.embeddings_reused += 1;
             progress.advance(Phase::Fingerprint, 1);
-        } else if let Some(&first) = first_with.get(hashes[k].as_str()) {
+        } else if let Some(&first) = first_with.get(keys[k].as_str()) {
             copies.push((k, first));
         } else {
-            first_with.insert(hashes[k].as_str(), k);
+            first_with.insert(keys[k].as_str(), k);
             todo.push(k);
         }
     }
     for group in todo.chunks(EMBED_GROUP) {
-        let texts: Vec<&str> = group.iter().map(|&k| members[k].doc.text.as_str()).collect();
+        let stripped: Vec<Option<String>> =
+            group.par_iter().map(|&k| without_boilerplate(&members[k].doc.text, config, &strips[k])).collect();
+        summary.embedded_without_boilerplate += stripped.iter().filter(|t| t.is_some()).count();
+        let texts: Vec<&str> =
+            group.iter().zip(&stripped).map(|(&k, t)| t.as_deref().unwrap_or(members[k].doc.text.as_str())).collect();
         let vectors = embed_documents(embedder, &texts, settings.chunk_words, settings.max_chunks)?;
         for (&k, v) in group.iter().zip(vectors) {
             out[k] = Some(v);
@@ -619,7 +703,10 @@ fn embed_members(
         summary.embeddings_reused += 1;
         progress.advance(Phase::Fingerprint, 1);
     }
-    out.into_iter().map(|v| v.ok_or_else(|| Error::embedding("an embedding is missing"))).collect()
+    out.into_iter()
+        .zip(keys)
+        .map(|(v, key)| v.map(|v| (v, key)).ok_or_else(|| Error::embedding("an embedding is missing")))
+        .collect()
 }
 
 /// A stored document's fingerprint: signature and band keys are rebuilt

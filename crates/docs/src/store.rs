@@ -39,6 +39,7 @@
 //! | `features`        | array of u64       | sorted shingle hashes (empty when MinHash is off or degraded) |
 //! | `embedding`       | array of f32 / null| the document vector, when the embedding matcher ran          |
 //! | `embedding_model` | string / null      | provider id of the model that made `embedding`               |
+//! | `embedding_key`   | string (optional)  | what `embedding` is of: `content_hash` for the whole text, else a hash of it and the boilerplate left out |
 //!
 //! Version 1 had neither the two calibrated scores nor `duplicate_of`; it
 //! is still read (they are null), and its stamp, which names `store=v1`,
@@ -152,6 +153,12 @@ pub struct StoredDoc {
     pub embedding: Option<Vec<f32>>,
     /// Model id of `embedding`.
     pub embedding_model: Option<String>,
+    /// What `embedding` is of: the content hash when it embeds the whole
+    /// text, else a hash of the content hash and the boilerplate shingles
+    /// left out (absent in stores written before boilerplate was left out:
+    /// the whole text).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embedding_key: Option<String>,
 }
 
 /// The whole store in memory.
@@ -350,6 +357,7 @@ mod tests {
             features: vec![1, 5, 9],
             embedding: Some(vec![0.6, 0.8]),
             embedding_model: Some("local:m#0".into()),
+            embedding_key: None,
         }
     }
 

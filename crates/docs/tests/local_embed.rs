@@ -10,8 +10,11 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use neardup_docs::{
-    cosine, embed_document, embedder_from_model, parse_bytes, Embedder, ErrorKind, Limits, ProviderConfig,
+    cosine, embed_document, embedder_from_model, parse_bytes, scan, ConfigLayer, Embedder, ErrorKind, Limits,
+    NoProgress, ProviderConfig, ScanOptions, ScanSummary, Store, Verdict,
 };
+
+mod common;
 
 fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -134,4 +137,98 @@ fn incomplete_model_folder_is_a_clear_error() {
         .expect_err("tokenizer and weights are missing");
     assert!(matches!(err.kind(), ErrorKind::Config { .. }), "{err}");
     assert!(err.to_string().contains("tokenizer.json"), "{err}");
+}
+
+/// A scan of `dir` with MiniLM (both matchers) into `state`.
+fn scan_with_model(dir: &Path, state: &Path, boilerplate_weighting: bool) -> (ScanSummary, Store) {
+    let toml = format!(
+        "[dedup]\nmodel = \"local:{}\"\nboilerplate_weighting = {boilerplate_weighting}\n",
+        model_dir().display()
+    );
+    let settings = ConfigLayer::from_toml(&toml).unwrap().resolve().unwrap();
+    let summary = scan(&[dir], &ScanOptions::new(settings, state), &NoProgress).unwrap();
+    (summary, Store::load(&Store::path_in(state)).unwrap().unwrap())
+}
+
+/// Issue 17: boilerplate weighs little in the embedding matcher too. On a
+/// templated site (the same 170-word header and footer around each page's
+/// own paragraph), a page's embedding is its paragraph's — the template is
+/// left out — while without the discount it is the whole page's; the
+/// revised page still embeds as its original. Adding pages to a stored
+/// scan that turn stored text into boilerplate re-embeds it: the store
+/// ends as a fresh scan of all the pages would.
+#[test]
+fn a_shared_template_is_left_out_of_embeddings() {
+    let dir = tempfile::tempdir().unwrap();
+    let site = dir.path().join("site");
+    let paragraphs = common::templated_site(&site);
+    let refs: Vec<&str> = paragraphs.iter().map(String::as_str).collect();
+    let alone = embed(&refs);
+    let page = |store: &Store, i: usize| {
+        let name = format!("page-{i:02}.txt");
+        store.documents.iter().find(|d| d.path.ends_with(&name)).unwrap().clone()
+    };
+
+    let (summary, on) = scan_with_model(&site, &dir.path().join("on"), true);
+    assert_eq!(summary.embedded_without_boilerplate, paragraphs.len() + 1, "{summary:?}");
+    let (_, off) = scan_with_model(&site, &dir.path().join("off"), false);
+    let mut sibling_on: f32 = -1.0;
+    let mut sibling_off: f32 = -1.0;
+    for (i, v) in alone.iter().enumerate() {
+        let (d_on, d_off) = (page(&on, i), page(&off, i));
+        let (e_on, e_off) = (d_on.embedding.as_ref().unwrap(), d_off.embedding.as_ref().unwrap());
+        assert!(cosine(e_on, v) > 0.99, "page {i}: its embedding is its paragraph's: {}", cosine(e_on, v));
+        assert!(cosine(e_off, v) < 0.95, "page {i}: the whole page is not its paragraph: {}", cosine(e_off, v));
+        assert!(d_on.embedding_key.is_some() && d_off.embedding_key.is_none());
+        for j in 0..i {
+            sibling_on = sibling_on.max(cosine(e_on, page(&on, j).embedding.as_ref().unwrap()));
+            sibling_off = sibling_off.max(cosine(e_off, page(&off, j).embedding.as_ref().unwrap()));
+        }
+    }
+    // The template pulls every pair of pages together; left out, the pages
+    // are as far apart as their paragraphs.
+    assert!(sibling_off > sibling_on + 0.1, "siblings: {sibling_off} without the discount, {sibling_on} with");
+    let revised = on.documents.iter().find(|d| d.path.ends_with("page-00-revised.txt")).unwrap();
+    assert!(cosine(revised.embedding.as_ref().unwrap(), page(&on, 0).embedding.as_ref().unwrap()) > 0.98);
+    // One of the two is the other's duplicate (the later one in the scan).
+    assert_ne!((revised.verdict, page(&on, 0).verdict), (Verdict::Different, Verdict::Different));
+    for i in 1..paragraphs.len() {
+        assert_eq!(page(&on, i).verdict, Verdict::Different, "page {i}");
+    }
+
+    // Three pages first: too few for a template to be boilerplate.
+    let grown = dir.path().join("grown");
+    std::fs::create_dir_all(&grown).unwrap();
+    for i in 0..3 {
+        let name = format!("page-{i:02}.txt");
+        std::fs::copy(site.join(&name), grown.join(&name)).unwrap();
+    }
+    let state = dir.path().join("grown-state");
+    let (first, _) = scan_with_model(&grown, &state, true);
+    assert_eq!(first.embedded_without_boilerplate, 0, "{first:?}");
+    for entry in std::fs::read_dir(&site).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, grown.join(path.file_name().unwrap())).unwrap();
+    }
+    let (second, grown_store) = scan_with_model(&grown, &state, true);
+    assert!(second.rebuilt.as_deref().unwrap_or_default().contains("boilerplate"), "{second:?}");
+    let (_, fresh) = scan_with_model(&grown, &dir.path().join("fresh"), true);
+    // The same text embedded for every page (which of page 0 and its
+    // revision is kept follows the order they were scanned in).
+    let key = |s: &Store| {
+        let mut v: Vec<(String, Option<String>)> = s
+            .documents
+            .iter()
+            .map(|d| (d.path.rsplit('/').next().unwrap().to_owned(), d.embedding_key.clone()))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(key(&grown_store), key(&fresh));
+    assert_eq!(second.verdicts.identical, 1, "{second:?}");
+    assert_eq!(second.verdicts.similar, 0, "{second:?}");
+    for i in 0..3 {
+        let (a, b) = (page(&grown_store, i), page(&fresh, i));
+        assert!(cosine(a.embedding.as_ref().unwrap(), b.embedding.as_ref().unwrap()) > 0.9999, "page {i}");
+    }
 }

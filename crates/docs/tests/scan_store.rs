@@ -8,9 +8,8 @@ use std::sync::Mutex;
 
 use neardup_docs::{scan, ConfigLayer, NoProgress, Phase, Progress, ScanOptions, ScanSummary, Store, Verdict};
 
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/docs").join(name)
-}
+mod common;
+use common::fixture;
 
 fn options(state: &Path, layer: ConfigLayer) -> ScanOptions {
     ScanOptions::new(layer.resolve().unwrap(), state)
@@ -276,26 +275,9 @@ fn frozen_v2_store_still_reads() {
 /// the revision is still found.
 #[test]
 fn a_shared_template_does_not_make_pages_similar() {
-    let paper = std::fs::read_to_string(fixture("paper.md")).unwrap();
-    let orchestra = std::fs::read_to_string(fixture("unrelated-orchestra.txt")).unwrap();
-    let words: Vec<&str> = orchestra.split_whitespace().collect();
-    let (head, foot) = (words[..120].join(" "), words[words.len() - 50..].join(" "));
-    let paragraphs: Vec<String> = paper
-        .split("\n\n")
-        .map(|p| p.split_whitespace().collect::<Vec<_>>().join(" "))
-        .filter(|p| p.split(' ').count() >= 40)
-        .collect();
-    assert!(paragraphs.len() >= 10, "{}", paragraphs.len());
     let dir = tempfile::tempdir().unwrap();
     let site = dir.path().join("site");
-    std::fs::create_dir_all(&site).unwrap();
-    for (i, p) in paragraphs.iter().enumerate() {
-        std::fs::write(site.join(format!("page-{i:02}.txt")), format!("{head}\n\n{p}\n\n{foot}\n")).unwrap();
-    }
-    let mut revised: Vec<&str> = paragraphs[0].split(' ').collect();
-    let mid = revised.len() / 2;
-    revised[mid] = "changed";
-    std::fs::write(site.join("page-00-revised.txt"), format!("{head}\n\n{}\n\n{foot}\n", revised.join(" "))).unwrap();
+    let paragraphs = common::templated_site(&site);
 
     let verdicts = |weighting: &str| {
         let state = dir.path().join(format!("state-{weighting}"));
