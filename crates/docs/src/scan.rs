@@ -5,10 +5,12 @@
 //!    is unsupported, broken or over a limit is reported in
 //!    [`ScanSummary::skipped`] with its reason; the batch goes on.
 //! 2. **Fingerprint.** A separate pass over the new documents: core MinHash
-//!    fingerprints (normalized-text hash, shingle features) and, when the
-//!    embedding matcher runs, one mean-pooled embedding per document.
-//!    Embeddings already in the store for the same bytes and model are reused,
-//!    so a re-scan never re-embeds.
+//!    fingerprints (normalized-text hash, shingle features), the MinHash
+//!    index of every document (which finds the boilerplate) and, when the
+//!    embedding matcher runs, one mean-pooled embedding per document of its
+//!    text without its boilerplate. Embeddings already in the store for the
+//!    same text embedded and model are reused, so a re-scan re-embeds only
+//!    what new documents turned into boilerplate.
 //! 3. **Compare.** One pass: each new document against every stored one and
 //!    the rest of the batch (see [`crate::compare`]).
 //!
