@@ -19,9 +19,10 @@ pub struct PipelineArgs {
     /// `seed` (the reference `[a-z0-9]+` tokenizer).
     #[arg(long, default_value = "default", help_heading = "Pipeline")]
     pub normalizer: String,
-    /// MinHash signature length.
-    #[arg(long, default_value_t = 128, help_heading = "Pipeline")]
-    pub num_perm: u32,
+    /// Signature length: MinHash values (default 128), or SimHash bits
+    /// (default 64, a multiple of 64).
+    #[arg(long, help_heading = "Pipeline")]
+    pub num_perm: Option<u32>,
     /// LSH bands (default: chosen by the calculator for --recall-target).
     #[arg(long, help_heading = "Pipeline")]
     pub bands: Option<u32>,
@@ -34,7 +35,10 @@ pub struct PipelineArgs {
     /// Signature scheme: `oph` (one-permutation hashing with optimal
     /// densification: one hash per feature) or `minhash` (classic: one hash
     /// per feature and signature value, ~5x slower to sign; the earlier
-    /// default). Recall against the exact oracle: bench/results/accuracy.md.
+    /// default), or `simhash` (64-bit SimHash; candidates are the items
+    /// within Hamming distance --bands − 1, 3 by default: near-exact
+    /// copies only). Recall against the exact oracle:
+    /// bench/results/accuracy.md.
     #[arg(long, default_value = "oph", help_heading = "Pipeline")]
     pub signature: String,
     /// Seed of every hash; changing it changes every fingerprint.
@@ -57,12 +61,13 @@ pub struct PipelineArgs {
 
 impl PipelineArgs {
     pub fn config(&self) -> anyhow::Result<Config> {
+        let signature = SignatureScheme::from_name(&self.signature)?;
         Ok(Config {
             normalizer: Normalizer::from_name(&self.normalizer)?,
             shingle_kind: if self.char_shingles { ShingleKind::Char } else { ShingleKind::Word },
             shingle_width: self.shingle_width,
-            signature: SignatureScheme::from_name(&self.signature)?,
-            num_perm: self.num_perm,
+            signature,
+            num_perm: self.num_perm.unwrap_or(if signature.is_simhash() { 64 } else { 128 }),
             bands: self.bands,
             rows: self.rows,
             seed: self.seed,

@@ -25,7 +25,7 @@ impl ParamsOut {
             rows: p.lsh().rows,
             num_perm: p.config().num_perm,
             fingerprint_version: p.fingerprint_version(),
-            recall_at_threshold: p.lsh().probability(p.threshold()),
+            recall_at_threshold: p.candidate_probability(p.threshold()),
         }
     }
 }

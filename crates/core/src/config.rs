@@ -146,6 +146,12 @@ impl Config {
             ));
         }
         let n = self.num_perm;
+        if self.signature.is_simhash() && n % 64 != 0 {
+            return Err(Error::config(
+                "num_perm",
+                format!("simhash signs in blocks of 64 bits: num_perm must be a multiple of 64, got {n}"),
+            ));
+        }
         let lsh = match (self.bands, self.rows) {
             (Some(b), Some(r)) => {
                 let params = LshParams::new(b, r)?;
@@ -156,6 +162,14 @@ impl Config {
                     ));
                 }
                 params
+            }
+            // SimHash: any band count; the bands take ⌊n / b⌋ bits each
+            // (the pigeonhole holds over the bits they use).
+            (Some(b), None) if self.signature.is_simhash() => {
+                if b == 0 || b > n {
+                    return Err(Error::config("bands", format!("simhash needs 1..={n} bands, got {b}")));
+                }
+                LshParams::new(b, n / b)?
             }
             (Some(b), None) => {
                 if b == 0 || n % b != 0 {
@@ -172,6 +186,9 @@ impl Config {
                 }
                 LshParams::new(n / r, r)?
             }
+            // SimHash: k + 1 disjoint bands find every item within Hamming
+            // distance k; k = 3 by default (Manku et al.).
+            (None, None) if self.signature.is_simhash() => LshParams::new(4, n / 4)?,
             (None, None) => {
                 if self.threshold <= 0.0 {
                     return Err(Error::config(
@@ -218,6 +235,41 @@ impl Params {
         self.config.threshold
     }
 
+    /// For a SimHash signature, the largest Hamming distance (over the
+    /// whole signature) at which two items are candidates: one less than
+    /// the bands, since `k + 1` disjoint bands hold every pair within `k`.
+    /// `None` for MinHash.
+    pub fn max_hamming(&self) -> Option<u32> {
+        self.config.signature.is_simhash().then(|| self.lsh.bands - 1)
+    }
+
+    /// The probability that two items of Jaccard similarity `j` become
+    /// candidates: the S-curve `1 − (1 − j^r)^b` for MinHash; for SimHash the
+    /// probability that at most [`Params::max_hamming`] of the signature's
+    /// bits differ, each with probability `1 − agreement(j)`
+    /// ([`crate::SignatureScheme::agreement`]).
+    pub fn candidate_probability(&self, j: f64) -> f64 {
+        let scheme = self.config.signature;
+        match self.max_hamming() {
+            None => self.lsh.probability(j),
+            Some(k) => {
+                let n = self.config.num_perm;
+                let q = 1.0 - scheme.agreement(j);
+                if q >= 1.0 {
+                    return if k >= n { 1.0 } else { 0.0 };
+                }
+                // Σ_{d ≤ k} C(n, d) q^d (1 − q)^(n − d), term by term.
+                let mut term = (1.0 - q).powi(n as i32);
+                let mut sum = term;
+                for d in 1..=k.min(n) {
+                    term *= f64::from(n - d + 1) / f64::from(d) * q / (1.0 - q);
+                    sum += term;
+                }
+                sum.clamp(0.0, 1.0)
+            }
+        }
+    }
+
     /// A stable string naming everything that changes fingerprints or
     /// candidates; two indexes are compatible exactly when it is equal.
     pub fn fingerprint_version(&self) -> String {
@@ -247,6 +299,29 @@ mod tests {
         let p = Config::default().resolve().unwrap();
         assert!(p.lsh().width() <= 128);
         assert!(p.lsh().probability(0.8) >= DEFAULT_RECALL_TARGET);
+    }
+
+    #[test]
+    fn simhash_resolves_to_disjoint_bands_of_bits() {
+        let c = Config { signature: SignatureScheme::SimHash, num_perm: 64, ..Config::default() };
+        let p = c.resolve().unwrap();
+        assert_eq!((p.lsh().bands, p.lsh().rows, p.max_hamming()), (4, 16, Some(3)));
+        assert!(p.fingerprint_version().contains("simhash-v1x64"), "{}", p.fingerprint_version());
+        // Identical sets are always candidates; the curve falls with J.
+        assert!((p.candidate_probability(1.0) - 1.0).abs() < 1e-12);
+        let (hi, lo) = (p.candidate_probability(0.97), p.candidate_probability(0.8));
+        assert!(hi > 0.5 && lo < 0.05 && lo > 0.0, "{hi} {lo}");
+        // Two bands: within one bit; six take ten bits each.
+        let p = Config { bands: Some(2), ..c.clone() }.resolve().unwrap();
+        assert_eq!((p.lsh().rows, p.max_hamming()), (32, Some(1)));
+        let p = Config { bands: Some(6), ..c.clone() }.resolve().unwrap();
+        assert_eq!((p.lsh().rows, p.max_hamming()), (10, Some(5)));
+        assert!(Config { bands: Some(65), ..c.clone() }.resolve().is_err());
+        let e = Config { num_perm: 100, ..c }.resolve().unwrap_err().to_string();
+        assert!(e.contains("multiple of 64"), "{e}");
+        let m = Config::default().resolve().unwrap();
+        assert_eq!(m.max_hamming(), None);
+        assert_eq!(m.candidate_probability(0.8), m.lsh().probability(0.8));
     }
 
     #[test]

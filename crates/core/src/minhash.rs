@@ -19,6 +19,18 @@
 //!
 //! For both, `P[sig_a[i] == sig_b[i]] ≈ J(a, b)`. The empty set has the empty
 //! signature (it has no minimum); callers handle it by exact hash.
+//!
+//! A third scheme is not MinHash, and is never mixed with it (its version is
+//! part of every fingerprint version):
+//!
+//! * `simhash-v1` — SimHash bits (Charikar 2002): value `i` is bit `i mod 64`
+//!   of the `⌊i / 64⌋`-th 64-bit SimHash of the feature set, every feature
+//!   weighted 1 ([`crate::simhash::simhash_set`], block `k` under its own
+//!   seed). Two values agree with probability `1 − θ/π`, `θ` the angle
+//!   between the sets' indicator vectors, whose cosine is `2J / (1 + J)` for
+//!   two sets of one size ([`SignatureScheme::agreement`]). Banded into
+//!   `k + 1` disjoint blocks, a band match is exactly the pigeonhole test of
+//!   a Hamming distance ≤ `k` (Manku et al., WWW 2007).
 
 use crate::error::{Error, Result};
 use crate::hash::{fmix64, hash_bytes, SplitMix64};
@@ -32,6 +44,9 @@ pub enum SignatureScheme {
     /// One-permutation hashing with optimal densification (`oph-dens-v1`).
     #[serde(rename = "oph-dens-v1")]
     OnePermutation,
+    /// SimHash bits, 64 per block (`simhash-v1`).
+    #[serde(rename = "simhash-v1")]
+    SimHash,
 }
 
 impl SignatureScheme {
@@ -40,15 +55,55 @@ impl SignatureScheme {
         match self {
             SignatureScheme::MinHash => "minhash-mulshift-v1",
             SignatureScheme::OnePermutation => "oph-dens-v1",
+            SignatureScheme::SimHash => "simhash-v1",
         }
     }
 
-    /// Parses `minhash`, `oph` or a full version string.
+    /// Parses `minhash`, `oph`, `simhash` or a full version string.
     pub fn from_name(name: &str) -> Result<SignatureScheme> {
         match name {
             "minhash" | "minhash-mulshift-v1" => Ok(SignatureScheme::MinHash),
             "oph" | "oph-dens-v1" => Ok(SignatureScheme::OnePermutation),
+            "simhash" | "simhash-v1" => Ok(SignatureScheme::SimHash),
             other => Err(Error::unknown_version("signature", other)),
+        }
+    }
+
+    /// True for SimHash, whose values are bits compared by Hamming distance.
+    pub fn is_simhash(self) -> bool {
+        self == SignatureScheme::SimHash
+    }
+
+    /// The probability that one signature value agrees between two sets of
+    /// Jaccard similarity `j`: `j` for MinHash; for SimHash `1 − θ/π` with
+    /// `cos θ = 2j / (1 + j)`, exact for two sets of one size (a pair of
+    /// different sizes has a lower cosine for the same Jaccard).
+    pub fn agreement(self, j: f64) -> f64 {
+        let j = j.clamp(0.0, 1.0);
+        match self {
+            SignatureScheme::MinHash | SignatureScheme::OnePermutation => j,
+            SignatureScheme::SimHash => {
+                let cos = (2.0 * j / (1.0 + j)).clamp(-1.0, 1.0);
+                1.0 - cos.acos() / std::f64::consts::PI
+            }
+        }
+    }
+
+    /// The Jaccard similarity whose expected agreement is `a` (the inverse
+    /// of [`SignatureScheme::agreement`]; 0 at or below SimHash's chance
+    /// agreement of one half).
+    pub fn jaccard_from_agreement(self, a: f64) -> f64 {
+        let a = a.clamp(0.0, 1.0);
+        match self {
+            SignatureScheme::MinHash | SignatureScheme::OnePermutation => a,
+            SignatureScheme::SimHash => {
+                let cos = (std::f64::consts::PI * (1.0 - a)).cos();
+                if cos <= 0.0 {
+                    0.0
+                } else {
+                    (cos / (2.0 - cos)).clamp(0.0, 1.0)
+                }
+            }
         }
     }
 }
@@ -107,6 +162,17 @@ impl MinHasher {
         match self.scheme {
             SignatureScheme::MinHash => classic(&self.mul, &self.add, features, sig),
             SignatureScheme::OnePermutation => self.one_permutation(features, sig),
+            SignatureScheme::SimHash => self.simhash_bits(features, sig),
+        }
+    }
+
+    fn simhash_bits(&self, features: &[u64], sig: &mut [u32]) {
+        for (block, values) in sig.chunks_mut(64).enumerate() {
+            let seed = fmix64(self.seed ^ 0x7369_6d68_6173_6800 ^ block as u64);
+            let bits = crate::simhash::simhash_set(features, seed);
+            for (i, v) in values.iter_mut().enumerate() {
+                *v = (bits >> i & 1) as u32;
+            }
         }
     }
 
@@ -247,7 +313,7 @@ mod tests {
 
     #[test]
     fn empty_set_has_empty_signature() {
-        for s in [SignatureScheme::MinHash, SignatureScheme::OnePermutation] {
+        for s in [SignatureScheme::MinHash, SignatureScheme::OnePermutation, SignatureScheme::SimHash] {
             assert!(MinHasher::new(s, 64, 1).unwrap().signature(&[]).is_empty());
         }
     }
@@ -257,6 +323,25 @@ mod tests {
         assert!(MinHasher::new(SignatureScheme::MinHash, 0, 1).is_err());
         assert!(MinHasher::new(SignatureScheme::MinHash, 1025, 1).is_err());
         assert!(estimate_jaccard(&[1, 2], &[1]).is_err());
+    }
+
+    #[test]
+    fn simhash_values_are_bits_that_agree_as_the_angle_says() {
+        let h = MinHasher::new(SignatureScheme::SimHash, 1024, 7).unwrap();
+        let a: Vec<u64> = (0..600u64).map(fmix64).collect();
+        // b shares 500 of a's 600 features and has 100 of its own: J = 500/700.
+        let b: Vec<u64> = (100..700u64).map(fmix64).collect();
+        let (sa, sb) = (h.signature(&a), h.signature(&b));
+        assert!(sa.iter().all(|&v| v <= 1) && sa.len() == 1024);
+        let agree = sa.iter().zip(&sb).filter(|(x, y)| x == y).count() as f64 / 1024.0;
+        let j = 500.0 / 700.0;
+        let expected = SignatureScheme::SimHash.agreement(j);
+        // Binomial sd at 1024 values is about 0.012.
+        assert!((agree - expected).abs() < 0.05, "agreement {agree}, expected {expected}");
+        let back = SignatureScheme::SimHash.jaccard_from_agreement(expected);
+        assert!((back - j).abs() < 1e-9, "{back}");
+        assert_eq!(SignatureScheme::SimHash.jaccard_from_agreement(0.4), 0.0);
+        assert_eq!(SignatureScheme::from_name("simhash").unwrap().version(), "simhash-v1");
     }
 
     #[test]

@@ -99,6 +99,39 @@ proptest! {
         let truth: Vec<_> = all_pairs(&corpus, t).into_iter().filter(|p| !corpus[p.0 as usize].is_empty()).collect();
         prop_assert_eq!(found, truth);
     }
+
+    /// SimHash: the banded index finds exactly the items within the
+    /// Hamming distance its bands allow (pigeonhole, then the gate), for
+    /// every k the bands give, whatever the corpus.
+    #[test]
+    fn simhash_candidates_are_exactly_those_within_k(corpus in corpus_strategy(), bands in 1u32..=5) {
+        let params = Config { signature: SignatureScheme::SimHash, num_perm: 64, bands: Some(bands), rows: Some(64 / bands),
+            max_candidates: 10_000, ..Config::default() }.resolve().unwrap();
+        let k = params.max_hamming().unwrap();
+        prop_assert_eq!(k, bands - 1);
+        let hasher = MinHasher::new(SignatureScheme::SimHash, 64, params.config().seed).unwrap();
+        let mut index = CandidateIndex::for_params(&params);
+        let limits = QueryLimits { max_candidates: 10_000, max_bucket_read: 100_000, threshold: 0.8 };
+        let sigs: Vec<Vec<u32>> = corpus.iter().map(|set| hasher.signature(set)).collect();
+        let distance = |a: &[u32], b: &[u32]| a.iter().zip(b).filter(|(x, y)| x != y).count() as u32;
+        for (i, set) in corpus.iter().enumerate() {
+            let mut keys = Vec::new();
+            band_keys_into(params.lsh(), params.config().seed, &sigs[i], &mut keys).unwrap();
+            // Distinct content hashes: only the bands can make candidates.
+            let item = ItemKeys { band_keys: &keys, content_hash: ContentHash([i as u8; 16]), signature: &sigs[i] };
+            if !set.is_empty() {
+                let mut got: Vec<u32> = index.candidates(item, None, limits).unwrap().ids.iter().map(|c| c.id).collect();
+                got.sort_unstable();
+                let want: Vec<u32> = (0..i)
+                    .filter(|&j| !corpus[j].is_empty() && distance(&sigs[i], &sigs[j]) <= k)
+                    .map(|j| j as u32)
+                    .collect();
+                prop_assert_eq!(got, want);
+            }
+            let item = ItemKeys { band_keys: &keys, content_hash: ContentHash([i as u8; 16]), signature: &sigs[i] };
+            prop_assert_eq!(index.insert(item).unwrap(), i as u32);
+        }
+    }
 }
 
 /// Random sets with an exact, planted Jaccard similarity.
@@ -171,6 +204,7 @@ fn frozen_fingerprints() {
     for (scheme, want_head, want_digest) in [
         (SignatureScheme::MinHash, FROZEN_MINHASH_HEAD, FROZEN_MINHASH_DIGEST),
         (SignatureScheme::OnePermutation, FROZEN_OPH_HEAD, FROZEN_OPH_DIGEST),
+        (SignatureScheme::SimHash, FROZEN_SIMHASH_HEAD, FROZEN_SIMHASH_DIGEST),
     ] {
         let params = Config { signature: scheme, ..Config::default() }.resolve().unwrap();
         let fp = neardup_core::Fingerprinter::new(params).unwrap().fingerprint(text);
@@ -189,6 +223,8 @@ const FROZEN_MINHASH_HEAD: [u32; 4] = [398_932_183, 446_866_618, 792_316_805, 30
 const FROZEN_MINHASH_DIGEST: u64 = 15_354_642_068_105_365_995;
 const FROZEN_OPH_HEAD: [u32; 4] = [1_398_328_997, 71_978_773, 2_739_011_208, 1_166_897_440];
 const FROZEN_OPH_DIGEST: u64 = 1_150_130_919_011_007_623;
+const FROZEN_SIMHASH_HEAD: [u32; 4] = [0, 0, 1, 1];
+const FROZEN_SIMHASH_DIGEST: u64 = 12_455_774_870_033_328_604;
 const FROZEN_CONTENT_HASH: &str = "289a674ca342df079cba377d28d598a2";
 
 #[test]

@@ -550,7 +550,8 @@
       { label: 'recall', ...(lab.recall || { value: null }) }]),
     el('p', { class: 'muted', id: 'labelled-counts', text: `${lab.pairs} labelled pairs: TP ${lab.true_positives}, FP ${lab.false_positives}, FN ${lab.false_negatives}, TN ${lab.true_negatives}; ${lab.disputed} disputed (contradictory labels, left out), ${lab.missing} with an item gone${lab.not_evaluated ? `, ${lab.not_evaluated} not evaluated (only the 10,000 most recently labelled are)` : ''}.` }));
     const sc = d.s_curve;
-    card(curveChart(`S-curve: ${sc.bands} bands × ${sc.rows} rows`, sc.points, 'Jaccard similarity of a pair', 'P(candidate)', [
+    const banding = sc.max_hamming == null ? `${sc.bands} bands × ${sc.rows} rows` : `SimHash, Hamming distance ≤ ${sc.max_hamming}`;
+    card(curveChart(`S-curve: ${banding}`, sc.points, 'Jaccard similarity of a pair', 'P(candidate)', [
       { x: sc.threshold, label: `LSH threshold ${sc.threshold}` },
       { x: sc.threshold_similar, label: `similar ${sc.threshold_similar}`, cls: 'similar' }]));
     const decisions = Object.entries(d.decisions).map(([k, n]) => ({ label: k.replace('_', ' '), value: n }));

@@ -26,7 +26,10 @@ pub struct TenantSpec {
     /// Tokens or characters per shingle.
     #[schema(minimum = 1, maximum = 64)]
     pub shingle_width: Option<u32>,
-    /// `minhash` or `oph`.
+    /// `oph` (the default), `minhash` or `simhash` (64 bits unless
+    /// `num_perm` says otherwise; `bands` − 1 is the Hamming distance
+    /// within which items are candidates, 3 by default). Never mixed: an
+    /// index holds one scheme.
     pub signature: Option<String>,
     /// Signature length.
     #[schema(minimum = 1, maximum = 1024)]
@@ -114,6 +117,9 @@ pub struct TenantView {
     pub recall_target: f64,
     /// Candidate probability at the threshold.
     pub candidate_probability_at_threshold: f64,
+    /// SimHash: the largest Hamming distance (over the whole signature) at
+    /// which items are candidates; bands − 1. Absent for MinHash.
+    pub max_hamming: Option<u32>,
     /// Shingle cap.
     pub max_shingles: u32,
     /// Candidate cap.
@@ -182,10 +188,19 @@ impl TenantSpec {
                 other => return Err(bad("shingle_kind", format!("{other:?} is not word or char"))),
             };
         }
+        let mut signature_changed = false;
         if let Some(s) = &self.signature {
-            idx.signature = SignatureScheme::from_name(s).map_err(|e| bad("signature", e))?;
+            let scheme = SignatureScheme::from_name(s).map_err(|e| bad("signature", e))?;
+            signature_changed = scheme != idx.signature;
+            if signature_changed && self.num_perm.is_none() {
+                // Each scheme's own default length: one 64-bit SimHash, or
+                // the MinHash default.
+                idx.num_perm = if scheme.is_simhash() { 64 } else { neardup_core::Config::default().num_perm };
+            }
+            idx.signature = scheme;
         }
-        let layout_changed = self.num_perm.is_some() || self.threshold.is_some() || self.recall_target.is_some();
+        let layout_changed =
+            signature_changed || self.num_perm.is_some() || self.threshold.is_some() || self.recall_target.is_some();
         if layout_changed && self.bands.is_none() && self.rows.is_none() {
             // Let the calculator choose again for the new layout inputs.
             idx.bands = None;
@@ -256,7 +271,8 @@ pub fn view(tenant: &str, c: &TenantConfig) -> ApiResult<TenantView> {
         seed: i.seed,
         threshold: i.threshold,
         recall_target: i.recall_target,
-        candidate_probability_at_threshold: params.lsh().probability(i.threshold),
+        candidate_probability_at_threshold: params.candidate_probability(i.threshold),
+        max_hamming: params.max_hamming(),
         max_shingles: i.max_shingles,
         max_candidates: i.max_candidates,
         max_bucket_read: i.max_bucket_read,

@@ -757,3 +757,59 @@ async fn review_console_routes() {
     let r = h.call(Method::GET, "/v1/tenants/t1/dashboard", Some(&query_key), None).await;
     assert_eq!(r.status, StatusCode::OK);
 }
+
+/// Issue 11: SimHash as a tenant's signature. The tenant view says what it
+/// is (one 64-bit SimHash, four bands, candidates within Hamming distance
+/// 3); a real text and a copy with one word changed are found (and scored
+/// by exact Jaccard, like every candidate); a revision with one word in 60
+/// changed (Jaccard about 0.9) is no SimHash candidate — too many bits
+/// differ — while the same tenant rebuilt under MinHash finds it: the
+/// rebuild replaces the index, the two schemes never share one.
+#[tokio::test]
+async fn simhash_tenants_find_near_exact_copies_within_their_hamming_distance() {
+    let paper = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/docs/paper.txt"),
+    )
+    .unwrap();
+    let words: Vec<&str> = paper.split_whitespace().collect();
+    let edited = |every: usize| {
+        let w: Vec<&str> =
+            words.iter().enumerate().map(|(i, w)| if i % every == every / 2 { "zebra" } else { w }).collect();
+        w.join(" ")
+    };
+    let h = H::new();
+    let key = h.tenant("s", Some(r#"{"signature": "simhash"}"#)).await;
+    let cfg = h.call(Method::GET, "/v1/tenants/s", Some(&key), None).await.json();
+    let c = &cfg["config"];
+    assert_eq!(
+        (&c["signature"], &c["num_perm"], &c["bands"], &c["rows"], &c["max_hamming"]),
+        (&json!("simhash-v1"), &json!(64), &json!(4), &json!(16), &json!(3)),
+        "{cfg}"
+    );
+    assert!(c["fingerprint_version"].as_str().unwrap().contains("simhash-v1x64"), "{cfg}");
+
+    assert_eq!(h.put("s", &key, "A", &paper).await.json()["decision"], "distinct");
+    let b = h.put("s", &key, "B", &edited(words.len())).await.json();
+    assert_eq!(b["candidates"][0]["item_id"], "A", "{b}");
+    assert!(b["candidates"][0]["score"].as_f64().unwrap() > 0.98, "{b}");
+    assert_ne!(b["decision"], "distinct", "{b}");
+    let revision = edited(60);
+    let d = h.call(Method::POST, "/v1/tenants/s/decide", Some(&key), Some(json!({"content": revision}))).await.json();
+    assert_eq!(d["candidates"], json!([]), "{d}");
+    assert_eq!(d["decision"], "distinct", "{d}");
+
+    let r =
+        h.call(Method::POST, "/v1/tenants/s/rebuild", Some(&key), Some(json!({"config": {"signature": "oph"}}))).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", String::from_utf8_lossy(&r.bytes));
+    let cfg = h.call(Method::GET, "/v1/tenants/s", Some(&key), None).await.json();
+    assert_eq!(
+        (&cfg["config"]["signature"], &cfg["config"]["num_perm"]),
+        (&json!("oph-dens-v1"), &json!(128)),
+        "{cfg}"
+    );
+    assert!(cfg["config"]["max_hamming"].is_null(), "{cfg}");
+    let d = h.call(Method::POST, "/v1/tenants/s/decide", Some(&key), Some(json!({"content": revision}))).await.json();
+    assert_eq!(d["candidates"][0]["item_id"], "A", "{d}");
+    let score = d["candidates"][0]["score"].as_f64().unwrap();
+    assert!((0.8..0.98).contains(&score), "{d}");
+}

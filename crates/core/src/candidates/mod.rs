@@ -54,6 +54,7 @@ use crate::fingerprint::Fingerprint;
 use crate::hash::ContentHash;
 use crate::lsh::postings::{Postings, LIST_BIT};
 use crate::lsh::{LshParams, QueryLimits};
+use crate::minhash::SignatureScheme;
 use crate::pages::Pages;
 
 mod rank;
@@ -148,6 +149,11 @@ pub struct CandidateIndex {
     num_perm: usize,
     /// Bytes of each value kept in the sketch (1, 2 or 4).
     rank_bytes: usize,
+    /// The signature scheme: how sketch agreement estimates Jaccard.
+    scheme: SignatureScheme,
+    /// SimHash: the largest Hamming distance a candidate may have (its
+    /// sketch holds every bit), checked on every band candidate.
+    max_hamming: Option<u32>,
     /// `num_perm * rank_bytes` bytes per id (zeros for an item without keys).
     sketches: Pages<u8>,
     /// Tables `0..bands` are the bands; table `bands` is the content hash.
@@ -203,6 +209,8 @@ impl CandidateIndex {
             seed,
             num_perm,
             rank_bytes: rank_bits as usize / 8,
+            scheme: SignatureScheme::MinHash,
+            max_hamming: None,
             sketches: Pages::new(num_perm * (rank_bits as usize / 8)),
             postings: Postings::new(lsh.bands as usize + 1),
             hashes: Pages::new(1),
@@ -215,8 +223,11 @@ impl CandidateIndex {
     /// An empty index for fingerprints made under `params`.
     pub fn for_params(params: &Params) -> CandidateIndex {
         let c = params.config();
-        CandidateIndex::new(params.lsh(), c.seed, c.num_perm as usize, c.rank_bits)
-            .expect("Params guarantees a valid layout and rank_bits")
+        let mut index = CandidateIndex::new(params.lsh(), c.seed, c.num_perm as usize, c.rank_bits)
+            .expect("Params guarantees a valid layout and rank_bits");
+        index.scheme = c.signature;
+        index.max_hamming = params.max_hamming();
+        index
     }
 
     /// The banding.

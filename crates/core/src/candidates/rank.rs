@@ -15,21 +15,37 @@ impl CandidateIndex {
         }
     }
 
-    /// Estimated Jaccard from an agreement count (b-bit minwise hashing:
-    /// agreement probability `J + (1 - J) / 2^b`).
+    /// Estimated Jaccard from an agreement count. MinHash: b-bit minwise
+    /// hashing, agreement probability `J + (1 - J) / 2^b`. SimHash: the
+    /// values are bits, kept whole, and agreement maps to Jaccard through
+    /// the angle ([`crate::SignatureScheme::jaccard_from_agreement`]).
     fn estimate(&self, agreement: u32) -> f64 {
+        let a = f64::from(agreement) / self.num_perm as f64;
+        if self.scheme.is_simhash() {
+            return self.scheme.jaccard_from_agreement(a);
+        }
         let c = 0.5f64.powi(8 * self.rank_bytes as i32);
-        ((f64::from(agreement) / self.num_perm as f64 - c) / (1.0 - c)).clamp(0.0, 1.0)
+        ((a - c) / (1.0 - c)).clamp(0.0, 1.0)
     }
 
-    /// How far below `threshold` an estimate must be for a cut candidate to
-    /// be ruled out: three standard deviations of the estimator at the
-    /// threshold, plus one position (a pair at the threshold is estimated
-    /// lower with probability about 0.1 %).
-    fn margin(&self, threshold: f64) -> f64 {
+    /// The estimate below which a cut candidate is ruled out: `threshold`
+    /// less three standard deviations of the agreement at the threshold
+    /// and one position (a pair at the threshold is estimated lower with
+    /// probability about 0.1 %), mapped back to Jaccard for SimHash.
+    fn floor(&self, threshold: f64) -> f64 {
         let k = self.num_perm as f64;
-        let t = threshold.clamp(0.0, 1.0);
-        3.0 * (t * (1.0 - t) / k).sqrt() + 1.0 / k
+        let p = self.scheme.agreement(threshold);
+        let low = p - 3.0 * (p * (1.0 - p) / k).sqrt() - 1.0 / k;
+        self.scheme.jaccard_from_agreement(low)
+    }
+
+    /// SimHash: whether item `id` is within the index's Hamming distance of
+    /// `sketch` (always true for MinHash).
+    fn within_hamming(&self, sketch: &[u8], id: u32) -> bool {
+        match self.max_hamming {
+            None => true,
+            Some(k) => self.agreement(sketch, id) + k >= self.num_perm as u32,
+        }
     }
 
     pub(super) fn query(&self, q: &Query<'_>, limits: QueryLimits, keep: &dyn Fn(u32) -> bool) -> CandidateSet {
@@ -82,7 +98,7 @@ impl CandidateIndex {
             }
             ranked
         });
-        ranked.retain(|&(id, _)| keep(id));
+        ranked.retain(|&(id, _)| keep(id) && self.within_hamming(q.sketch, id));
         out.distinct = ranked.len();
         if ranked.len() > limits.max_candidates {
             out.over_cap = true;
@@ -94,7 +110,7 @@ impl CandidateIndex {
             scored.select_nth_unstable_by(cap, by_estimate);
             // Everything after position `cap` ranks at most as high as it.
             let cut = self.estimate(scored[cap].0);
-            let floor = limits.threshold - self.margin(limits.threshold);
+            let floor = self.floor(limits.threshold);
             out.cut_estimate = Some(cut);
             out.cut_close = cut >= floor;
             if out.cut_close {

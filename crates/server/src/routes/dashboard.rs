@@ -40,7 +40,7 @@ pub(crate) async fn dashboard(
         })
         .await?;
     let f = s.metrics.figures(&tenant);
-    let lsh = config.index.resolve().map(|p| p.lsh()).map_err(|e| crate::error::ApiError::internal(e.to_string()))?;
+    let params = config.index.resolve().map_err(|e| crate::error::ApiError::internal(e.to_string()))?;
     let replication_lag_commands = s.cluster().and_then(|c| c.local(&tenant)).map(|n| n.lag());
     Ok(Json(DashboardView {
         tenant,
@@ -69,7 +69,7 @@ pub(crate) async fn dashboard(
         snapshot_age_seconds: f.snapshot_age_seconds,
         replication_lag_commands,
         labelled: LabelEvaluationView::from(&labelled),
-        s_curve: SCurveView::new(lsh.bands, lsh.rows, config.index.threshold, config.policy.threshold_similar),
+        s_curve: SCurveView::new(&params, config.policy.threshold_similar),
         shadow: shadow.as_ref().map(ShadowView::from),
     }))
 }

@@ -255,20 +255,31 @@ pub struct SCurveView {
     pub threshold: f64,
     /// The policy's similar threshold.
     pub threshold_similar: f64,
+    /// SimHash: the largest Hamming distance a candidate may have (absent
+    /// for MinHash).
+    pub max_hamming: Option<u32>,
     /// `[s, P(candidate)]` for s = 0, 0.01, …, 1.
     pub points: Vec<[f64; 2]>,
 }
 
 impl SCurveView {
-    /// The curve of `bands` × `rows`.
-    pub fn new(bands: u32, rows: u32, threshold: f64, threshold_similar: f64) -> SCurveView {
+    /// The candidate curve of `params` ([`neardup_core::Params::candidate_probability`]).
+    pub fn new(params: &neardup_core::Params, threshold_similar: f64) -> SCurveView {
         let points = (0..=100)
             .map(|i| {
                 let s = f64::from(i) / 100.0;
-                [s, 1.0 - (1.0 - s.powi(rows as i32)).powi(bands as i32)]
+                [s, params.candidate_probability(s)]
             })
             .collect();
-        SCurveView { bands, rows, threshold, threshold_similar, points }
+        let lsh = params.lsh();
+        SCurveView {
+            bands: lsh.bands,
+            rows: lsh.rows,
+            threshold: params.threshold(),
+            threshold_similar,
+            max_hamming: params.max_hamming(),
+            points,
+        }
     }
 }
 
