@@ -27,19 +27,21 @@ fn params(
     shingle_width: u32,
     char_shingles: bool,
     normalizer: &str,
-    num_perm: u32,
+    num_perm: Option<u32>,
     bands: Option<u32>,
     rows: Option<u32>,
     signature: &str,
     seed: u64,
     max_candidates: u32,
 ) -> PyResult<Params> {
+    let signature = SignatureScheme::from_name(signature).map_err(value_error)?;
     let config = Config {
         normalizer: Normalizer::from_name(normalizer).map_err(value_error)?,
         shingle_kind: if char_shingles { ShingleKind::Char } else { ShingleKind::Word },
         shingle_width,
-        signature: SignatureScheme::from_name(signature).map_err(value_error)?,
-        num_perm,
+        signature,
+        // 64 SimHash bits or 128 MinHash values unless given, as the CLI.
+        num_perm: num_perm.unwrap_or(if signature.is_simhash() { 64 } else { 128 }),
         bands,
         rows,
         seed,
@@ -124,7 +126,7 @@ pub struct Fingerprinter {
 #[pymethods]
 impl Fingerprinter {
     #[new]
-    #[pyo3(signature = (*, threshold=0.8, shingle_width=5, char_shingles=false, normalizer="default", num_perm=128,
+    #[pyo3(signature = (*, threshold=0.8, shingle_width=5, char_shingles=false, normalizer="default", num_perm=None,
         bands=None, rows=None, signature="oph", seed=neardup_core::DEFAULT_SEED))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -132,7 +134,7 @@ impl Fingerprinter {
         shingle_width: u32,
         char_shingles: bool,
         normalizer: &str,
-        num_perm: u32,
+        num_perm: Option<u32>,
         bands: Option<u32>,
         rows: Option<u32>,
         signature: &str,
@@ -222,7 +224,7 @@ impl Index {
 #[pymethods]
 impl Index {
     #[new]
-    #[pyo3(signature = (*, threshold=0.8, shingle_width=5, char_shingles=false, normalizer="default", num_perm=128,
+    #[pyo3(signature = (*, threshold=0.8, shingle_width=5, char_shingles=false, normalizer="default", num_perm=None,
         bands=None, rows=None, signature="oph", seed=neardup_core::DEFAULT_SEED, max_candidates=100))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -230,7 +232,7 @@ impl Index {
         shingle_width: u32,
         char_shingles: bool,
         normalizer: &str,
-        num_perm: u32,
+        num_perm: Option<u32>,
         bands: Option<u32>,
         rows: Option<u32>,
         signature: &str,
@@ -364,8 +366,18 @@ fn jaccard(
     char_shingles: bool,
     normalizer: &str,
 ) -> PyResult<f64> {
-    let p =
-        params(0.8, shingle_width, char_shingles, normalizer, 128, None, None, "oph", neardup_core::DEFAULT_SEED, 100)?;
+    let p = params(
+        0.8,
+        shingle_width,
+        char_shingles,
+        normalizer,
+        Some(128),
+        None,
+        None,
+        "oph",
+        neardup_core::DEFAULT_SEED,
+        100,
+    )?;
     let mut f = CoreFingerprinter::new(p).map_err(value_error)?;
     py.detach(|| {
         let (x, y) = (f.fingerprint(a), f.fingerprint(b));

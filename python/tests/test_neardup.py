@@ -84,6 +84,28 @@ def test_fingerprints_match_the_cli_configuration():
     ]
 
 
+def test_simhash_fingerprints_match_the_cli_and_find_near_exact_copies():
+    f = neardup.Fingerprinter(signature="simhash")
+    summary = json.loads(run_cli("dedup", "-", "--signature", "simhash", "--json", "-q").stdout)
+    assert f.fingerprint_version == summary["params"]["fingerprint_version"]
+    assert "simhash-v1x64" in f.fingerprint_version and (f.bands, f.rows) == (4, 16)
+    text = (ROOT / "tests" / "fixtures" / "docs" / "paper.txt").read_text()
+    fp = f.fingerprint(text)
+    assert len(fp.signature) == 64 and set(fp.signature.tolist()) <= {0, 1}
+    idx = neardup.Index(signature="simhash")
+    idx.add("paper", text)
+    words = text.split()
+    words[len(words) // 2] = "zebra"
+    got = idx.query(" ".join(words))
+    assert got and got[0][0] == "paper" and got[0][1] > 0.98
+    # One word in 60 changed: a MinHash index finds it, SimHash (distance <= 3) does not.
+    revised = " ".join("zebra" if i % 60 == 30 else w for i, w in enumerate(text.split()))
+    assert idx.query(revised) == []
+    minhash = neardup.Index()
+    minhash.add("paper", text)
+    assert minhash.query(revised)[0][0] == "paper"
+
+
 def real_corpus(tmp_path, limit):
     out = tmp_path / "real.jsonl"
     subprocess.run([sys.executable, str(ROOT / "bench" / "corpus" / "real.py"), str(out)], check=True,
