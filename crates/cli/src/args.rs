@@ -57,6 +57,11 @@ pub struct PipelineArgs {
     /// Most shingles per item; larger items are matched by exact hash only (reported).
     #[arg(long, default_value_t = 1_000_000, help_heading = "Limits")]
     pub max_shingles: u32,
+    /// Bits per key of a membership screen in front of each LSH table
+    /// (0: none). It changes no result; whether it saves time depends on
+    /// the index's size (bench/results/kernels.md, "Membership screen").
+    #[arg(long, default_value_t = 0, help_heading = "Limits")]
+    pub screen_bits: u32,
 }
 
 impl PipelineArgs {
@@ -77,6 +82,7 @@ impl PipelineArgs {
             max_candidates: self.max_candidates,
             max_bucket_read: self.max_bucket_read,
             rank_bits: self.rank_bits,
+            screen_bits: self.screen_bits,
             ..Config::default()
         })
     }

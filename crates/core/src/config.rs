@@ -55,6 +55,12 @@ pub struct Config {
     /// Bits of each signature value kept in memory to rank candidates
     /// before the cap (8, 16 or 32): `num_perm · rank_bits / 8` bytes per item.
     pub rank_bits: u32,
+    /// Bits per key of the compact membership screen in front of each
+    /// posting table (0: none, the default; else 4..=32). It answers
+    /// "definitely no bucket" without reading the table and never changes a
+    /// candidate, so it is not part of the fingerprint version
+    /// (`crate::lsh::screen`).
+    pub screen_bits: u32,
     /// Format version; only [`FORMAT_VERSION`] is accepted.
     pub format_version: u32,
 }
@@ -76,6 +82,7 @@ impl Default for Config {
             max_candidates: 100,
             max_bucket_read: 1_000,
             rank_bits: 8,
+            screen_bits: 0,
             format_version: FORMAT_VERSION,
         }
     }
@@ -134,6 +141,12 @@ impl Config {
             return Err(Error::config(
                 "max_bucket_read",
                 format!("must be in 1..=10000000, got {}", self.max_bucket_read),
+            ));
+        }
+        if self.screen_bits != 0 && !(4..=32).contains(&self.screen_bits) {
+            return Err(Error::config(
+                "screen_bits",
+                format!("must be 0 (no membership screen) or 4..=32, got {}", self.screen_bits),
             ));
         }
         if !matches!(self.rank_bits, 8 | 16 | 32) {

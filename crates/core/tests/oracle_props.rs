@@ -252,3 +252,37 @@ proptest! {
         prop_assert_eq!(neardup_core::verify::jaccard_at_least(&a, &b, t), (full >= t).then_some(full));
     }
 }
+
+proptest! {
+    /// The membership screen changes no answer: an index with one gives
+    /// every item the candidates an index without one gives, and on a
+    /// corpus with unrelated items it does answer lookups without reading
+    /// the tables.
+    #[test]
+    fn the_membership_screen_changes_no_candidate(corpus in corpus_strategy(), bits in 4u32..=16) {
+        let config = Config { threshold: 0.5, max_candidates: 10_000, ..Config::default() };
+        let plain = config.resolve().unwrap();
+        let screened = Config { screen_bits: bits, ..config }.resolve().unwrap();
+        prop_assert_eq!(plain.fingerprint_version(), screened.fingerprint_version());
+        let (mut a, mut b) = (MemoryIndex::new(plain.clone()), MemoryIndex::new(screened.clone()));
+        let mut fa = neardup_core::Fingerprinter::new(plain).unwrap();
+        for (i, set) in corpus.iter().enumerate() {
+            // Texts whose words are the set's values: real fingerprints.
+            let text: String = set.iter().map(|v| format!("w{v} ")).collect();
+            let fp = fa.fingerprint(&text);
+            a.insert(fp.clone()).unwrap();
+            b.insert(fp).unwrap();
+            let (x, y) = (a.candidates_before(i as u32), b.candidates_before(i as u32));
+            prop_assert_eq!(&x.ids, &y.ids);
+            prop_assert_eq!(x.distinct, y.distinct);
+            prop_assert_eq!(x.screened_out, 0);
+        }
+        // A text unlike any: the screen answers most of its lookups.
+        let novel = fa.fingerprint("an unrelated text none of the corpus holds, word for word, at all");
+        let (x, y) = (a.candidates(&novel, None).unwrap(), b.candidates(&novel, None).unwrap());
+        prop_assert_eq!(&x.ids, &y.ids);
+        let lookups = novel.band_keys.len() as u32 + 1;
+        prop_assert!(y.screened_out + y.screen_false_positives == lookups, "{y:?}");
+        prop_assert!(y.screened_out * 2 > lookups, "{y:?}");
+    }
+}

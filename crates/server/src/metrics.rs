@@ -300,6 +300,9 @@ pub struct TenantGauges {
     pub shadow_disagreement: Option<f64>,
     /// Shadow queries compared so far.
     pub shadow_queries: Option<u64>,
+    /// Bucket lookups the membership screen answered, and its false
+    /// positives, since start (absent without a screen).
+    pub screen: Option<(u64, u64)>,
 }
 
 /// What one decision contributes to the metrics.
@@ -488,7 +491,7 @@ impl Metrics {
             }
         }
         type Gauge = fn(&TenantGauges) -> Option<f64>;
-        let gauge_defs: [(&str, &str, Gauge); 7] = [
+        let gauge_defs: [(&str, &str, Gauge); 9] = [
             ("neardup_items", "Live items.", |g| Some(g.live_items as f64)),
             ("neardup_item_bytes", "Live content bytes.", |g| Some(g.live_bytes as f64)),
             ("neardup_tombstone_markers", "Tombstone markers held until compaction.", |g| Some(g.tombstones as f64)),
@@ -502,6 +505,16 @@ impl Metrics {
             ("neardup_shadow_queries", "Queries the shadow index answered alongside the live one.", |g| {
                 g.shadow_queries.map(|q| q as f64)
             }),
+            (
+                "neardup_screen_skipped_lookups",
+                "Bucket lookups the membership screen answered without reading a table, since start.",
+                |g| g.screen.map(|s| s.0 as f64),
+            ),
+            (
+                "neardup_screen_false_positives",
+                "Bucket lookups the membership screen let through that found no bucket, since start.",
+                |g| g.screen.map(|s| s.1 as f64),
+            ),
         ];
         for (name, text, get) in gauge_defs {
             help(&mut out, name, "gauge", text);
@@ -631,6 +644,7 @@ mod tests {
             resident_bytes: 0,
             shadow_disagreement: None,
             shadow_queries: None,
+            screen: Some((17, 2)),
         };
         let gauges = BTreeMap::from([("t".to_string(), g)]);
         let cluster = ClusterGauges {
@@ -659,6 +673,8 @@ mod tests {
         assert!(text.contains("neardup_cost_disk_bytes_per_million_items 2000000000\n"), "{text}");
         assert!(text.contains("neardup_data_dir_bytes 8000\n"), "{text}");
         assert!(text.contains("neardup_command_log_fsyncs_total 3\n"), "{text}");
+        assert!(text.contains("neardup_screen_skipped_lookups{tenant=\"t\"} 17\n"), "{text}");
+        assert!(text.contains("neardup_screen_false_positives{tenant=\"t\"} 2\n"), "{text}");
         if cfg!(target_os = "linux") {
             let rss = text.lines().find(|l| l.starts_with("neardup_cost_resident_bytes_per_million_items "));
             let v: f64 = rss.and_then(|l| l.split(' ').nth(1)?.parse().ok()).expect("a resident cost on Linux");

@@ -54,6 +54,11 @@ pub struct TenantSpec {
     /// Bits of each signature value kept in memory to rank candidates
     /// before the cap (8, 16 or 32).
     pub rank_bits: Option<u32>,
+    /// Bits per key of the compact membership screen in front of each
+    /// posting table: 0 (none, the default) or 4..=32. It answers
+    /// "definitely no bucket" without reading the table and changes no
+    /// candidate.
+    pub screen_bits: Option<u32>,
     /// Policy overrides.
     pub policy: Option<PolicySpec>,
     /// Tenant budgets.
@@ -128,6 +133,8 @@ pub struct TenantView {
     pub max_bucket_read: u32,
     /// Bits per signature value in the ranking sketch.
     pub rank_bits: u32,
+    /// Bits per key of the membership screen (0: none).
+    pub screen_bits: u32,
     /// Fingerprint version (changes ⇔ index incompatible).
     pub fingerprint_version: String,
     /// Policy.
@@ -218,7 +225,8 @@ impl TenantSpec {
             max_shingles,
             max_candidates,
             max_bucket_read,
-            rank_bits
+            rank_bits,
+            screen_bits
         );
         if self.bands.is_some() || self.rows.is_some() {
             idx.bands = self.bands;
@@ -277,6 +285,7 @@ pub fn view(tenant: &str, c: &TenantConfig) -> ApiResult<TenantView> {
         max_candidates: i.max_candidates,
         max_bucket_read: i.max_bucket_read,
         rank_bits: i.rank_bits,
+        screen_bits: i.screen_bits,
         fingerprint_version: params.fingerprint_version(),
         policy: PolicyView {
             id: c.policy.id.clone(),

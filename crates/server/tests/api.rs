@@ -813,3 +813,34 @@ async fn simhash_tenants_find_near_exact_copies_within_their_hamming_distance() 
     let score = d["candidates"][0]["score"].as_f64().unwrap();
     assert!((0.8..0.98).contains(&score), "{d}");
 }
+
+/// Issue 11: a tenant with a membership screen decides as one without, and
+/// `/metrics` reports what the screen answered.
+#[tokio::test]
+async fn a_screened_tenant_decides_alike_and_reports_its_screen() {
+    let h = H::new();
+    let plain = h.tenant("plain", None).await;
+    let screened = h
+        .tenant("screened", Some(r#"{"normalizer":"seed","shingle_width":2,"threshold":0.75,"screen_bits":12}"#))
+        .await;
+    let cfg = h.call(Method::GET, "/v1/tenants/screened", Some(&screened), None).await.json();
+    assert_eq!(cfg["config"]["screen_bits"], 12, "{cfg}");
+    for (t, key) in [("plain", &plain), ("screened", &screened)] {
+        h.put(t, key, "A", "red fox runs very fast").await;
+        h.put(t, key, "C", "database backup completed nightly").await;
+    }
+    for content in ["red fox runs very fast today", "an unrelated line of text about the weather"] {
+        let body = json!({"content": content});
+        let a = h.call(Method::POST, "/v1/tenants/plain/decide", Some(&plain), Some(body.clone())).await.json();
+        let b = h.call(Method::POST, "/v1/tenants/screened/decide", Some(&screened), Some(body)).await.json();
+        assert_eq!((&a["decision"], &a["candidates"]), (&b["decision"], &b["candidates"]), "{a} {b}");
+    }
+    let metrics = String::from_utf8(h.call(Method::GET, "/metrics", None, None).await.bytes).unwrap();
+    let skipped = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("neardup_screen_skipped_lookups{tenant=\"screened\"} "))
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(0.0);
+    assert!(skipped > 0.0, "{metrics}");
+    assert!(!metrics.contains("neardup_screen_skipped_lookups{tenant=\"plain\"}"), "{metrics}");
+}

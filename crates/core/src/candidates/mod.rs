@@ -127,6 +127,12 @@ pub struct CandidateSet {
     pub hot_buckets: u32,
     /// Bucket entries read.
     pub entries_read: usize,
+    /// Bucket lookups the membership screen answered "definitely none"
+    /// without reading the table (0 without a screen).
+    pub screened_out: u32,
+    /// Bucket lookups the screen passed that found no bucket: its false
+    /// positives.
+    pub screen_false_positives: u32,
 }
 
 impl CandidateSet {
@@ -227,6 +233,7 @@ impl CandidateIndex {
             .expect("Params guarantees a valid layout and rank_bits");
         index.scheme = c.signature;
         index.max_hamming = params.max_hamming();
+        index.postings.set_screen(c.screen_bits);
         index
     }
 
@@ -466,6 +473,12 @@ impl CandidateIndex {
     /// `[2^i, 2^(i+1))` items (see the dashboards' bucket-size plot).
     pub fn bucket_size_histogram(&self) -> Vec<u64> {
         self.postings.size_histogram(self.lsh.bands as usize)
+    }
+
+    /// Heap bytes of the membership screens (0 without; part of
+    /// [`CandidateIndex::heap_bytes`]).
+    pub fn screen_bytes(&self) -> u64 {
+        self.postings.screen_bytes()
     }
 
     /// Heap bytes held by the index, from capacities.

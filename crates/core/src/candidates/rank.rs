@@ -3,6 +3,7 @@
 
 use super::{hash_key, Candidate, CandidateIndex, CandidateSet};
 use crate::hash::{fmix64, ContentHash};
+use crate::lsh::postings::Screened;
 use crate::lsh::QueryLimits;
 
 impl CandidateIndex {
@@ -50,6 +51,7 @@ impl CandidateIndex {
 
     pub(super) fn query(&self, q: &Query<'_>, limits: QueryLimits, keep: &dyn Fn(u32) -> bool) -> CandidateSet {
         let mut out = CandidateSet::default();
+        let screening = self.postings.screen_bits() > 0;
         let visible = |bucket: &'_ [u32]| -> usize {
             match q.before {
                 None => bucket.len(),
@@ -74,7 +76,12 @@ impl CandidateIndex {
                 }
             };
             for (band, &key) in q.band_keys.iter().enumerate() {
-                let bucket = self.postings.bucket(band, key);
+                let (bucket, screened) = self.postings.screened_bucket(band, key);
+                match screened {
+                    Screened::Skipped => out.screened_out += 1,
+                    Screened::Read if bucket.is_empty() && screening => out.screen_false_positives += 1,
+                    Screened::Read => {}
+                }
                 let bucket = &bucket[..visible(bucket)];
                 let n = bucket.len();
                 if n > limits.max_bucket_read {
@@ -140,7 +147,12 @@ impl CandidateIndex {
             .into_iter()
             .map(|(id, bands)| Candidate { id, bands, same_content: self.hashes.row(id as usize)[0] == q.hash.0 })
             .collect();
-        let copies = self.postings.bucket(self.lsh.bands as usize, hash_key(&q.hash.0));
+        let (copies, screened) = self.postings.screened_bucket(self.lsh.bands as usize, hash_key(&q.hash.0));
+        match screened {
+            Screened::Skipped => out.screened_out += 1,
+            Screened::Read if copies.is_empty() && screening => out.screen_false_positives += 1,
+            Screened::Read => {}
+        }
         let same = copies[..visible(copies)]
             .iter()
             .copied()

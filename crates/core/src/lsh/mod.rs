@@ -11,6 +11,7 @@
 
 pub mod params;
 pub(crate) mod postings;
+pub(crate) mod screen;
 
 use crate::error::{Error, Result};
 use crate::hash::hash_u32s;

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 
 use crate::hash::fmix64;
+use crate::lsh::screen::Screen;
 
 /// Tag bit of a map value that points into the list arena.
 pub(crate) const LIST_BIT: u32 = 1 << 31;
@@ -52,6 +53,19 @@ pub(crate) struct Postings {
     tables: Vec<HashMap<u32, u32, MixState>>,
     lists: Vec<Vec<u32>>,
     free_lists: Vec<u32>,
+    /// One membership screen per table ([`Screen`]), or none.
+    screens: Vec<Screen>,
+    /// Bits per key of the screens; 0 without.
+    screen_bits: u32,
+}
+
+/// What a screened bucket read did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Screened {
+    /// No screen, or the screen said "possibly": the table was read.
+    Read,
+    /// The screen said "definitely not": the table was not read.
+    Skipped,
 }
 
 impl Postings {
@@ -62,7 +76,25 @@ impl Postings {
             tables: (0..tables).map(|_| HashMap::with_hasher(MixState(secret))).collect(),
             lists: Vec::new(),
             free_lists: Vec::new(),
+            screens: Vec::new(),
+            screen_bits: 0,
         }
+    }
+
+    /// Puts a membership screen of `bits_per_key` bits in front of every
+    /// table (none for 0), built from the keys already filed.
+    pub(crate) fn set_screen(&mut self, bits_per_key: u32) {
+        self.screen_bits = bits_per_key;
+        self.screens = if bits_per_key == 0 {
+            Vec::new()
+        } else {
+            self.tables.iter().map(|m| Screen::rebuilt(m.keys().copied(), bits_per_key)).collect()
+        };
+    }
+
+    /// Bits per key of the screens (0: no screen).
+    pub(crate) fn screen_bits(&self) -> u32 {
+        self.screen_bits
     }
 
     /// Files `id` (below [`LIST_BIT`]) under `key` in `table`, after the ids already there.
@@ -72,6 +104,12 @@ impl Postings {
         match map.get_mut(&key) {
             None => {
                 map.insert(key, id);
+                if let Some(screen) = self.screens.get_mut(table) {
+                    screen.insert(key);
+                    if screen.is_full() {
+                        *screen = Screen::rebuilt(map.keys().copied(), self.screen_bits);
+                    }
+                }
             }
             Some(slot) if *slot & LIST_BIT != 0 => self.lists[(*slot & !LIST_BIT) as usize].push(id),
             Some(slot) => {
@@ -123,8 +161,17 @@ impl Postings {
         found
     }
 
-    /// The ids filed under `key` in `table`, in insertion order.
-    pub(crate) fn bucket(&self, table: usize, key: u32) -> &[u32] {
+    /// The ids filed under `key` in `table`, in insertion order, through
+    /// the table's screen when it has one: a key the screen has never seen
+    /// is answered without reading the table.
+    pub(crate) fn screened_bucket(&self, table: usize, key: u32) -> (&[u32], Screened) {
+        if self.screens.get(table).is_some_and(|s| !s.may_contain(key)) {
+            return (&[], Screened::Skipped);
+        }
+        (self.table_bucket(table, key), Screened::Read)
+    }
+
+    fn table_bucket(&self, table: usize, key: u32) -> &[u32] {
         match self.tables[table].get(&key) {
             None => &[],
             Some(slot) if *slot & LIST_BIT != 0 => &self.lists[(*slot & !LIST_BIT) as usize],
@@ -179,6 +226,11 @@ impl Postings {
             })
             .sum();
         let lists: usize = self.lists.iter().map(|l| 24 + l.capacity() * 4).sum();
-        (maps + lists + self.free_lists.capacity() * 4) as u64
+        (maps + lists + self.free_lists.capacity() * 4) as u64 + self.screen_bytes()
+    }
+
+    /// Heap bytes of the screens.
+    pub(crate) fn screen_bytes(&self) -> u64 {
+        self.screens.iter().map(Screen::heap_bytes).sum()
     }
 }

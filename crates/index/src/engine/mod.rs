@@ -137,6 +137,8 @@ pub struct TenantStats {
     pub resident_bytes_estimate: u64,
     /// Query counters since open.
     pub counters: TenantCounters,
+    /// Bits per key of the tenant's membership screen (0: none).
+    pub screen_bits: u32,
     /// A shadow index is active.
     pub shadow: bool,
 }

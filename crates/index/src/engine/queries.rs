@@ -170,6 +170,7 @@ impl Engine {
             largest_bucket: t.largest_bucket(),
             resident_bytes_estimate: t.resident_estimate(),
             counters: t.counters.lock().map(|c| c.clone()).unwrap_or_default(),
+            screen_bits: t.params.config().screen_bits,
             shadow: t.shadow.is_some(),
         })
     }

@@ -42,6 +42,14 @@ pub struct TenantCounters {
     pub hot_bucket_hits: u64,
     /// Candidates verified exactly.
     pub candidates_verified: u64,
+    /// Bucket lookups the membership screen answered without reading a
+    /// table (0 without a screen).
+    #[serde(default)]
+    pub screened_out: u64,
+    /// Bucket lookups the screen let through that found no bucket (its
+    /// false positives).
+    #[serde(default)]
+    pub screen_false_positives: u64,
 }
 
 /// One tenant.
@@ -345,6 +353,8 @@ impl Tenant {
             c.candidates_verified += scored.len() as u64;
             c.cap_hits += u64::from(set.over_cap);
             c.hot_bucket_hits += u64::from(set.hot_buckets > 0);
+            c.screened_out += u64::from(set.screened_out);
+            c.screen_false_positives += u64::from(set.screen_false_positives);
         }
         Ok(decide(&self.policy, scored, Evidence { unverified, ..Evidence::of(&set, fp, &self.version) }))
     }

@@ -53,6 +53,8 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> ApiResult<impl IntoRes
                         resident_bytes: st.resident_bytes_estimate,
                         shadow_disagreement: shadow.as_ref().map(|r| r.decision_disagreement_rate()),
                         shadow_queries: shadow.as_ref().map(|r| r.queries),
+                        screen: (st.screen_bits > 0)
+                            .then_some((st.counters.screened_out, st.counters.screen_false_positives)),
                     },
                 );
             }
