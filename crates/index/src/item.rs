@@ -63,6 +63,36 @@ impl Item {
 /// The first bytes of a compressed stored record.
 const COMPRESSED: [u8; 2] = [0xFF, 0x00];
 
+/// Stated content sizes up to which a stored record is decompressed in one
+/// call into a buffer of that size (larger ones stream, so a damaged
+/// header cannot make a read allocate more than this).
+const BULK_LIMIT: u64 = 16 << 20;
+
+/// A thread's zstd contexts, made on first use and kept.
+#[derive(Default)]
+struct Codec {
+    compressor: Option<zstd::bulk::Compressor<'static>>,
+    decompressor: Option<zstd::bulk::Decompressor<'static>>,
+}
+
+thread_local! {
+    static CODEC: std::cell::RefCell<Codec> = std::cell::RefCell::new(Codec::default());
+}
+
+/// Runs `f` with this thread's contexts (level 1 for compression).
+fn with_codec<T>(f: impl FnOnce(&mut Codec) -> std::io::Result<T>) -> std::io::Result<T> {
+    CODEC.with(|cell| {
+        let mut codec = cell.borrow_mut();
+        if codec.compressor.is_none() {
+            codec.compressor = Some(zstd::bulk::Compressor::new(1)?);
+        }
+        if codec.decompressor.is_none() {
+            codec.decompressor = Some(zstd::bulk::Decompressor::new()?);
+        }
+        f(&mut codec)
+    })
+}
+
 /// What the store keeps per item: canonical features, signature and metadata.
 /// Band keys are not stored; they are derived from the signature.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -124,24 +154,49 @@ impl ItemRecord {
     /// four times; a compressed value starts with the two bytes `FF 00`,
     /// which no postcard record starts with (a non-canonical varint), so
     /// values written before compression still read.
+    ///
+    /// One compression context per thread is reused (creating one per
+    /// record cost more than compressing a 2 KB text); its frames carry
+    /// their content size, which [`ItemRecord::decode_stored`] reads first.
     pub(crate) fn encode_stored(&self) -> Result<Vec<u8>> {
         let plain = self.encode()?;
         if plain.len() <= 256 {
             return Ok(plain);
         }
-        let mut out = Vec::with_capacity(plain.len() / 2 + 16);
+        let failed = |e: std::io::Error| Error::state(format!("compressing the record of {:?}: {e}", self.item_id));
+        let z = with_codec(|c| match c.compressor.as_mut() {
+            Some(z) => z.compress(&plain),
+            None => unreachable!("with_codec makes the compressor"),
+        })
+        .map_err(failed)?;
+        let mut out = Vec::with_capacity(COMPRESSED.len() + z.len());
         out.extend_from_slice(&COMPRESSED);
-        zstd::stream::copy_encode(&plain[..], &mut out, 1)
-            .map_err(|e| Error::state(format!("compressing the record of {:?}: {e}", self.item_id)))?;
+        out.extend_from_slice(&z);
         Ok(out)
     }
 
     /// Decodes [`ItemRecord::encode_stored`]'s output (compressed or not)
     /// and validates it like input. A compressed value may expand to at
     /// most 1 GiB plus the record's fixed parts.
+    ///
+    /// A frame that states a content size of at most [`BULK_LIMIT`] is
+    /// decompressed in one call by the thread's reused context into a
+    /// buffer of that size; others (larger, or written before frames
+    /// carried their size) stream through the 1 GiB limit.
     pub(crate) fn decode_stored(bytes: &[u8]) -> Result<ItemRecord> {
         match bytes.strip_prefix(&COMPRESSED) {
             Some(z) => {
+                let corrupt = |e: std::io::Error| Error::corrupt("store record", e.to_string());
+                if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(z) {
+                    if size <= BULK_LIMIT {
+                        let plain = with_codec(|c| match c.decompressor.as_mut() {
+                            Some(d) => d.decompress(z, size as usize),
+                            None => unreachable!("with_codec makes the decompressor"),
+                        })
+                        .map_err(corrupt)?;
+                        return ItemRecord::decode(&plain);
+                    }
+                }
                 let mut plain = Vec::new();
                 let limit = (1u64 << 30) + (64 << 20);
                 std::io::Read::read_to_end(
@@ -251,6 +306,19 @@ mod tests {
         );
         assert_eq!(ItemRecord::decode_stored(&stored).unwrap(), r);
         assert_eq!(ItemRecord::decode_stored(&plain).unwrap(), r, "a value written before compression");
+        // The frame states its size (the one-call path reads it) ...
+        let size = zstd::zstd_safe::get_frame_content_size(&stored[COMPRESSED.len()..]).unwrap();
+        assert_eq!(size, Some(plain.len() as u64));
+        // ... and a value streamed without one, as stores hold from before
+        // the contexts were reused, still reads.
+        let mut streamed = COMPRESSED.to_vec();
+        zstd::stream::copy_encode(&plain[..], &mut streamed, 1).unwrap();
+        assert_eq!(zstd::zstd_safe::get_frame_content_size(&streamed[COMPRESSED.len()..]).unwrap(), None);
+        assert_eq!(ItemRecord::decode_stored(&streamed).unwrap(), r, "a value streamed without its size");
+        // A well-formed frame of half a record is no record.
+        let mut half = COMPRESSED.to_vec();
+        half.extend(zstd::bulk::Compressor::new(1).unwrap().compress(&plain[..plain.len() / 2]).unwrap());
+        assert_eq!(ItemRecord::decode_stored(&half).unwrap_err().code(), "corrupt");
         let mut broken = stored.clone();
         broken.truncate(stored.len() / 2);
         assert_eq!(ItemRecord::decode_stored(&broken).unwrap_err().code(), "corrupt");
