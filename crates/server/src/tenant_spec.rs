@@ -206,12 +206,23 @@ impl TenantSpec {
             }
             idx.signature = scheme;
         }
-        let layout_changed =
-            signature_changed || self.num_perm.is_some() || self.threshold.is_some() || self.recall_target.is_some();
+        // What the banding is chosen from: the calculator's inputs for
+        // MinHash; for SimHash only the bit count (its bands are the
+        // Hamming distance, which a threshold does not change).
+        let layout_changed = if idx.signature.is_simhash() {
+            signature_changed || self.num_perm.is_some()
+        } else {
+            signature_changed || self.num_perm.is_some() || self.threshold.is_some() || self.recall_target.is_some()
+        };
         if layout_changed && self.bands.is_none() && self.rows.is_none() {
-            // Let the calculator choose again for the new layout inputs.
-            idx.bands = None;
-            idx.rows = None;
+            if idx.signature.is_simhash() && !signature_changed {
+                // More or fewer bits, the same distance: keep the bands.
+                idx.rows = None;
+            } else {
+                // Let the calculator choose again for the new layout inputs.
+                idx.bands = None;
+                idx.rows = None;
+            }
         }
         macro_rules! set {
             ($($f:ident),*) => { $( if let Some(v) = self.$f { idx.$f = v; } )* };
@@ -318,6 +329,29 @@ mod tests {
         let p = c.index.resolve().unwrap();
         // A/B of the seed are at Jaccard 0.8; they must come out as candidates.
         assert!(p.lsh().probability(0.8) >= neardup_core::DEFAULT_RECALL_TARGET, "{:?}", p.lsh());
+    }
+
+    /// A SimHash tenant's bands are its Hamming distance: a new threshold
+    /// keeps them, more bits keep them (with longer bands), another scheme
+    /// lets the calculator choose.
+    #[test]
+    fn simhash_bands_survive_changes_that_do_not_name_them() {
+        let spec = |json: &str| serde_json::from_str::<TenantSpec>(json).unwrap();
+        let c = spec(r#"{"signature":"simhash","bands":8}"#).for_new_tenant().unwrap();
+        let layout = |c: &TenantConfig| {
+            let p = c.index.resolve().unwrap();
+            (c.index.num_perm, p.lsh().bands, p.lsh().rows, p.max_hamming())
+        };
+        assert_eq!(layout(&c), (64, 8, 8, Some(7)));
+        let c = spec(r#"{"threshold":0.9,"recall_target":0.99}"#).apply(c).unwrap();
+        assert_eq!(layout(&c), (64, 8, 8, Some(7)));
+        let c = spec(r#"{"num_perm":128}"#).apply(c).unwrap();
+        assert_eq!(layout(&c), (128, 8, 16, Some(7)));
+        let c = spec(r#"{"signature":"oph"}"#).apply(c).unwrap();
+        let (n, _, _, k) = layout(&c);
+        assert_eq!((n, k), (128, None));
+        let c = spec(r#"{"signature":"simhash"}"#).apply(c).unwrap();
+        assert_eq!(layout(&c), (64, 4, 16, Some(3)));
     }
 
     #[test]
