@@ -277,7 +277,7 @@ pub fn scan<P: AsRef<Path>>(paths: &[P], options: &ScanOptions, progress: &dyn P
     let mut tokens: Vec<u32> = fps.iter().map(|f| f.tokens).collect();
     let mut minhash = index(fps, base.len())?;
     if let Some(parsed) = again {
-        let stale = stale_embeddings(&base, &minhash);
+        let stale = stale_embeddings(&base, &minhash, &cache, settings);
         if stale > 0 {
             let why = format!("new documents changed the boilerplate of {stale} stored documents' embeddings");
             (base, members) = select_members(&select, parsed, Some(why), &mut summary)?;
@@ -496,13 +496,31 @@ fn fingerprint_phase(
 }
 
 /// Stored documents whose stored embedding is not of the text they would
-/// embed now (the boilerplate [`MinhashIndex`] finds left out).
-fn stale_embeddings(base: &[StoredDoc], minhash: &MinhashIndex) -> usize {
+/// embed now (the boilerplate [`MinhashIndex`] finds left out). A document
+/// with boilerplate is read back from the parse cache to tell; one whose
+/// text the cache no longer holds keeps its embedding (it cannot be made
+/// again, and a rebuild would drop the document).
+fn stale_embeddings(base: &[StoredDoc], minhash: &MinhashIndex, cache: &ParseCache, settings: &ScanSettings) -> usize {
+    let config = settings.params.config();
     base.iter()
         .enumerate()
         .filter(|(i, d)| {
-            let now = embedding_key(&d.content_hash, &minhash.embedding_strip(*i));
-            d.embedding.is_some() && d.embedding_key.as_deref().unwrap_or(&d.content_hash) != now
+            if d.embedding.is_none() {
+                return false;
+            }
+            let stored = d.embedding_key.as_deref().unwrap_or(&d.content_hash);
+            let strip = minhash.embedding_strip(*i);
+            let now = if strip.is_empty() {
+                d.content_hash.clone()
+            } else {
+                match cache.get(&d.sha256) {
+                    Ok(Some(doc)) => {
+                        embedding_key(&d.content_hash, without_boilerplate(&doc.text, config, &strip).as_deref())
+                    }
+                    _ => return false,
+                }
+            };
+            stored != now
         })
         .count()
 }
@@ -658,8 +676,13 @@ fn embed_members(
     }
     let config = settings.params.config();
     let hashes: Vec<String> = (0..members.len()).map(|k| input.minhash.content_hash(input.base + k).to_hex()).collect();
-    let strips: Vec<Vec<u64>> = (0..members.len()).map(|k| input.minhash.embedding_strip(input.base + k)).collect();
-    let keys: Vec<String> = hashes.iter().zip(&strips).map(|(h, s)| embedding_key(h, s)).collect();
+    // What each member embeds: its text without its boilerplate, or whole.
+    let stripped: Vec<Option<String>> = members
+        .par_iter()
+        .enumerate()
+        .map(|(k, m)| without_boilerplate(&m.doc.text, config, &input.minhash.embedding_strip(input.base + k)))
+        .collect();
+    let keys: Vec<String> = hashes.iter().zip(&stripped).map(|(h, t)| embedding_key(h, t.as_deref())).collect();
     let mut out: Vec<Option<Vec<f32>>> = vec![None; members.len()];
     // Members to embed, one per key; the others copy it after.
     let mut todo: Vec<usize> = Vec::new();
@@ -683,11 +706,9 @@ fn embed_members(
         }
     }
     for group in todo.chunks(EMBED_GROUP) {
-        let stripped: Vec<Option<String>> =
-            group.par_iter().map(|&k| without_boilerplate(&members[k].doc.text, config, &strips[k])).collect();
-        summary.embedded_without_boilerplate += stripped.iter().filter(|t| t.is_some()).count();
+        summary.embedded_without_boilerplate += group.iter().filter(|&&k| stripped[k].is_some()).count();
         let texts: Vec<&str> =
-            group.iter().zip(&stripped).map(|(&k, t)| t.as_deref().unwrap_or(members[k].doc.text.as_str())).collect();
+            group.iter().map(|&k| stripped[k].as_deref().unwrap_or(members[k].doc.text.as_str())).collect();
         let vectors = embed_documents(embedder, &texts, settings.chunk_words, settings.max_chunks)?;
         for (&k, v) in group.iter().zip(vectors) {
             out[k] = Some(v);

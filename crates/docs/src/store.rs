@@ -39,7 +39,7 @@
 //! | `features`        | array of u64       | sorted shingle hashes (empty when MinHash is off or degraded) |
 //! | `embedding`       | array of f32 / null| the document vector, when the embedding matcher ran          |
 //! | `embedding_model` | string / null      | provider id of the model that made `embedding`               |
-//! | `embedding_key`   | string (optional)  | what `embedding` is of: `content_hash` for the whole text, else a hash of it and the boilerplate left out |
+//! | `embedding_key`   | string (optional)  | what `embedding` is of when not the whole text: `strip:` and the SHA-256 of the text embedded (boilerplate left out) |
 //!
 //! Version 1 had neither the two calibrated scores nor `duplicate_of`; it
 //! is still read (they are null), and its stamp, which names `store=v1`,
@@ -153,10 +153,11 @@ pub struct StoredDoc {
     pub embedding: Option<Vec<f32>>,
     /// Model id of `embedding`.
     pub embedding_model: Option<String>,
-    /// What `embedding` is of: the content hash when it embeds the whole
-    /// text, else a hash of the content hash and the boilerplate shingles
-    /// left out (absent in stores written before boilerplate was left out:
-    /// the whole text).
+    /// What `embedding` is of when it is not the whole text: `strip:` and
+    /// the SHA-256 of the text embedded, its boilerplate left out. Absent
+    /// for the whole text (and in stores written before boilerplate was
+    /// left out). Earlier builds refuse a store that has it (unknown
+    /// field): going back to one means deleting the store.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub embedding_key: Option<String>,
 }

@@ -231,4 +231,9 @@ fn a_shared_template_is_left_out_of_embeddings() {
         let (a, b) = (page(&grown_store, i), page(&fresh, i));
         assert!(cosine(a.embedding.as_ref().unwrap(), b.embedding.as_ref().unwrap()) > 0.9999, "page {i}");
     }
+    // One more document that changes no stored page's embedded text (its
+    // words are the template's, already left out): no rebuild, one embedding.
+    std::fs::copy(common::fixture("unrelated-orchestra.txt"), grown.join("orchestra.txt")).unwrap();
+    let (third, _) = scan_with_model(&grown, &state, true);
+    assert_eq!((third.rebuilt.as_deref(), third.new_documents, third.embedded), (None, 1, 1), "{third:?}");
 }
