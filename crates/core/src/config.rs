@@ -59,10 +59,16 @@ pub struct Config {
     /// posting table (0: none, the default; else 4..=32). It answers
     /// "definitely no bucket" without reading the table and never changes a
     /// candidate, so it is not part of the fingerprint version
-    /// (`crate::lsh::screen`).
+    /// (`crate::lsh::screen`). Left out of the serialized form when 0, so
+    /// a configuration without a screen reads as before in older builds.
+    #[serde(skip_serializing_if = "is_zero")]
     pub screen_bits: u32,
     /// Format version; only [`FORMAT_VERSION`] is accepted.
     pub format_version: u32,
+}
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
 }
 
 impl Default for Config {
@@ -267,10 +273,8 @@ impl Params {
             None => self.lsh.probability(j),
             Some(k) => {
                 let n = self.config.num_perm;
+                // At most 1/2: SimHash bits agree at least by chance.
                 let q = 1.0 - scheme.agreement(j);
-                if q >= 1.0 {
-                    return if k >= n { 1.0 } else { 0.0 };
-                }
                 // Σ_{d ≤ k} C(n, d) q^d (1 − q)^(n − d), term by term.
                 let mut term = (1.0 - q).powi(n as i32);
                 let mut sum = term;
