@@ -145,7 +145,9 @@ impl MinHasher {
         self.scheme
     }
 
-    /// Signature of a feature set (any order; duplicates are harmless).
+    /// Signature of a feature set (any order; duplicates are harmless for
+    /// MinHash, while SimHash weighs a repeated feature once per copy —
+    /// callers pass canonical, unique sets).
     pub fn signature(&self, features: &[u64]) -> Vec<u32> {
         let mut sig = Vec::new();
         self.signature_into(features, &mut sig);

@@ -266,8 +266,10 @@ impl Evidence {
     }
 }
 
-/// Method name for the normal and the degraded path.
+/// Method name for the normal path (MinHash or SimHash bands) and the
+/// degraded one.
 pub(crate) const METHOD_LSH: &str = "minhash-lsh+exact-jaccard";
+pub(crate) const METHOD_SIMHASH: &str = "simhash-hamming+exact-jaccard";
 pub(crate) const METHOD_EXACT: &str = "exact-hash-only";
 
 /// Turns verified candidates into a decision. `candidates` must be sorted best first.
@@ -276,7 +278,9 @@ pub(crate) fn decide(policy: &Policy, candidates: Vec<ScoredCandidate>, ev: Evid
     let best_verdict = best.map(|c| c.verdict).unwrap_or(MatchVerdict::Different);
     let partial = ev.partial;
     let pv = format!("policy {}@v{}", policy.id, policy.version);
-    let method = if ev.degraded_shingles.is_some() || ev.unverified.is_some() { METHOD_EXACT } else { METHOD_LSH };
+    // The fingerprint version names the signature scheme (`…/simhash-v1x64/…`).
+    let banded = if ev.method_version.contains("/simhash-") { METHOD_SIMHASH } else { METHOD_LSH };
+    let method = if ev.degraded_shingles.is_some() || ev.unverified.is_some() { METHOD_EXACT } else { banded };
     let (state, explanation) = match (best_verdict, best) {
         (MatchVerdict::Identical, Some(c)) => (
             DecisionState::Duplicate,

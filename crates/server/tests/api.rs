@@ -793,6 +793,7 @@ async fn simhash_tenants_find_near_exact_copies_within_their_hamming_distance() 
     assert_eq!(b["candidates"][0]["item_id"], "A", "{b}");
     assert!(b["candidates"][0]["score"].as_f64().unwrap() > 0.98, "{b}");
     assert_ne!(b["decision"], "distinct", "{b}");
+    assert_eq!(b["method"], "simhash-hamming+exact-jaccard", "{b}");
     let revision = edited(60);
     let d = h.call(Method::POST, "/v1/tenants/s/decide", Some(&key), Some(json!({"content": revision}))).await.json();
     assert_eq!(d["candidates"], json!([]), "{d}");
