@@ -264,7 +264,9 @@ pub fn scan<P: AsRef<Path>>(paths: &[P], options: &ScanOptions, progress: &dyn P
     // of the whole scan finds: new documents can turn a stored document's
     // text into boilerplate, and then its stored embedding is stale.
     let strips = embedder.is_some() && settings.minhash && settings.boilerplate_weighting;
-    let again = (strips && !old.documents.is_empty()).then(|| parsed.clone());
+    // (Only a scan that keeps stored documents as they are can need it:
+    // another rebuilds them all anyway.)
+    let again = (strips && !old.documents.is_empty() && old.stamp == stamp_hash).then(|| parsed.clone());
     let select = Select { old: &old, stamp_hash: &stamp_hash, stamp_inputs: &stamp_inputs, options, cache: &cache };
     let (mut base, mut members) = select_members(&select, parsed, None, &mut summary)?;
     summary.timings.parse_s = started.elapsed().as_secs_f64();
