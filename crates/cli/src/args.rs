@@ -58,8 +58,8 @@ pub struct PipelineArgs {
     #[arg(long, default_value_t = 1_000_000, help_heading = "Limits")]
     pub max_shingles: u32,
     /// Bits per key of a membership screen in front of each LSH table
-    /// (0: none). It changes no result; whether it saves time depends on
-    /// the index's size (bench/results/kernels.md, "Membership screen").
+    /// (0: none). It changes no result, and with the tables in memory it
+    /// saves no time (bench/results/kernels.md, "Membership screen").
     #[arg(long, default_value_t = 0, help_heading = "Limits")]
     pub screen_bits: u32,
 }
