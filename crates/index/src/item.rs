@@ -68,28 +68,27 @@ const COMPRESSED: [u8; 2] = [0xFF, 0x00];
 /// header cannot make a read allocate more than this).
 const BULK_LIMIT: u64 = 16 << 20;
 
-/// A thread's zstd contexts, made on first use and kept.
-#[derive(Default)]
-struct Codec {
-    compressor: Option<zstd::bulk::Compressor<'static>>,
-    decompressor: Option<zstd::bulk::Decompressor<'static>>,
-}
-
 thread_local! {
-    static CODEC: std::cell::RefCell<Codec> = std::cell::RefCell::new(Codec::default());
+    /// This thread's zstd contexts, each made on first use and kept.
+    static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+    static DECOMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Decompressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
-/// Runs `f` with this thread's contexts (level 1 for compression).
-fn with_codec<T>(f: impl FnOnce(&mut Codec) -> std::io::Result<T>) -> std::io::Result<T> {
-    CODEC.with(|cell| {
-        let mut codec = cell.borrow_mut();
-        if codec.compressor.is_none() {
-            codec.compressor = Some(zstd::bulk::Compressor::new(1)?);
-        }
-        if codec.decompressor.is_none() {
-            codec.decompressor = Some(zstd::bulk::Decompressor::new()?);
-        }
-        f(&mut codec)
+/// `plain` compressed at level 1 by this thread's context.
+fn compress(plain: &[u8]) -> std::io::Result<Vec<u8>> {
+    COMPRESSOR.with(|cell| match &mut *cell.borrow_mut() {
+        Some(c) => c.compress(plain),
+        slot @ None => slot.insert(zstd::bulk::Compressor::new(1)?).compress(plain),
+    })
+}
+
+/// A frame of at most `size` bytes decompressed by this thread's context.
+fn decompress(z: &[u8], size: usize) -> std::io::Result<Vec<u8>> {
+    DECOMPRESSOR.with(|cell| match &mut *cell.borrow_mut() {
+        Some(d) => d.decompress(z, size),
+        slot @ None => slot.insert(zstd::bulk::Decompressor::new()?).decompress(z, size),
     })
 }
 
@@ -164,11 +163,7 @@ impl ItemRecord {
             return Ok(plain);
         }
         let failed = |e: std::io::Error| Error::state(format!("compressing the record of {:?}: {e}", self.item_id));
-        let z = with_codec(|c| match c.compressor.as_mut() {
-            Some(z) => z.compress(&plain),
-            None => unreachable!("with_codec makes the compressor"),
-        })
-        .map_err(failed)?;
+        let z = compress(&plain).map_err(failed)?;
         let mut out = Vec::with_capacity(COMPRESSED.len() + z.len());
         out.extend_from_slice(&COMPRESSED);
         out.extend_from_slice(&z);
@@ -189,11 +184,7 @@ impl ItemRecord {
                 let corrupt = |e: std::io::Error| Error::corrupt("store record", e.to_string());
                 if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(z) {
                     if size <= BULK_LIMIT {
-                        let plain = with_codec(|c| match c.decompressor.as_mut() {
-                            Some(d) => d.decompress(z, size as usize),
-                            None => unreachable!("with_codec makes the decompressor"),
-                        })
-                        .map_err(corrupt)?;
+                        let plain = decompress(z, size as usize).map_err(corrupt)?;
                         return ItemRecord::decode(&plain);
                     }
                 }
