@@ -136,6 +136,17 @@ pub struct CandidateSet {
 }
 
 impl CandidateSet {
+    /// Counts what a table's membership screen did for one bucket read
+    /// (`empty`: the read found no bucket).
+    pub(crate) fn count_screen(&mut self, screened: crate::lsh::postings::Screened, empty: bool) {
+        use crate::lsh::postings::Screened;
+        match screened {
+            Screened::Skipped => self.screened_out += 1,
+            Screened::Passed if empty => self.screen_false_positives += 1,
+            Screened::Passed | Screened::Unscreened => {}
+        }
+    }
+
     /// True when a near duplicate may be missing: a hot bucket was read
     /// partially, or the cap cut close to the threshold. The caller must
     /// then treat the item as unresolved (review, quarantine), never as

@@ -3,7 +3,6 @@
 
 use super::{hash_key, Candidate, CandidateIndex, CandidateSet};
 use crate::hash::{fmix64, ContentHash};
-use crate::lsh::postings::Screened;
 use crate::lsh::QueryLimits;
 
 impl CandidateIndex {
@@ -51,7 +50,6 @@ impl CandidateIndex {
 
     pub(super) fn query(&self, q: &Query<'_>, limits: QueryLimits, keep: &dyn Fn(u32) -> bool) -> CandidateSet {
         let mut out = CandidateSet::default();
-        let screening = self.postings.screen_bits() > 0;
         let visible = |bucket: &'_ [u32]| -> usize {
             match q.before {
                 None => bucket.len(),
@@ -77,11 +75,7 @@ impl CandidateIndex {
             };
             for (band, &key) in q.band_keys.iter().enumerate() {
                 let (bucket, screened) = self.postings.screened_bucket(band, key);
-                match screened {
-                    Screened::Skipped => out.screened_out += 1,
-                    Screened::Read if bucket.is_empty() && screening => out.screen_false_positives += 1,
-                    Screened::Read => {}
-                }
+                out.count_screen(screened, bucket.is_empty());
                 let bucket = &bucket[..visible(bucket)];
                 let n = bucket.len();
                 if n > limits.max_bucket_read {
@@ -148,11 +142,7 @@ impl CandidateIndex {
             .map(|(id, bands)| Candidate { id, bands, same_content: self.hashes.row(id as usize)[0] == q.hash.0 })
             .collect();
         let (copies, screened) = self.postings.screened_bucket(self.lsh.bands as usize, hash_key(&q.hash.0));
-        match screened {
-            Screened::Skipped => out.screened_out += 1,
-            Screened::Read if copies.is_empty() && screening => out.screen_false_positives += 1,
-            Screened::Read => {}
-        }
+        out.count_screen(screened, copies.is_empty());
         let same = copies[..visible(copies)]
             .iter()
             .copied()

@@ -59,11 +59,13 @@ pub(crate) struct Postings {
     screen_bits: u32,
 }
 
-/// What a screened bucket read did.
+/// What a table's screen did for one bucket read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Screened {
-    /// No screen, or the screen said "possibly": the table was read.
-    Read,
+    /// The table has no screen: it was read.
+    Unscreened,
+    /// The screen said "possibly": the table was read.
+    Passed,
     /// The screen said "definitely not": the table was not read.
     Skipped,
 }
@@ -90,11 +92,6 @@ impl Postings {
         } else {
             self.tables.iter().map(|m| Screen::rebuilt(m.keys().copied(), bits_per_key)).collect()
         };
-    }
-
-    /// Bits per key of the screens (0: no screen).
-    pub(crate) fn screen_bits(&self) -> u32 {
-        self.screen_bits
     }
 
     /// Files `id` (below [`LIST_BIT`]) under `key` in `table`, after the ids already there.
@@ -165,10 +162,12 @@ impl Postings {
     /// the table's screen when it has one: a key the screen has never seen
     /// is answered without reading the table.
     pub(crate) fn screened_bucket(&self, table: usize, key: u32) -> (&[u32], Screened) {
-        if self.screens.get(table).is_some_and(|s| !s.may_contain(key)) {
-            return (&[], Screened::Skipped);
-        }
-        (self.table_bucket(table, key), Screened::Read)
+        let screened = match self.screens.get(table) {
+            None => Screened::Unscreened,
+            Some(s) if s.may_contain(key) => Screened::Passed,
+            Some(_) => return (&[], Screened::Skipped),
+        };
+        (self.table_bucket(table, key), screened)
     }
 
     fn table_bucket(&self, table: usize, key: u32) -> &[u32] {
