@@ -63,6 +63,31 @@ impl Item {
 /// The first bytes of a compressed stored record.
 const COMPRESSED: [u8; 2] = [0xFF, 0x00];
 
+/// The first bytes of a compressed stored record written without its
+/// features, which are derived again from its content when read (see
+/// [`FeaturesAt`]). Like [`COMPRESSED`] (and the seal's `FE 00`), a
+/// non-canonical varint that no postcard record starts with; builds from
+/// before it refuse such a value as corrupt rather than read it without
+/// features.
+const COMPRESSED_ELIDED: [u8; 2] = [0xFD, 0x00];
+
+/// Where a record's canonical features are. Not serialized: the store's
+/// encoding says it ([`COMPRESSED_ELIDED`]), and logs and snapshots always
+/// carry features.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum FeaturesAt {
+    /// In `features`, and nothing says they can be derived again.
+    #[default]
+    Here,
+    /// In `features`, which are exactly what the tenant's fingerprinter
+    /// makes of `content`: the store may leave them out.
+    Derivable,
+    /// Left out by the store: `features` is empty until the tenant derives
+    /// them again from `content` (`Tenant::complete`). A record in this
+    /// state is never logged, snapshotted or compared.
+    Elided,
+}
+
 /// Stated content sizes up to which a stored record is decompressed in one
 /// call into a buffer of that size (larger ones stream, so a damaged
 /// header cannot make a read allocate more than this).
@@ -126,12 +151,48 @@ pub struct ItemRecord {
     pub tombstone: Option<u64>,
     /// Decision state when it was written.
     pub decision: DecisionState,
+    /// Where the features are (not serialized; see [`FeaturesAt`]).
+    #[serde(skip)]
+    pub features_at: FeaturesAt,
 }
 
 impl ItemRecord {
     /// True unless tombstoned.
     pub fn is_live(&self) -> bool {
         self.tombstone.is_none()
+    }
+
+    /// Derives the features the store left out ([`FeaturesAt::Elided`])
+    /// again from the content, under `fingerprinter` (the tenant's), and
+    /// returns the content's whole fingerprint; `None`, changing nothing,
+    /// for a record that has its features. The content must still
+    /// normalize to the hash it was written with: a build whose normalizer
+    /// changed fails here, loudly, rather than compare another text's
+    /// features.
+    pub(crate) fn derive_features(
+        &mut self,
+        fingerprinter: &mut neardup_core::Fingerprinter,
+    ) -> Result<Option<neardup_core::Fingerprint>> {
+        if self.features_at != FeaturesAt::Elided {
+            return Ok(None);
+        }
+        let content = self.content.as_deref().ok_or_else(|| {
+            Error::corrupt("store record", format!("{:?}: features left out without content", self.item_id))
+        })?;
+        let fp = fingerprinter.fingerprint(content);
+        if fp.content_hash.0 != self.content_hash {
+            return Err(Error::corrupt(
+                "store record",
+                format!(
+                    "the features of {:?} cannot be derived again: its content no longer normalizes to the \
+                     hash it was stored with (was the normalizer changed?)",
+                    self.item_id
+                ),
+            ));
+        }
+        self.features.clone_from(&fp.features);
+        self.features_at = FeaturesAt::Derivable;
+        Ok(Some(fp))
     }
 
     /// The fingerprint parts this record keeps. `signature`: use the
@@ -154,18 +215,34 @@ impl ItemRecord {
     /// which no postcard record starts with (a non-canonical varint), so
     /// values written before compression still read.
     ///
+    /// A record whose features can be derived from its content
+    /// ([`FeaturesAt::Derivable`] or already [`FeaturesAt::Elided`]) is
+    /// written without them (or a signature), compressed, behind `FD 00`: its features are
+    /// 8 bytes a shingle of hash that does not compress, more than the
+    /// compressed text itself. The record is left as it was.
+    ///
     /// One compression context per thread is reused (creating one per
     /// record cost more than compressing a 2 KB text); its frames carry
     /// their content size, which [`ItemRecord::decode_stored`] reads first.
-    pub(crate) fn encode_stored(&self) -> Result<Vec<u8>> {
-        let plain = self.encode()?;
-        if plain.len() <= 256 {
+    pub(crate) fn encode_stored(&mut self) -> Result<Vec<u8>> {
+        let elide = self.features_at != FeaturesAt::Here && self.content.is_some();
+        let plain = if elide {
+            let features = std::mem::take(&mut self.features);
+            let signature = std::mem::take(&mut self.signature);
+            let plain = self.encode();
+            (self.features, self.signature) = (features, signature);
+            plain?
+        } else {
+            self.encode()?
+        };
+        if plain.len() <= 256 && !elide {
             return Ok(plain);
         }
         let failed = |e: std::io::Error| Error::state(format!("compressing the record of {:?}: {e}", self.item_id));
         let z = compress(&plain).map_err(failed)?;
-        let mut out = Vec::with_capacity(COMPRESSED.len() + z.len());
-        out.extend_from_slice(&COMPRESSED);
+        let prefix = if elide { COMPRESSED_ELIDED } else { COMPRESSED };
+        let mut out = Vec::with_capacity(prefix.len() + z.len());
+        out.extend_from_slice(&prefix);
         out.extend_from_slice(&z);
         Ok(out)
     }
@@ -179,32 +256,43 @@ impl ItemRecord {
     /// buffer of that size; others (larger, or written before frames
     /// carried their size) stream through the 1 GiB limit.
     pub(crate) fn decode_stored(bytes: &[u8]) -> Result<ItemRecord> {
-        match bytes.strip_prefix(&COMPRESSED) {
-            Some(z) => {
-                let corrupt = |e: std::io::Error| Error::corrupt("store record", e.to_string());
-                if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(z) {
-                    if size <= BULK_LIMIT {
-                        let plain = decompress(z, size as usize).map_err(corrupt)?;
-                        return ItemRecord::decode(&plain);
-                    }
-                }
-                let mut plain = Vec::new();
-                let limit = (1u64 << 30) + (64 << 20);
-                std::io::Read::read_to_end(
-                    &mut std::io::Read::take(
-                        zstd::stream::Decoder::new(z).map_err(|e| Error::corrupt("store record", e.to_string()))?,
-                        limit + 1,
-                    ),
-                    &mut plain,
-                )
-                .map_err(|e| Error::corrupt("store record", e.to_string()))?;
-                if plain.len() as u64 > limit {
-                    return Err(Error::corrupt("store record", "expands beyond any record's size"));
-                }
-                ItemRecord::decode(&plain)
+        if let Some(z) = bytes.strip_prefix(&COMPRESSED_ELIDED) {
+            let mut r = ItemRecord::decode_compressed(z)?;
+            if r.content.is_none() || !r.features.is_empty() {
+                return Err(Error::corrupt(
+                    "store record",
+                    format!("{:?}: features left out without content", r.item_id),
+                ));
             }
+            r.features_at = FeaturesAt::Elided;
+            return Ok(r);
+        }
+        match bytes.strip_prefix(&COMPRESSED) {
+            Some(z) => ItemRecord::decode_compressed(z),
             None => ItemRecord::decode(bytes),
         }
+    }
+
+    /// A zstd frame of a postcard record (see [`ItemRecord::decode_stored`]).
+    fn decode_compressed(z: &[u8]) -> Result<ItemRecord> {
+        let corrupt = |e: std::io::Error| Error::corrupt("store record", e.to_string());
+        if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(z) {
+            if size <= BULK_LIMIT {
+                let plain = decompress(z, size as usize).map_err(corrupt)?;
+                return ItemRecord::decode(&plain);
+            }
+        }
+        let mut plain = Vec::new();
+        let limit = (1u64 << 30) + (64 << 20);
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(zstd::stream::Decoder::new(z).map_err(corrupt)?, limit + 1),
+            &mut plain,
+        )
+        .map_err(corrupt)?;
+        if plain.len() as u64 > limit {
+            return Err(Error::corrupt("store record", "expands beyond any record's size"));
+        }
+        ItemRecord::decode(&plain)
     }
 
     /// Encodes with postcard.
@@ -319,5 +407,44 @@ mod tests {
         let mut v = COMPRESSED.to_vec();
         v.extend_from_slice(&bomb);
         assert_eq!(ItemRecord::decode_stored(&v).unwrap_err().code(), "corrupt");
+    }
+
+    #[test]
+    fn derivable_features_are_left_out_and_derived_again() {
+        let params = neardup_core::Config::default().resolve().unwrap();
+        let mut fingerprinter = neardup_core::Fingerprinter::new(params).unwrap();
+        let text = "a retained text whose word five-grams the store need not keep, for they come back from it";
+        let fp = fingerprinter.fingerprint(text);
+        let mut r = crate::store::tests::record("a", 1);
+        r.content = Some(text.into());
+        r.content_hash = fp.content_hash.0;
+        r.features.clone_from(&fp.features);
+        let kept = r.encode_stored().unwrap();
+        r.features_at = FeaturesAt::Derivable;
+        let left_out = r.encode_stored().unwrap();
+        assert_eq!(r.features, fp.features, "encoding leaves the record as it was");
+        assert!(left_out.starts_with(&COMPRESSED_ELIDED) && left_out.len() + 8 * 10 < kept.len());
+        assert!(!left_out.starts_with(&crate::seal::SEALED) && !left_out.starts_with(&COMPRESSED));
+        // Read without the prefix (as a build from before it would): refused.
+        assert!(ItemRecord::decode(&left_out).is_err());
+        let mut back = ItemRecord::decode_stored(&left_out).unwrap();
+        assert_eq!((back.features_at, back.features.len()), (FeaturesAt::Elided, 0));
+        // Elided again when written back unchanged (a tombstone's put).
+        assert!(back.encode_stored().unwrap().starts_with(&COMPRESSED_ELIDED));
+        let again = back.derive_features(&mut fingerprinter).unwrap().unwrap();
+        assert_eq!(
+            (back.features_at, &back.features, &again.features),
+            (FeaturesAt::Derivable, &fp.features, &fp.features)
+        );
+        assert!(back.derive_features(&mut fingerprinter).unwrap().is_none(), "only once");
+        // A text that no longer normalizes to its hash is an error, not
+        // another text's features.
+        let mut drifted = ItemRecord::decode_stored(&left_out).unwrap();
+        drifted.content = Some(format!("{text} and more"));
+        assert_eq!(drifted.derive_features(&mut fingerprinter).unwrap_err().code(), "corrupt");
+        // Without content nothing is left out.
+        let mut lean = r.clone();
+        lean.content = None;
+        assert!(!lean.encode_stored().unwrap().starts_with(&COMPRESSED_ELIDED));
     }
 }

@@ -57,7 +57,7 @@ pub use engine::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use feedback::{Label, LabelEvent, NewLabel};
-pub use item::{Item, ItemInfo, ItemRecord};
+pub use item::{FeaturesAt, Item, ItemInfo, ItemRecord};
 pub use shadow::{is_destructive, ShadowReport};
 pub use snapshot::{SnapshotHeader, SNAPSHOT_VERSION};
 #[cfg(any(test, feature = "fault-injection"))]

@@ -952,3 +952,76 @@ fn label_evaluation_is_bounded() {
     assert_eq!(ev.true_positives, 1);
     assert_eq!(ev.missing, n as u64 - 1);
 }
+
+/// A retained text's features are left out of the fjall store and derived
+/// again from the text when read. Every read that compares, counts or
+/// exports features answers as the memory store (which keeps them) does:
+/// decisions, candidates by item, verification, item info, the review
+/// queue, snapshots; across a restart, a restore, and a rebuild that stops
+/// retaining content (the features are derived before the text goes).
+#[test]
+fn features_left_out_of_the_store_answer_as_kept_ones() {
+    let base = [
+        "the committee met on tuesday to review the budget for the coming year and agreed to defer the vote",
+        "rain is expected across the northern valleys tonight with snow above two thousand metres by morning",
+        "to install the package run the installer then restart the service and check the log for errors",
+    ];
+    let mut items: Vec<(String, String)> = Vec::new();
+    for (i, b) in base.iter().enumerate() {
+        items.push((format!("a{i}"), b.to_string()));
+        items.push((format!("b{i}"), format!("{b} again")));
+        items.push((format!("c{i}"), b.replacen("the ", "", 1)));
+    }
+    let mem_dir = tempfile::tempdir().unwrap();
+    let fj_dir = tempfile::tempdir().unwrap();
+    let m = Engine::open(mem_dir.path(), opts(StoreKind::Memory)).unwrap();
+    let mut f = Engine::open(fj_dir.path(), opts(StoreKind::Fjall)).unwrap();
+    for e in [&m, &f] {
+        e.create_tenant("t", seed_tenant()).unwrap();
+    }
+    for (id, text) in &items {
+        let (a, b) = (m.upsert("t", Item::text(id, text)).unwrap(), f.upsert("t", Item::text(id, text)).unwrap());
+        assert_eq!(a.decision, b.decision, "{id}");
+    }
+    let same = |m: &Engine, f: &Engine, at: &str| {
+        for (id, text) in &items {
+            let (a, b) = (m.get("t", id).unwrap().unwrap(), f.get("t", id).unwrap().unwrap());
+            assert!(b.features > 0, "{at}: {id} counts no features");
+            assert_eq!(a, b, "{at}: {id}");
+            assert_eq!(m.decide("t", text).unwrap(), f.decide("t", text).unwrap(), "{at}: {id}");
+            let by_item = |e: &Engine| e.candidates("t", Query::Item(id), 10).unwrap();
+            assert_eq!(by_item(m), by_item(f), "{at}: {id}");
+        }
+        for (l, r) in [("a0", "b0"), ("a1", "c1"), ("a2", "b0")] {
+            assert_eq!(m.verify("t", l, r, None).unwrap(), f.verify("t", l, r, None).unwrap(), "{at}");
+        }
+        assert_eq!(m.list("t", None, 100).unwrap(), f.list("t", None, 100).unwrap(), "{at}");
+        let states = [DecisionState::Distinct, DecisionState::NearDuplicate, DecisionState::Duplicate];
+        let queue = |e: &Engine| e.review_queue("t", &states, None, 5).unwrap().items;
+        assert_eq!(queue(m), queue(f), "{at}");
+        assert_eq!(m.snapshot("t").unwrap(), f.snapshot("t").unwrap(), "{at}: snapshots");
+    };
+    same(&m, &f, "written");
+    f.checkpoint().unwrap();
+    drop(f);
+    f = Engine::open(fj_dir.path(), opts(StoreKind::Fjall)).unwrap();
+    same(&m, &f, "reopened");
+    // A restore stores the snapshot's records as a write does.
+    let restored_dir = tempfile::tempdir().unwrap();
+    let r = Engine::open(restored_dir.path(), opts(StoreKind::Fjall)).unwrap();
+    r.restore("t", &m.snapshot("t").unwrap()).unwrap();
+    for (id, text) in &items {
+        assert_eq!(m.decide("t", text).unwrap(), r.decide("t", text).unwrap(), "restored: {id}");
+        assert_eq!(m.get("t", id).unwrap(), r.get("t", id).unwrap(), "restored: {id}");
+    }
+    // Dropping the text keeps the features it gave.
+    let mut lean = seed_tenant();
+    lean.retain_content = false;
+    for e in [&m, &f] {
+        e.rebuild("t", lean.clone()).unwrap();
+    }
+    same(&m, &f, "without content");
+    drop(f);
+    f = Engine::open(fj_dir.path(), opts(StoreKind::Fjall)).unwrap();
+    same(&m, &f, "without content, reopened");
+}

@@ -60,7 +60,8 @@ impl Engine {
         let t = self.tenant(tenant)?;
         let mut t = t.write().map_err(|_| poisoned())?;
         let mut records = Vec::new();
-        self.store.scan(&t.name, None, &mut |r| {
+        self.store.scan(&t.name, None, &mut |mut r| {
+            t.complete(&mut r)?;
             records.push(r);
             Ok(ControlFlow::Continue(()))
         })?;

@@ -53,8 +53,8 @@ impl Engine {
             }
             Query::Item(id) => {
                 let slot = t.slot_of(id).ok_or_else(|| Error::item_not_found(id))?;
-                let r = self.store.get(&t.name, id)?.ok_or_else(|| Error::item_not_found(id))?;
-                let fp = t.stored_fingerprint(&r)?;
+                let mut r = self.store.get(&t.name, id)?.ok_or_else(|| Error::item_not_found(id))?;
+                let fp = t.stored_fingerprint(&mut r)?;
                 (fp, Some(slot), r.content)
             }
         };
@@ -85,9 +85,15 @@ impl Engine {
         Ok(verification(&p, &l, &r))
     }
 
-    /// `item_id`'s record in tenant `t`, if live.
+    /// `item_id`'s record in tenant `t`, if live, with its features.
     pub(crate) fn live_record(&self, t: &crate::tenant::Tenant, item_id: &str) -> Result<ItemRecord> {
-        self.store.get(&t.name, item_id)?.filter(ItemRecord::is_live).ok_or_else(|| Error::item_not_found(item_id))
+        let mut r = self
+            .store
+            .get(&t.name, item_id)?
+            .filter(ItemRecord::is_live)
+            .ok_or_else(|| Error::item_not_found(item_id))?;
+        t.complete(&mut r)?;
+        Ok(r)
     }
 }
 
@@ -126,7 +132,13 @@ impl Engine {
     pub fn get(&self, tenant: &str, item_id: &str) -> Result<Option<ItemInfo>> {
         let t = self.tenant(tenant)?;
         let t = t.read().map_err(|_| poisoned())?;
-        Ok(self.store.get(&t.name, item_id)?.as_ref().map(ItemInfo::from))
+        match self.store.get(&t.name, item_id)? {
+            Some(mut r) => {
+                t.complete(&mut r)?;
+                Ok(Some(ItemInfo::from(&r)))
+            }
+            None => Ok(None),
+        }
     }
 
     /// Live items in item id order, after `after`, at most `limit`.
@@ -139,8 +151,9 @@ impl Engine {
         }
         // The store scans in id order from just after `after`; a real error
         // is returned, a full page just stops the scan.
-        self.store.scan(&t.name, after, &mut |r| {
+        self.store.scan(&t.name, after, &mut |mut r| {
             if r.is_live() {
+                t.complete(&mut r)?;
                 out.push(ItemInfo::from(&r));
             }
             Ok(if out.len() >= limit { ControlFlow::Break(()) } else { ControlFlow::Continue(()) })

@@ -286,7 +286,11 @@ fn load_snapshot(
             let mut r = open()?;
             while let Some(p) = r.next_part()? {
                 if let Part::Records(rs) = p {
-                    store.apply(name, StoreBatch { puts: rs, deletes: vec![] }, h.covered_lsn)?;
+                    store.apply(
+                        name,
+                        StoreBatch { puts: super::snapshots::derivable(rs), deletes: vec![] },
+                        h.covered_lsn,
+                    )?;
                 }
             }
             store.apply(name, StoreBatch::default(), h.covered_lsn)

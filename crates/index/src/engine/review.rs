@@ -182,20 +182,21 @@ impl Engine {
         limit: usize,
     ) -> Result<ReviewQueue> {
         use std::cmp::Reverse;
-        let (view, labels) = {
+        let (view, labels, mut fingerprinter) = {
             let t = self.tenant(tenant)?;
             let t = t.read().map_err(|_| poisoned())?;
-            (self.store.view(&t.name)?, t.labels.clone())
+            (self.store.view(&t.name)?, t.labels.clone(), t.fingerprinter())
         };
         let mut scanned = 0u64;
         let mut total = 0u64;
         // Queue order: newest write first, then item id. `key` grows
         // towards the front; a page keeps the `limit` largest keys below
-        // the cursor (a min-heap), with only their metadata.
+        // the cursor (a min-heap), with their records (features derived
+        // again, where the store left them out, only for those returned).
         let key = |lsn: u64, id: &str| (lsn, Reverse(id.to_string()));
         let cursor = before.map(|(lsn, id)| key(lsn, id));
         let mut heap: BinaryHeap<Reverse<(u64, Reverse<String>)>> = BinaryHeap::new();
-        let mut kept: BTreeMap<String, ItemInfo> = BTreeMap::new();
+        let mut kept: BTreeMap<String, ItemRecord> = BTreeMap::new();
         view.scan(&mut |r| {
             scanned += 1;
             if !r.is_live() || !states.contains(&r.decision) {
@@ -217,7 +218,7 @@ impl Engine {
                 }
             }
             heap.push(Reverse(k));
-            kept.insert(r.item_id.clone(), ItemInfo::from(&r));
+            kept.insert(r.item_id.clone(), r);
             Ok(ControlFlow::Continue(()))
         })?;
         let mut counts: BTreeMap<&str, u32> = BTreeMap::new();
@@ -228,14 +229,15 @@ impl Engine {
             }
         }
         let lsns: BTreeMap<String, u64> = heap.into_iter().map(|Reverse((lsn, Reverse(id)))| (id, lsn)).collect();
-        let mut items: Vec<QueuedItem> = kept
-            .into_values()
-            .map(|item| QueuedItem {
-                lsn: lsns.get(&item.item_id).copied().unwrap_or(0),
-                labels: counts.get(item.item_id.as_str()).copied().unwrap_or(0),
-                item,
-            })
-            .collect();
+        let mut items = Vec::with_capacity(kept.len());
+        for mut r in kept.into_values() {
+            r.derive_features(&mut fingerprinter)?;
+            items.push(QueuedItem {
+                lsn: lsns.get(&r.item_id).copied().unwrap_or(0),
+                labels: counts.get(r.item_id.as_str()).copied().unwrap_or(0),
+                item: ItemInfo::from(&r),
+            });
+        }
         items.sort_by(|a, b| b.lsn.cmp(&a.lsn).then_with(|| a.item.item_id.cmp(&b.item.item_id)));
         Ok(ReviewQueue { items, scanned, total })
     }

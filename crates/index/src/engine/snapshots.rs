@@ -12,6 +12,7 @@ use std::sync::{Arc, RwLock};
 
 use super::{poisoned, CheckpointReport, Engine};
 use crate::error::{Error, ErrorKind, Result};
+use crate::item::ItemRecord;
 use crate::snapshot::{self, Part, SnapshotHeader, SnapshotReader, SnapshotWriter, TenantMeta};
 use crate::store::{StoreBatch, StoreView};
 use crate::tenant::{Tenant, TenantImage};
@@ -63,6 +64,19 @@ impl<W: Write> Read for Tee<'_, W> {
     }
 }
 
+/// Records read from a snapshot, as the store may keep them: the features
+/// of a retained text were made from it under the parameters the header
+/// names, which the restored tenant has, so the store may leave them out
+/// (they are derived again, and the content hash checked, when read).
+pub(super) fn derivable(mut records: Vec<ItemRecord>) -> Vec<ItemRecord> {
+    for r in &mut records {
+        if r.content.is_some() {
+            r.features_at = crate::item::FeaturesAt::Derivable;
+        }
+    }
+    records
+}
+
 impl Engine {
     /// Takes a consistent cut of `tenant`. With `mark`, the store records
     /// that it holds every command of the tenant up to the cut (a store
@@ -98,7 +112,12 @@ impl Engine {
 
     fn write_cut(&self, cut: &Cut, out: &mut dyn Write) -> Result<()> {
         let mut w = SnapshotWriter::start(out, &cut.header, &cut.meta, self.opts.snapshot_key.as_ref(), false)?;
-        cut.view.scan(&mut |r| {
+        // Records carry their features in a snapshot: those the store left
+        // out are derived again, under the parameters of the cut.
+        let (params, _) = TenantConfig::from_json(&cut.meta.config_json)?.resolve()?;
+        let mut fingerprinter = neardup_core::Fingerprinter::new(params)?;
+        cut.view.scan(&mut |mut r| {
+            r.derive_features(&mut fingerprinter)?;
             w.record(&r)?;
             Ok(ControlFlow::Continue(()))
         })?;
@@ -256,7 +275,7 @@ impl Engine {
         let mut r = open()?;
         while let Some(p) = r.next_part()? {
             if let Part::Records(rs) = p {
-                self.store.apply(tenant, StoreBatch { puts: rs, deletes: vec![] }, lsn)?;
+                self.store.apply(tenant, StoreBatch { puts: derivable(rs), deletes: vec![] }, lsn)?;
             }
         }
         self.store.apply(tenant, StoreBatch::default(), lsn)?;

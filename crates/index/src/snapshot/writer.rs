@@ -122,6 +122,12 @@ impl<W: Write> SnapshotWriter<W> {
 
     /// Adds one record (records are framed in batches of about [`FRAME_TARGET`] bytes).
     pub(crate) fn record(&mut self, r: &ItemRecord) -> Result<()> {
+        if r.features_at == crate::item::FeaturesAt::Elided {
+            return Err(Error::state(format!(
+                "the record of {:?} lacks its features; a snapshot carries them (derive them first)",
+                r.item_id
+            )));
+        }
         self.flush_rows()?;
         let bytes = postcard::to_stdvec(r).map_err(|e| corrupt(format!("record: {e}")))?;
         // A records frame is a postcard sequence: a varint count, then records.

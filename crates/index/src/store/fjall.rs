@@ -109,12 +109,12 @@ impl Store for FjallStore {
         }
     }
 
-    fn apply(&self, tenant: &str, batch: StoreBatch, lsn: u64) -> Result<()> {
+    fn apply(&self, tenant: &str, mut batch: StoreBatch, lsn: u64) -> Result<()> {
         let mut b = self.db.batch();
         for id in &batch.deletes {
             b.remove(&self.items, item_key(tenant, id));
         }
-        for r in &batch.puts {
+        for r in &mut batch.puts {
             let k = item_key(tenant, &r.item_id);
             let v = match &self.key {
                 Some(key) => crate::seal::seal(key, crate::seal::STORE, &k, &r.encode_stored()?)?,

@@ -114,6 +114,7 @@ pub(crate) mod tests {
             content: Some("x y z".into()),
             tombstone: None,
             decision: DecisionState::Distinct,
+            features_at: crate::item::FeaturesAt::Here,
         }
     }
 

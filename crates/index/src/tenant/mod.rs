@@ -20,7 +20,7 @@ use crate::command::{Command, IdemEntry};
 use crate::decision::{decide, sort_best_first, Decision, Evidence, ScoredCandidate, Unverified};
 use crate::error::{Error, Result};
 use crate::feedback::LabelEvent;
-use crate::item::ItemRecord;
+use crate::item::{FeaturesAt, ItemRecord};
 use crate::shadow::Shadow;
 use crate::snapshot::{ImageHeader, ImageRowOwned, SnapshotHeader, TenantMeta};
 use crate::store::{Store, StoreBatch};
@@ -181,9 +181,25 @@ impl Tenant {
         self.fingerprinter.clone().fingerprint(content)
     }
 
-    /// A stored item's fingerprint under this tenant's parameters.
-    pub(crate) fn stored_fingerprint(&self, r: &ItemRecord) -> Result<Fingerprint> {
-        Ok(self.fingerprinter.rebuild(r.stored_fingerprint(true))?)
+    /// A stored item's fingerprint under this tenant's parameters, its
+    /// features derived again first if the store left them out.
+    pub(crate) fn stored_fingerprint(&self, r: &mut ItemRecord) -> Result<Fingerprint> {
+        match r.derive_features(&mut self.fingerprinter.clone())? {
+            Some(fp) => Ok(fp),
+            None => Ok(self.fingerprinter.rebuild(r.stored_fingerprint(true))?),
+        }
+    }
+
+    /// A copy of this tenant's fingerprinter, for work done outside its lock.
+    pub(crate) fn fingerprinter(&self) -> Fingerprinter {
+        self.fingerprinter.clone()
+    }
+
+    /// Gives a record read from the store its features again, if the
+    /// store left them out (see [`FeaturesAt`]). Every read that compares,
+    /// counts or exports features goes through here.
+    pub(crate) fn complete(&self, r: &mut ItemRecord) -> Result<()> {
+        r.derive_features(&mut self.fingerprinter.clone()).map(|_| ())
     }
 
     /// The slot of a live item.
@@ -230,13 +246,16 @@ impl Tenant {
         let mut rows = Vec::new();
         let mut stored = 0u64;
         let fresh = CandidateIndex::for_params(&self.params);
-        store.scan(&self.name, None, &mut |r| {
+        let mut fingerprinter = self.fingerprinter.clone();
+        store.scan(&self.name, None, &mut |mut r| {
             stored += 1;
             if r.is_live() {
-                let fp = self
-                    .fingerprinter
-                    .rebuild(r.stored_fingerprint(true))
-                    .map_err(|e| Error::corrupt("store record", format!("item {:?}: {e}", r.item_id)))?;
+                let fp = match r.derive_features(&mut fingerprinter)? {
+                    Some(fp) => fp,
+                    None => fingerprinter
+                        .rebuild(r.stored_fingerprint(true))
+                        .map_err(|e| Error::corrupt("store record", format!("item {:?}: {e}", r.item_id)))?,
+                };
                 let (folded, sketch) = fresh.row_of(&fp.band_keys, &fp.signature);
                 rows.push(Row {
                     lsn: r.lsn,
@@ -336,6 +355,8 @@ impl Tenant {
             if !rec.is_live() {
                 continue;
             }
+            let mut rec = rec;
+            self.complete(&mut rec)?;
             let hash = neardup_core::ContentHash(rec.content_hash);
             scored.push(ScoredCandidate::verify(
                 &self.policy,
@@ -400,8 +421,14 @@ impl Tenant {
             }
         }
         // The signature is derived data: recomputed from the features when
-        // needed, never stored (512 bytes an item).
+        // needed, never stored (512 bytes an item). So are the features of
+        // a retained text: made under these parameters from this content
+        // (the plan fingerprinted it, or the log replays it under the
+        // parameters it was made with), the store may leave them out.
         record.signature = Vec::new();
+        if record.content.is_some() {
+            record.features_at = FeaturesAt::Derivable;
+        }
         Ok(record)
     }
 

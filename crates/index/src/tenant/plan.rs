@@ -7,7 +7,7 @@ use neardup_core::Fingerprint;
 use crate::command::{Command, IdemEntry};
 use crate::decision::{UpsertOutcome, UpsertStatus};
 use crate::error::{Error, ErrorKind, Result};
-use crate::item::{Item, ItemRecord};
+use crate::item::{FeaturesAt, Item, ItemRecord};
 use crate::store::Store;
 use crate::tenant_config::check_item_id;
 
@@ -189,6 +189,7 @@ impl Tenant {
             content: self.config.retain_content.then(|| item.content.clone()),
             tombstone: None,
             decision: outcome.decision.state,
+            features_at: FeaturesAt::Here,
         };
         let idem = item.idempotency_key.clone().map(|key| IdemEntry { key, digest, outcome: outcome.clone() });
         let command = Command::Upsert { tenant: self.name.clone(), record: Box::new(record), idem: idem.map(Box::new) };

@@ -6,6 +6,7 @@ use std::ops::ControlFlow;
 use neardup_core::Fingerprinter;
 
 use crate::error::{Error, ErrorKind, Result};
+use crate::item::FeaturesAt;
 use crate::store::{Store, StoreBatch};
 use crate::tenant_config::TenantConfig;
 
@@ -51,7 +52,12 @@ pub(super) fn recompute_all(
         }
         if same {
             // Features stand; the index recomputes signatures from them.
+            // Those the store left out are derived (the same under either
+            // parameters) before the content they come from goes.
             r.signature = Vec::new();
+            if !new.retain_content {
+                r.derive_features(fingerprinter)?;
+            }
         } else if let Some(content) = &r.content {
             let fp = fingerprinter.fingerprint(content);
             r.content_hash = fp.content_hash.0;
@@ -59,11 +65,13 @@ pub(super) fn recompute_all(
             r.degraded_shingles = fp.degraded_shingles();
             r.features = fp.features;
             r.signature = Vec::new();
+            r.features_at = FeaturesAt::Derivable;
         } else if failure.is_none() {
             failure = Some(r.item_id.clone());
         }
         if !new.retain_content {
             r.content = None;
+            r.features_at = FeaturesAt::Here;
         }
         batch.puts.push(r);
         Ok(ControlFlow::Continue(()))
