@@ -7,8 +7,10 @@
 //! and loaded in batches of 1,024 with `--fsync os`. Reported: load rate;
 //! resident set growth per item after the load against the engine's own
 //! estimate; candidate and decide latency p50/p99; disk bytes per item
-//! (store, log, snapshots); checkpoint duration and peak resident set
-//! during it; restart duration and resident set after it.
+//! (store, log, snapshots), and beyond the text as zstd alone would keep it
+//! (sampled); checkpoint duration and peak resident set during it; a
+//! snapshot streamed to a byte counter (size, time, peak resident set);
+//! restart duration and resident set after it.
 //!
 //! Run: `NEARDUP_BENCH_ITEMS=1000000 cargo bench -p neardup-index --bench scale`
 //! (default 200,000; `NEARDUP_BENCH_DIR` puts the data on a chosen disk;
@@ -54,6 +56,25 @@ fn du(dir: &Path) -> u64 {
     neardup_fs::usage::tree_bytes(dir)
 }
 
+/// A writer that counts bytes and notes when the first came.
+#[derive(Default)]
+struct Counter {
+    bytes: u64,
+    first: Option<Instant>,
+}
+
+impl std::io::Write for Counter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.first.get_or_insert_with(Instant::now);
+        self.bytes += buf.len() as u64;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn pct(v: &mut [f64], p: f64) -> f64 {
     v.sort_by(f64::total_cmp);
     v[((v.len() as f64 - 1.0) * p).round() as usize]
@@ -75,6 +96,8 @@ fn main() {
     let t0 = Instant::now();
     let cpu0 = cpu_seconds();
     let mut text_bytes = 0u64;
+    // The text as the store's zstd (level 1) alone keeps it, one item in 16.
+    let (mut sampled, mut sampled_z) = (0u64, 0u64);
     let mut next = 0u64;
     while next < n {
         let end = (next + 1024).min(n);
@@ -82,6 +105,10 @@ fn main() {
             .map(|i| {
                 let t = text(i);
                 text_bytes += t.len() as u64;
+                if i % 16 == 0 {
+                    sampled += t.len() as u64;
+                    sampled_z += zstd::bulk::compress(t.as_bytes(), 1).unwrap().len() as u64;
+                }
                 Item::text(format!("item-{i}"), t)
             })
             .collect();
@@ -154,6 +181,25 @@ fn main() {
     for sub in ["store", "wal", "snapshots"] {
         println!("  {sub}: {:.0} B/item", du(&dir.path().join(sub)) as f64 / n as f64);
     }
+    let text_z = sampled_z as f64 / sampled as f64 * text_bytes as f64 / n as f64;
+    println!(
+        "  beyond the text: {:.0} B/item (text {:.0} B/item, {text_z:.0} B/item as zstd keeps it alone)",
+        du(dir.path()) as f64 / n as f64 - text_z,
+        text_bytes as f64 / n as f64
+    );
+    reset_peak();
+    let rss_before = status("VmRSS:");
+    let t0 = Instant::now();
+    let mut counter = Counter::default();
+    e.snapshot_to("t", &mut counter).unwrap();
+    println!(
+        "snapshot: {:.0} B/item, {:.1} s, first byte after {:.3} s, peak RSS {} MB (before {} MB)",
+        counter.bytes as f64 / n as f64,
+        t0.elapsed().as_secs_f64(),
+        counter.first.map_or(0.0, |f| f.duration_since(t0).as_secs_f64()),
+        status("VmHWM:") >> 20,
+        rss_before >> 20
+    );
     drop(e);
     reset_peak();
     let rss_closed = status("VmRSS:");
