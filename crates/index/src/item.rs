@@ -102,7 +102,7 @@ thread_local! {
 }
 
 /// `plain` compressed at level 1 by this thread's context.
-fn compress(plain: &[u8]) -> std::io::Result<Vec<u8>> {
+pub(crate) fn compress(plain: &[u8]) -> std::io::Result<Vec<u8>> {
     COMPRESSOR.with(|cell| match &mut *cell.borrow_mut() {
         Some(c) => c.compress(plain),
         slot @ None => slot.insert(zstd::bulk::Compressor::new(1)?).compress(plain),
@@ -110,7 +110,7 @@ fn compress(plain: &[u8]) -> std::io::Result<Vec<u8>> {
 }
 
 /// A frame of at most `size` bytes decompressed by this thread's context.
-fn decompress(z: &[u8], size: usize) -> std::io::Result<Vec<u8>> {
+pub(crate) fn decompress(z: &[u8], size: usize) -> std::io::Result<Vec<u8>> {
     DECOMPRESSOR.with(|cell| match &mut *cell.borrow_mut() {
         Some(d) => d.decompress(z, size),
         slot @ None => slot.insert(zstd::bulk::Decompressor::new()?).decompress(z, size),
@@ -226,15 +226,7 @@ impl ItemRecord {
     /// their content size, which [`ItemRecord::decode_stored`] reads first.
     pub(crate) fn encode_stored(&mut self) -> Result<Vec<u8>> {
         let elide = self.features_at != FeaturesAt::Here && self.content.is_some();
-        let plain = if elide {
-            let features = std::mem::take(&mut self.features);
-            let signature = std::mem::take(&mut self.signature);
-            let plain = self.encode();
-            (self.features, self.signature) = (features, signature);
-            plain?
-        } else {
-            self.encode()?
-        };
+        let plain = if elide { self.encode_without_features()? } else { self.encode()? };
         if plain.len() <= 256 && !elide {
             return Ok(plain);
         }
@@ -293,6 +285,16 @@ impl ItemRecord {
             return Err(Error::corrupt("store record", "expands beyond any record's size"));
         }
         ItemRecord::decode(&plain)
+    }
+
+    /// Encodes with postcard, its features and signature left out (the
+    /// record is left as it was).
+    pub(crate) fn encode_without_features(&mut self) -> Result<Vec<u8>> {
+        let features = std::mem::take(&mut self.features);
+        let signature = std::mem::take(&mut self.signature);
+        let plain = self.encode();
+        (self.features, self.signature) = (features, signature);
+        plain
     }
 
     /// Encodes with postcard.

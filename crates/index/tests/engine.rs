@@ -456,26 +456,38 @@ fn truncated_snapshot_falls_back_to_older_one() {
 }
 
 /// A snapshot written by format version 1, committed; it must keep loading.
+/// Snapshots written by every format version (1: one payload; 2: frames,
+/// records with their features; 3: compressed frames, features left out
+/// of records that keep their text), committed; each must keep restoring,
+/// into either store, to a tenant that answers the same.
+/// `NEARDUP_WRITE_FIXTURES=1` writes the current version's file.
 #[test]
-fn frozen_snapshot_fixture_loads() {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/seed-v1.snap");
+fn frozen_snapshot_fixtures_load() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures");
     if std::env::var_os("NEARDUP_WRITE_FIXTURES").is_some() {
-        let dir = tempfile::tempdir().unwrap();
-        let e = Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap();
+        let tmp = tempfile::tempdir().unwrap();
+        let e = Engine::open(tmp.path(), opts(StoreKind::Memory)).unwrap();
         e.create_tenant("seed", seed_tenant()).unwrap();
         e.upsert("seed", Item::text("A", "red fox runs very fast")).unwrap();
         e.upsert("seed", Item::text("C", "database backup completed nightly")).unwrap();
+        let path = format!("{dir}/seed-v{}.snap", neardup_index::SNAPSHOT_VERSION);
         std::fs::write(path, e.snapshot("seed").unwrap()).unwrap();
     }
-    let bytes = std::fs::read(path).expect("fixture present");
-    let dir = tempfile::tempdir().unwrap();
-    let e = Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap();
-    let h = e.restore("seed", &bytes).unwrap();
-    assert_eq!(h.items, 2);
-    assert_eq!(h.lsh_version, "8x4");
-    let b = e.upsert("seed", Item::text("B", "red fox runs very fast today")).unwrap();
-    let best = b.decision.closest().unwrap();
-    assert_eq!((best.item_id.as_str(), best.score), ("A", 0.8));
+    for version in 1..=neardup_index::SNAPSHOT_VERSION {
+        let bytes = std::fs::read(format!("{dir}/seed-v{version}.snap")).expect("fixture present");
+        assert_eq!(u32::from_le_bytes(bytes[8..12].try_into().unwrap()), version);
+        each_store(|kind| {
+            let tmp = tempfile::tempdir().unwrap();
+            let e = Engine::open(tmp.path(), opts(kind)).unwrap();
+            let h = e.restore("seed", &bytes).unwrap();
+            assert_eq!(h.items, 2);
+            assert_eq!(h.lsh_version, "8x4");
+            assert!(e.get("seed", "A").unwrap().unwrap().features > 0, "v{version}");
+            let b = e.upsert("seed", Item::text("B", "red fox runs very fast today")).unwrap();
+            let best = b.decision.closest().unwrap();
+            assert_eq!((best.item_id.as_str(), best.score), ("A", 0.8), "v{version} {kind:?}");
+        });
+    }
 }
 
 /// A command log written by format version 1 (every kind of command the

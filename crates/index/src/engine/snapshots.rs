@@ -68,9 +68,10 @@ impl<W: Write> Read for Tee<'_, W> {
 /// of a retained text were made from it under the parameters the header
 /// names, which the restored tenant has, so the store may leave them out
 /// (they are derived again, and the content hash checked, when read).
+/// Version 3 snapshots leave them out already.
 pub(super) fn derivable(mut records: Vec<ItemRecord>) -> Vec<ItemRecord> {
     for r in &mut records {
-        if r.content.is_some() {
+        if r.content.is_some() && r.features_at == crate::item::FeaturesAt::Here {
             r.features_at = crate::item::FeaturesAt::Derivable;
         }
     }
@@ -112,13 +113,8 @@ impl Engine {
 
     fn write_cut(&self, cut: &Cut, out: &mut dyn Write) -> Result<()> {
         let mut w = SnapshotWriter::start(out, &cut.header, &cut.meta, self.opts.snapshot_key.as_ref(), false)?;
-        // Records carry their features in a snapshot: those the store left
-        // out are derived again, under the parameters of the cut.
-        let (params, _) = TenantConfig::from_json(&cut.meta.config_json)?.resolve()?;
-        let mut fingerprinter = neardup_core::Fingerprinter::new(params)?;
         cut.view.scan(&mut |mut r| {
-            r.derive_features(&mut fingerprinter)?;
-            w.record(&r)?;
+            w.record(&mut r)?;
             Ok(ControlFlow::Continue(()))
         })?;
         w.finish()?;
@@ -262,8 +258,8 @@ impl Engine {
             let mut r = open()?;
             let mut w = SnapshotWriter::start(out, &header, &meta, key.as_ref(), false)?;
             while let Some(p) = r.next_part()? {
-                if let Part::Records(rs) = p {
-                    for rec in &rs {
+                if let Part::Records(mut rs) = p {
+                    for rec in &mut rs {
                         w.record(rec)?;
                     }
                 }
@@ -364,9 +360,9 @@ mod tests {
         let reencode = |edit: &dyn Fn(&mut snapshot::TenantState)| {
             let (h, mut s, _) = snapshot::decode_all(&good, None).unwrap();
             edit(&mut s);
-            let (meta, items) = s.split();
+            let (meta, mut items) = s.split();
             let mut w = SnapshotWriter::start(Vec::new(), &h, &meta, None, false).unwrap();
-            for r in &items {
+            for r in &mut items {
                 w.record(r).unwrap();
             }
             w.finish().unwrap()

@@ -1,11 +1,13 @@
 //! Tenant snapshots: one tenant's state at one log position, written and
 //! read as a stream, so that neither side ever holds the whole state.
 //!
-//! Format version 2 (byte layout in `docs/index-format.md`): a fixed prefix
+//! Format version 3 (byte layout in `docs/index-format.md`): a fixed prefix
 //! (magic, version, flags, header length), a clear-text postcard
 //! [`SnapshotHeader`], then frames — one `meta` frame (configuration,
 //! tombstones, idempotency keys, labels), any number of `records` frames of
-//! at most [`FRAME_TARGET`] bytes, one `end` frame with the record count —
+//! at most [`FRAME_TARGET`] bytes before compression (zstd; a record that
+//! keeps its text is written without its features, which come back from
+//! the text), one `end` frame with the record count —
 //! and a CRC-32 of everything before it. Each frame carries its own CRC-32;
 //! with a key, each frame's body is sealed with ChaCha20-Poly1305 under a
 //! synthetic nonce (keyed BLAKE3 of the frame's position, kind and
@@ -24,7 +26,8 @@
 //! from which a restart rebuilds the candidate index without reading the
 //! store or recomputing a signature.
 //!
-//! Version 1 (one payload, read whole) is still read ([`v1`]).
+//! Version 2 (the same frames, records in plain postcard with their
+//! features) and version 1 (one payload, read whole; [`v1`]) are still read.
 
 mod reader;
 pub(crate) mod v1;
@@ -48,8 +51,10 @@ use crate::feedback::LabelEvent;
 use crate::item::ItemRecord;
 
 pub(crate) const MAGIC: &[u8; 8] = b"NDUPSNAP";
-/// The snapshot format version this build writes (it reads 1 and 2).
-pub const SNAPSHOT_VERSION: u32 = 2;
+/// The snapshot format version this build writes (it reads 1, 2 and 3).
+pub const SNAPSHOT_VERSION: u32 = 3;
+/// Version 2: records frames in plain postcard, with their features.
+pub(crate) const V2: u32 = 2;
 pub(crate) const FLAG_ENCRYPTED: u32 = 1;
 /// Records live in the engine's persistent store, not in the file.
 pub(crate) const FLAG_STORE_CHECKPOINT: u32 = 2;
@@ -66,6 +71,10 @@ const KIND_RECORDS: u8 = 2;
 const KIND_END: u8 = 3;
 const KIND_IMAGE: u8 = 4;
 const KIND_ROWS: u8 = 5;
+/// Version 3's records frame: zstd-compressed, and every record that has
+/// its content is written without its features (derived again from the
+/// content, under the header's parameters, when read).
+const KIND_LEAN_RECORDS: u8 = 6;
 
 /// The clear-text header of a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -264,8 +273,9 @@ pub(crate) mod tests {
     pub(crate) fn sample(n: usize) -> (SnapshotHeader, TenantState) {
         let items: Vec<ItemRecord> = (0..n)
             .map(|i| {
+                // Every third record without content (it keeps its features).
                 let mut r = crate::store::tests::record(&format!("i{i:06}"), i as u64);
-                r.content = Some(format!("{i} ").repeat(50));
+                r.content = (i % 3 != 0).then(|| format!("{i} ").repeat(50));
                 r
             })
             .collect();
@@ -294,12 +304,24 @@ pub(crate) mod tests {
     }
 
     fn encode(h: &SnapshotHeader, s: &TenantState, key: Option<&[u8; 32]>) -> Vec<u8> {
-        let (meta, items) = s.clone().split();
+        let (meta, mut items) = s.clone().split();
         let mut w = SnapshotWriter::start(Vec::new(), h, &meta, key, false).unwrap();
-        for r in &items {
+        for r in &mut items {
             w.record(r).unwrap();
         }
         w.finish().unwrap()
+    }
+
+    /// `s` as a version-3 snapshot gives it back: a record that keeps its
+    /// content comes without its features (and signature), to be derived.
+    fn lean(s: &TenantState) -> TenantState {
+        let mut s = s.clone();
+        for r in s.items.iter_mut().filter(|r| r.content.is_some()) {
+            r.features.clear();
+            r.signature.clear();
+            r.features_at = crate::item::FeaturesAt::Elided;
+        }
+        s
     }
 
     #[test]
@@ -309,10 +331,15 @@ pub(crate) mod tests {
         let key = [9u8; 32];
         for k in [None, Some(&key)] {
             let bytes = encode(&h, &s, k);
-            assert!(bytes.len() > 2 * FRAME_TARGET);
+            let mut r = SnapshotReader::open(&bytes[..], k, 0).unwrap();
+            let mut frames = 0;
+            while let Some(p) = r.next_part().unwrap() {
+                frames += usize::from(matches!(p, Part::Records(_)));
+            }
+            assert!(frames > 2, "{frames} records frames");
             assert_eq!(encode(&h, &s, k), bytes, "deterministic");
             let (h2, s2, ckpt) = decode_all(&bytes, k).unwrap();
-            assert_eq!((h2, s2, ckpt), (h.clone(), s.clone(), false));
+            assert_eq!((h2, s2, ckpt), (h.clone(), lean(&s), false));
             assert_eq!(read_header(&bytes).unwrap().covered_lsn, 7);
         }
     }
@@ -344,9 +371,9 @@ pub(crate) mod tests {
         // A header announcing more records than were written is refused at write time.
         let (mut h2, s2) = sample(2);
         h2.items = 3;
-        let (meta, items) = s2.split();
+        let (meta, mut items) = s2.split();
         let mut w = SnapshotWriter::start(Vec::new(), &h2, &meta, None, false).unwrap();
-        for r in &items {
+        for r in &mut items {
             w.record(r).unwrap();
         }
         assert!(w.finish().is_err());

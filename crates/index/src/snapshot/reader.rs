@@ -30,6 +30,8 @@ enum Inner<R: Read> {
 
 struct V2Reader<R: Read> {
     input: R,
+    /// 2 or 3: which records frames it holds.
+    version: u32,
     key: Option<[u8; 32]>,
     encrypted: bool,
     crc: crc32fast::Hasher,
@@ -80,7 +82,7 @@ impl<R: Read> SnapshotReader<R> {
                 store_checkpoint: false,
             });
         }
-        if version != SNAPSHOT_VERSION {
+        if version != SNAPSHOT_VERSION && version != V2 {
             return Err(Error::new(ErrorKind::UnsupportedFormat { what: "snapshot", version }));
         }
         let flags = u32::from_le_bytes([prefix[12], prefix[13], prefix[14], prefix[15]]);
@@ -103,6 +105,7 @@ impl<R: Read> SnapshotReader<R> {
         all.extend_from_slice(&hb);
         let reader = V2Reader {
             input,
+            version,
             key: key.copied(),
             encrypted,
             crc,
@@ -159,14 +162,18 @@ impl<R: Read> V2Reader<R> {
         }
         self.crc.update(&head);
         self.crc.update(&body);
-        // meta, [image, rows*], records*, end
-        let allowed = matches!(
-            (self.last, kind),
-            (0, KIND_META)
-                | (KIND_META, KIND_IMAGE)
-                | (KIND_IMAGE | KIND_ROWS, KIND_ROWS)
-                | (KIND_META | KIND_IMAGE | KIND_ROWS | KIND_RECORDS, KIND_RECORDS | KIND_END)
-        );
+        // meta, [image, rows*], records*, end; version 3 writes its
+        // records compressed and lean, version 2 plain.
+        let records = if self.version == V2 { KIND_RECORDS } else { KIND_LEAN_RECORDS };
+        let allowed = match kind {
+            KIND_META => self.last == 0,
+            KIND_IMAGE => self.last == KIND_META,
+            KIND_ROWS => matches!(self.last, KIND_IMAGE | KIND_ROWS),
+            k if k == records || k == KIND_END => {
+                matches!(self.last, KIND_META | KIND_IMAGE | KIND_ROWS) || self.last == records
+            }
+            _ => false,
+        };
         if !allowed {
             return Err(corrupt(format!("frame {} of kind {kind} cannot follow kind {}", self.index, self.last)));
         }
@@ -197,11 +204,29 @@ impl<R: Read> V2Reader<R> {
                 self.rows_bytes += plain.len() as u64;
                 Ok(Some(Part::ImageRows(plain)))
             }
-            KIND_RECORDS => {
-                let records: Vec<ItemRecord> =
+            KIND_RECORDS | KIND_LEAN_RECORDS => {
+                let lean = kind == KIND_LEAN_RECORDS;
+                let plain = if lean {
+                    let size = zstd::zstd_safe::get_frame_content_size(&plain)
+                        .ok()
+                        .flatten()
+                        .filter(|&s| s <= u64::from(MAX_FRAME))
+                        .ok_or_else(|| corrupt(format!("frame {}: no records frame of a size allowed", self.index)))?;
+                    crate::item::decompress(&plain, size as usize)
+                        .map_err(|e| corrupt(format!("frame {}: {e}", self.index)))?
+                } else {
+                    plain
+                };
+                let mut records: Vec<ItemRecord> =
                     postcard::from_bytes(&plain).map_err(|e| corrupt(format!("records: {e}")))?;
-                for r in &records {
+                for r in &mut records {
                     r.validate()?;
+                    if lean && r.content.is_some() {
+                        if !r.features.is_empty() || !r.signature.is_empty() {
+                            return Err(corrupt(format!("record {:?} keeps features beside its content", r.item_id)));
+                        }
+                        r.features_at = crate::item::FeaturesAt::Elided;
+                    }
                 }
                 self.records += records.len() as u64;
                 Ok(Some(Part::Records(records)))

@@ -120,16 +120,19 @@ impl<W: Write> SnapshotWriter<W> {
         self.frame(KIND_ROWS, &rows)
     }
 
-    /// Adds one record (records are framed in batches of about [`FRAME_TARGET`] bytes).
-    pub(crate) fn record(&mut self, r: &ItemRecord) -> Result<()> {
-        if r.features_at == crate::item::FeaturesAt::Elided {
-            return Err(Error::state(format!(
-                "the record of {:?} lacks its features; a snapshot carries them (derive them first)",
-                r.item_id
-            )));
-        }
+    /// Adds one record (records are framed in batches of about
+    /// [`FRAME_TARGET`] bytes). A record with its content goes without its
+    /// features: every record's features are what the tenant's parameters
+    /// make of its content, and the reader derives them again.
+    pub(crate) fn record(&mut self, r: &mut ItemRecord) -> Result<()> {
         self.flush_rows()?;
-        let bytes = postcard::to_stdvec(r).map_err(|e| corrupt(format!("record: {e}")))?;
+        let bytes = if r.content.is_some() {
+            r.encode_without_features()?
+        } else if r.features_at == crate::item::FeaturesAt::Elided {
+            return Err(Error::state(format!("the record of {:?} has neither features nor content", r.item_id)));
+        } else {
+            r.encode()?
+        };
         // A records frame is a postcard sequence: a varint count, then records.
         self.pending.extend_from_slice(&bytes);
         self.pending_count += 1;
@@ -158,7 +161,8 @@ impl<W: Write> SnapshotWriter<W> {
         plain.extend_from_slice(&self.pending);
         self.pending.clear();
         self.pending_count = 0;
-        self.frame(KIND_RECORDS, &plain)
+        let z = crate::item::compress(&plain).map_err(|e| Error::state(format!("compressing records: {e}")))?;
+        self.frame(KIND_LEAN_RECORDS, &z)
     }
 
     /// Ends the snapshot (end frame, CRC) and returns the writer. Fails when
