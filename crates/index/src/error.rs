@@ -7,13 +7,13 @@
 use std::fmt;
 
 /// An error from the index engine.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Error {
     kind: ErrorKind,
 }
 
 /// What went wrong.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum ErrorKind {
     /// A configuration value is invalid (from core validation or ours).
     InvalidConfig {
@@ -127,7 +127,8 @@ pub enum ErrorKind {
         /// What was being done.
         context: String,
         /// The underlying error.
-        source: std::io::Error,
+        /// Shared, so that one failure can answer every write it fails.
+        source: std::sync::Arc<std::io::Error>,
     },
     /// The item store failed.
     Store {
@@ -225,7 +226,7 @@ impl Error {
     }
 
     pub(crate) fn io(context: impl Into<String>, source: std::io::Error) -> Error {
-        Error::new(ErrorKind::Io { context: context.into(), source })
+        Error::new(ErrorKind::Io { context: context.into(), source: std::sync::Arc::new(source) })
     }
 
     /// The item store `backend` failed (for [`crate::Store`] implementations
@@ -315,7 +316,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.kind {
-            ErrorKind::Io { source, .. } => Some(source),
+            ErrorKind::Io { source, .. } => Some(&**source),
             _ => None,
         }
     }

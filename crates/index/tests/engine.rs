@@ -1037,3 +1037,63 @@ fn features_left_out_of_the_store_answer_as_kept_ones() {
     f = Engine::open(fj_dir.path(), opts(StoreKind::Fjall)).unwrap();
     same(&m, &f, "without content, reopened");
 }
+
+/// Concurrent single upserts of one tenant are written in rounds under one
+/// lock (flat combining); each is still decided as if alone after every
+/// write before it in the log, and acknowledged only once durable. Of the
+/// copies of one text written at once by many threads, the first in log
+/// order is distinct and every later one is a duplicate of a copy written
+/// before it; a restart replays to the same state.
+#[test]
+fn concurrent_upserts_are_decided_in_log_order() {
+    let text = |i: u64| {
+        let mut x = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..14)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                format!("w{}", x % 5_000)
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    each_store(|kind| {
+        let dir = tempfile::tempdir().unwrap();
+        let o = EngineOptions { fsync: FsyncPolicy::Always, ..opts(kind) };
+        let e = Engine::open(dir.path(), o.clone()).unwrap();
+        e.create_tenant("t", seed_tenant()).unwrap();
+        let answers = std::sync::Mutex::new(Vec::new());
+        std::thread::scope(|s| {
+            for w in 0..8u64 {
+                let (e, answers) = (&e, &answers);
+                s.spawn(move || {
+                    for i in 0..25u64 {
+                        let id = format!("w{w}-{i}");
+                        let a = e.upsert("t", Item::text(&id, text(i))).unwrap();
+                        assert!(e.durable_lsn() >= a.lsn, "acknowledged before durable");
+                        answers.lock().unwrap().push((i, a));
+                    }
+                });
+            }
+        });
+        let answers = answers.into_inner().unwrap();
+        let lsn_of: std::collections::HashMap<String, u64> =
+            answers.iter().map(|(_, a)| (a.item_id.clone(), a.lsn)).collect();
+        assert_eq!(lsn_of.len(), 200);
+        for i in 0..25u64 {
+            let mut copies: Vec<_> = answers.iter().filter(|(t, _)| *t == i).map(|(_, a)| a).collect();
+            copies.sort_by_key(|a| a.lsn);
+            assert_eq!(copies[0].decision.state, DecisionState::Distinct, "text {i}: the first copy");
+            for a in &copies[1..] {
+                assert_eq!(a.decision.state, DecisionState::Duplicate, "text {i}: {}", a.item_id);
+                let closest = a.decision.closest().unwrap();
+                assert!(lsn_of[&closest.item_id] < a.lsn, "text {i}: {} matched a later write", a.item_id);
+            }
+        }
+        let before = e.snapshot("t").unwrap();
+        drop(e);
+        let e = Engine::open(dir.path(), o).unwrap();
+        assert_eq!(e.snapshot("t").unwrap(), before);
+    });
+}

@@ -24,6 +24,7 @@
 //! - `snapshots.rs`: snapshots, restore, checkpoints;
 //! - `lifecycle.rs`: compaction, rebuild, shadow index, rollback.
 
+mod combine;
 mod lifecycle;
 mod queries;
 mod recovery;
@@ -161,6 +162,8 @@ pub struct Engine {
     tenants: RwLock<BTreeMap<String, Arc<RwLock<Tenant>>>>,
     recovery: RecoveryReport,
     admin: Mutex<()>,
+    /// Each tenant's queue of single upserts (see `combine.rs`).
+    combiners: Mutex<std::collections::HashMap<String, Arc<combine::Combiner>>>,
     /// Cluster mode: the replicated log this engine follows (the local
     /// command log then stays empty).
     replica: Option<Replica>,

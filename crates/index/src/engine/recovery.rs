@@ -190,6 +190,7 @@ impl Engine {
             tenants: RwLock::new(tenants.into_iter().map(|(k, t)| (k, Arc::new(RwLock::new(t)))).collect()),
             recovery: report,
             admin: Mutex::new(()),
+            combiners: Mutex::default(),
             replica,
         })
     }

@@ -61,9 +61,16 @@ impl Engine {
     /// above the current one (`item_exists` without an epoch, `stale_epoch`
     /// with a lower one), and then replaces the item (`Replaced`). After a
     /// tombstone at epoch `e`, the id can only come back with an epoch above `e`.
+    ///
+    /// On a single node, concurrent upserts of one tenant are written in
+    /// rounds under one acquisition of its lock (see `combine.rs`); each
+    /// is still decided as if alone after those before it.
     pub fn upsert(&self, tenant: &str, item: Item) -> Result<UpsertOutcome> {
         let t = self.tenant(tenant)?;
         let pre = t.read().map_err(|_| poisoned())?.prefingerprint(&item);
+        if self.replica.is_none() {
+            return self.upsert_combined(tenant, &t, item, pre);
+        }
         // Single-node writes are never planned twice: the item is moved.
         let mut once = Some((item, pre));
         let (outcome, depends_on) = self.replicated(tenant, || {
@@ -243,7 +250,7 @@ impl Engine {
 
     /// Plans, logs and applies one upsert; returns the answer and the LSN
     /// that must be durable before it is given.
-    fn upsert_locked(
+    pub(super) fn upsert_locked(
         &self,
         t: &mut Tenant,
         item: Item,

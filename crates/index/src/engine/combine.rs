@@ -1,0 +1,182 @@
+//! Single upserts of one tenant written together (flat combining).
+//!
+//! Every upsert needs the tenant's write lock, and with many concurrent
+//! writers most of their time went to handing that lock from thread to
+//! thread — one acquisition, one log append and one wake-up per item. Here
+//! a writer queues its item; the first writer to find no round running
+//! leads one: it takes up to [`MAX_ROUND`] queued items (its own first),
+//! plans, logs and applies them in queue order under one acquisition of
+//! the lock — each decided exactly as if alone after the ones before it,
+//! as a batch is — then hands the lead to the next queued writer, so the
+//! next round applies while this one's log is made durable, and answers
+//! each writer of its round once an fsync covers the round. Nothing is
+//! acknowledged before its fsync (as before: the wait is the log's own
+//! group commit); the lock is held at most one round of items at a time.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Condvar, Mutex, RwLock};
+
+use neardup_core::Fingerprint;
+
+use super::{poisoned, Engine};
+use crate::decision::UpsertOutcome;
+use crate::error::{Error, Result};
+use crate::item::Item;
+use crate::tenant::Tenant;
+
+/// Most items one round writes under one acquisition of the tenant's lock
+/// (what a query may wait behind: ~64 × 150 µs).
+pub(super) const MAX_ROUND: usize = 64;
+
+/// One tenant's queue of single upserts.
+#[derive(Default)]
+pub(crate) struct Combiner {
+    state: Mutex<Queue>,
+}
+
+#[derive(Default)]
+struct Queue {
+    pending: VecDeque<Arc<Waiter>>,
+    /// A round is running (or its leader is about to start it).
+    leading: bool,
+}
+
+/// An upsert waiting in the queue.
+struct Waiter {
+    slot: Mutex<Slot>,
+    cv: Condvar,
+}
+
+struct Slot {
+    /// Taken by the round that writes it.
+    job: Option<(Item, Option<(String, Fingerprint)>)>,
+    state: State,
+}
+
+enum State {
+    Waiting,
+    /// Leads the next round.
+    Lead,
+    Done(Box<Result<UpsertOutcome>>),
+}
+
+impl Waiter {
+    fn set(&self, state: State) {
+        if let Ok(mut s) = self.slot.lock() {
+            s.state = state;
+        }
+        self.cv.notify_one();
+    }
+}
+
+impl Engine {
+    /// Upserts `item` through `tenant`'s queue (single node): returns once
+    /// its round is durable.
+    pub(super) fn upsert_combined(
+        &self,
+        tenant: &str,
+        t: &Arc<RwLock<Tenant>>,
+        item: Item,
+        pre: Option<(String, Fingerprint)>,
+    ) -> Result<UpsertOutcome> {
+        let combiner = {
+            let mut map = self.combiners.lock().map_err(|_| poisoned())?;
+            Arc::clone(map.entry(tenant.to_string()).or_default())
+        };
+        let me = Arc::new(Waiter {
+            slot: Mutex::new(Slot { job: Some((item, pre)), state: State::Waiting }),
+            cv: Condvar::new(),
+        });
+        let lead = {
+            let mut q = combiner.state.lock().map_err(|_| poisoned())?;
+            q.pending.push_back(Arc::clone(&me));
+            !std::mem::replace(&mut q.leading, true)
+        };
+        if !lead {
+            let mut s = me.slot.lock().map_err(|_| poisoned())?;
+            loop {
+                match std::mem::replace(&mut s.state, State::Waiting) {
+                    State::Waiting => s = me.cv.wait(s).map_err(|_| poisoned())?,
+                    State::Lead => break,
+                    State::Done(r) => return *r,
+                }
+            }
+        }
+        // Leading: the front of the queue is this writer's item.
+        self.round(t, &combiner);
+        let mut s = me.slot.lock().map_err(|_| poisoned())?;
+        match std::mem::replace(&mut s.state, State::Waiting) {
+            State::Done(r) => *r,
+            _ => Err(Error::state("a write's round ended without its answer")),
+        }
+    }
+
+    /// Writes one round: the queue's first [`MAX_ROUND`] items.
+    fn round(&self, t: &Arc<RwLock<Tenant>>, combiner: &Combiner) {
+        let batch: Vec<Arc<Waiter>> = match combiner.state.lock() {
+            Ok(mut q) => {
+                let n = q.pending.len().min(MAX_ROUND);
+                q.pending.drain(..n).collect()
+            }
+            Err(_) => return,
+        };
+        // A panic below must not leave writers waiting for ever: every one
+        // of the round still waiting gets an error, and the lead moves on
+        // (once).
+        let passed = std::cell::Cell::new(false);
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut results = Vec::with_capacity(batch.len());
+            let mut last = 0u64;
+            match t.write() {
+                Ok(mut g) => {
+                    for w in &batch {
+                        let job = w.slot.lock().ok().and_then(|mut s| s.job.take());
+                        let r = match job {
+                            Some((item, pre)) => self.upsert_locked(&mut g, item, pre).map(|(o, lsn)| {
+                                last = last.max(lsn);
+                                o
+                            }),
+                            None => Err(Error::state("a queued write was taken twice")),
+                        };
+                        results.push(r);
+                    }
+                }
+                Err(_) => results.extend(batch.iter().map(|_| Err(poisoned()))),
+            }
+            self.pass_the_lead(combiner);
+            passed.set(true);
+            // Acknowledged only once durable; the next round applies meanwhile.
+            let durable = self.make_durable(last);
+            for (w, r) in batch.iter().zip(results) {
+                w.set(State::Done(Box::new(match (&durable, r) {
+                    (Err(e), Ok(_)) => Err(e.clone()),
+                    (_, r) => r,
+                })));
+            }
+        }));
+        if let Err(panic) = outcome {
+            for w in &batch {
+                if let Ok(mut s) = w.slot.lock() {
+                    if matches!(s.state, State::Waiting) {
+                        s.state = State::Done(Box::new(Err(Error::state("the write failed: its round panicked"))));
+                    }
+                }
+                w.cv.notify_one();
+            }
+            if !passed.get() {
+                self.pass_the_lead(combiner);
+            }
+            std::panic::resume_unwind(panic);
+        }
+    }
+
+    /// Hands the lead to the first queued writer, or ends leading.
+    fn pass_the_lead(&self, combiner: &Combiner) {
+        if let Ok(mut q) = combiner.state.lock() {
+            match q.pending.front() {
+                Some(next) => next.set(State::Lead),
+                None => q.leading = false,
+            }
+        }
+    }
+}
