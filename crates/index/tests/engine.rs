@@ -1097,3 +1097,25 @@ fn concurrent_upserts_are_decided_in_log_order() {
         assert_eq!(e.snapshot("t").unwrap(), before);
     });
 }
+
+/// Writers fingerprint outside the tenant's lock with a copy of its
+/// parameters; after a change of parameters the next write decides under
+/// the new ones, single or batched (a stale copy is noticed and made again).
+#[test]
+fn writes_after_a_rebuild_fingerprint_under_the_new_parameters() {
+    each_store(|kind| {
+        let dir = tempfile::tempdir().unwrap();
+        let e = Engine::open(dir.path(), opts(kind)).unwrap();
+        e.create_tenant("t", seed_tenant()).unwrap();
+        e.upsert("t", Item::text("A", "red fox runs very fast")).unwrap();
+        let reordered = "fast very runs fox red";
+        assert_eq!(e.decide("t", reordered).unwrap().state, DecisionState::Distinct);
+        let mut words = seed_tenant();
+        words.index.shingle_width = 1;
+        e.rebuild("t", words).unwrap();
+        let b = e.upsert("t", Item::text("B", reordered)).unwrap();
+        assert_eq!(b.decision.state, DecisionState::Duplicate, "single");
+        let c = e.upsert_batch("t", vec![Item::text("C", "runs very fast red fox")]).unwrap();
+        assert_eq!(c[0].as_ref().unwrap().decision.state, DecisionState::Duplicate, "batched");
+    });
+}

@@ -22,16 +22,19 @@ use super::{poisoned, Engine};
 use crate::decision::UpsertOutcome;
 use crate::error::{Error, Result};
 use crate::item::Item;
-use crate::tenant::Tenant;
+use crate::tenant::{Prefingerprinter, Tenant};
 
 /// Most items one round writes under one acquisition of the tenant's lock
 /// (what a query may wait behind: ~64 × 150 µs).
 pub(super) const MAX_ROUND: usize = 64;
 
-/// One tenant's queue of single upserts.
+/// One tenant's queue of single upserts, and its writers' copy of what
+/// fingerprinting needs.
 #[derive(Default)]
 pub(crate) struct Combiner {
     state: Mutex<Queue>,
+    /// Refreshed under the tenant's write lock whenever it is stale.
+    pre: Mutex<Option<Arc<Prefingerprinter>>>,
 }
 
 #[derive(Default)]
@@ -69,20 +72,45 @@ impl Waiter {
     }
 }
 
+impl Combiner {
+    /// The writers' copy of what fingerprinting needs, made from the
+    /// tenant (under its read lock) the first time.
+    pub(super) fn prefingerprinter(&self, t: &RwLock<Tenant>) -> Result<Arc<Prefingerprinter>> {
+        if let Some(p) = self.pre.lock().map_err(|_| poisoned())?.clone() {
+            return Ok(p);
+        }
+        let p = Arc::new(t.read().map_err(|_| poisoned())?.prefingerprinter());
+        *self.pre.lock().map_err(|_| poisoned())? = Some(Arc::clone(&p));
+        Ok(p)
+    }
+
+    /// Under the tenant's write lock: renews the copy if the tenant's
+    /// parameters or limit changed since it was made.
+    pub(super) fn refresh(&self, t: &Tenant) {
+        if let Ok(mut pre) = self.pre.lock() {
+            if !pre.as_ref().is_some_and(|p| p.is_current(t)) {
+                *pre = Some(Arc::new(t.prefingerprinter()));
+            }
+        }
+    }
+}
+
 impl Engine {
-    /// Upserts `item` through `tenant`'s queue (single node): returns once
-    /// its round is durable.
+    /// `tenant`'s combiner.
+    pub(super) fn combiner(&self, tenant: &str) -> Result<Arc<Combiner>> {
+        let mut map = self.combiners.lock().map_err(|_| poisoned())?;
+        Ok(Arc::clone(map.entry(tenant.to_string()).or_default()))
+    }
+
+    /// Upserts `item` through its tenant's queue (single node): returns
+    /// once its round is durable.
     pub(super) fn upsert_combined(
         &self,
-        tenant: &str,
+        combiner: &Combiner,
         t: &Arc<RwLock<Tenant>>,
         item: Item,
         pre: Option<(String, Fingerprint)>,
     ) -> Result<UpsertOutcome> {
-        let combiner = {
-            let mut map = self.combiners.lock().map_err(|_| poisoned())?;
-            Arc::clone(map.entry(tenant.to_string()).or_default())
-        };
         let me = Arc::new(Waiter {
             slot: Mutex::new(Slot { job: Some((item, pre)), state: State::Waiting }),
             cv: Condvar::new(),
@@ -103,7 +131,7 @@ impl Engine {
             }
         }
         // Leading: the front of the queue is this writer's item.
-        self.round(t, &combiner);
+        self.round(t, combiner);
         let mut s = me.slot.lock().map_err(|_| poisoned())?;
         match std::mem::replace(&mut s.state, State::Waiting) {
             State::Done(r) => *r,
@@ -129,6 +157,7 @@ impl Engine {
             let mut last = 0u64;
             match t.write() {
                 Ok(mut g) => {
+                    combiner.refresh(&g);
                     for w in &batch {
                         let job = w.slot.lock().ok().and_then(|mut s| s.job.take());
                         let r = match job {

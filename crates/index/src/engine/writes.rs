@@ -10,7 +10,7 @@ use crate::decision::UpsertOutcome;
 use crate::error::{Error, ErrorKind, Result};
 use crate::feedback::{LabelEvent, NewLabel};
 use crate::item::Item;
-use crate::tenant::{Plan, Tenant};
+use crate::tenant::{Plan, Prefingerprinter, Tenant};
 use crate::tenant_config::{check_tenant_id, TenantConfig};
 
 impl Engine {
@@ -67,15 +67,17 @@ impl Engine {
     /// is still decided as if alone after those before it.
     pub fn upsert(&self, tenant: &str, item: Item) -> Result<UpsertOutcome> {
         let t = self.tenant(tenant)?;
-        let pre = t.read().map_err(|_| poisoned())?.prefingerprint(&item);
+        let combiner = self.combiner(tenant)?;
+        let pre = combiner.prefingerprinter(&t)?.fingerprint(&item);
         if self.replica.is_none() {
-            return self.upsert_combined(tenant, &t, item, pre);
+            return self.upsert_combined(&combiner, &t, item, pre);
         }
         // Single-node writes are never planned twice: the item is moved.
         let mut once = Some((item, pre));
         let (outcome, depends_on) = self.replicated(tenant, || {
             let (item, pre) = self.take_or_copy(&mut once)?;
             let mut t = t.write().map_err(|_| poisoned())?;
+            combiner.refresh(&t);
             self.upsert_locked(&mut t, item, pre)
         })?;
         // Acknowledged only once durable; the tenant lock is free meanwhile,
@@ -99,10 +101,8 @@ impl Engine {
     /// group is applied.
     pub fn upsert_batch(&self, tenant: &str, items: Vec<Item>) -> Result<Vec<Result<UpsertOutcome>>> {
         let t = self.tenant(tenant)?;
-        let pre: Vec<_> = {
-            let t = t.read().map_err(|_| poisoned())?;
-            prefingerprint_all(&t, &items)
-        };
+        let combiner = self.combiner(tenant)?;
+        let pre = prefingerprint_all(&*combiner.prefingerprinter(&t)?, &items);
         if let Some(r) = &self.replica {
             let max_entry = r.max_entry_bytes();
             let mut out = Vec::with_capacity(items.len());
@@ -110,6 +110,7 @@ impl Engine {
                 let from = out.len();
                 let group = self.replicated(tenant, || {
                     let mut t = t.write().map_err(|_| poisoned())?;
+                    combiner.refresh(&t);
                     self.upsert_group(&mut t, &items[from..], &pre[from..], max_entry)
                 });
                 match group {
@@ -123,6 +124,7 @@ impl Engine {
         }
         let (out, depends_on) = {
             let mut t = t.write().map_err(|_| poisoned())?;
+            combiner.refresh(&t);
             let mut last = 0;
             let out: Vec<_> = items
                 .into_iter()
@@ -357,17 +359,17 @@ impl Engine {
 }
 
 /// Fingerprints a batch's items on the available cores (at most 8 threads,
-/// at least 32 items each), in item order.
-fn prefingerprint_all(t: &Tenant, items: &[Item]) -> Vec<Option<(String, Fingerprint)>> {
+/// at least 32 items each), in item order, holding no lock.
+fn prefingerprint_all(t: &Prefingerprinter, items: &[Item]) -> Vec<Option<(String, Fingerprint)>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
     let per = items.len().div_ceil(threads).max(32);
     if items.len() <= per {
-        return items.iter().map(|i| t.prefingerprint(i)).collect();
+        return items.iter().map(|i| t.fingerprint(i)).collect();
     }
     std::thread::scope(|s| {
         let parts: Vec<_> = items
             .chunks(per)
-            .map(|chunk| (chunk.len(), s.spawn(move || chunk.iter().map(|i| t.prefingerprint(i)).collect::<Vec<_>>())))
+            .map(|chunk| (chunk.len(), s.spawn(move || chunk.iter().map(|i| t.fingerprint(i)).collect::<Vec<_>>())))
             .collect();
         // A part that failed leaves its items to be fingerprinted by the plan.
         parts.into_iter().flat_map(|(n, h)| h.join().unwrap_or_else(|_| vec![None; n])).collect()

@@ -41,6 +41,34 @@ pub(crate) enum Plan {
     },
 }
 
+/// What fingerprinting an upsert's content needs, copied from the tenant
+/// under its lock and used outside it, so concurrent writers fingerprint
+/// in parallel — with each other, and with a round of writes holding the
+/// lock. A copy made before a change of parameters fingerprints under the
+/// old version, which the plan notices (it compares versions) and makes
+/// again under the lock: a stale copy costs time, never a wrong answer.
+#[derive(Debug, Clone)]
+pub(crate) struct Prefingerprinter {
+    version: String,
+    fingerprinter: neardup_core::Fingerprinter,
+    max_item_bytes: u64,
+}
+
+impl Prefingerprinter {
+    /// The fingerprint of `item`'s content, tagged with the fingerprint
+    /// version it was made under; `None` for content over the size limit
+    /// (the plan refuses it).
+    pub(crate) fn fingerprint(&self, item: &Item) -> Option<(String, Fingerprint)> {
+        (item.content.len() as u64 <= self.max_item_bytes)
+            .then(|| (self.version.clone(), self.fingerprinter.clone().fingerprint(&item.content)))
+    }
+
+    /// Made under `t`'s present parameters and limit.
+    pub(crate) fn is_current(&self, t: &Tenant) -> bool {
+        self.version == t.version && self.max_item_bytes == t.config.limits.max_item_bytes
+    }
+}
+
 impl Tenant {
     /// Checks `item` against the tenant's limits and state and decides
     /// what to do with it. Reads the store; changes nothing but counters.
@@ -50,13 +78,14 @@ impl Tenant {
     /// one (`item_exists` without an epoch, `stale_epoch` with a lower one),
     /// and then replaces the item. After a tombstone at epoch `e`, the id
     /// comes back only with an epoch above `e`.
-    /// The fingerprint of `item`'s content, made outside the tenant's write
-    /// lock (so concurrent upserts fingerprint in parallel), tagged with the
-    /// fingerprint version it was made under; `None` for content over the
-    /// size limit (the plan refuses it).
-    pub(crate) fn prefingerprint(&self, item: &Item) -> Option<(String, Fingerprint)> {
-        (item.content.len() as u64 <= self.config.limits.max_item_bytes)
-            .then(|| (self.version.clone(), self.fingerprint(&item.content)))
+    /// What fingerprinting an upsert's content needs, to be used outside
+    /// the tenant's lock (see [`Prefingerprinter`]).
+    pub(crate) fn prefingerprinter(&self) -> Prefingerprinter {
+        Prefingerprinter {
+            version: self.version.clone(),
+            fingerprinter: self.fingerprinter(),
+            max_item_bytes: self.config.limits.max_item_bytes,
+        }
     }
 
     pub(crate) fn plan_upsert(
