@@ -14,7 +14,10 @@
 //!
 //! Run: `NEARDUP_BENCH_ITEMS=1000000 cargo bench -p neardup-index --bench scale`
 //! (default 200,000; `NEARDUP_BENCH_DIR` puts the data on a chosen disk;
-//! `NEARDUP_BENCH_CHECKPOINT_EVERY` items between checkpoints, 1,000,000).
+//! `NEARDUP_BENCH_CHECKPOINT_EVERY` items between checkpoints, 1,000,000;
+//! `NEARDUP_BENCH_SNAPSHOT=0` skips the snapshot; `NEARDUP_BENCH_KEEP=1`
+//! keeps the data directory and prints it). `NEARDUP_BENCH_REOPEN=DIR`
+//! only times opening a kept directory (to compare builds on one state).
 
 use std::path::Path;
 use std::time::Instant;
@@ -80,7 +83,26 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
+/// Opens a kept data directory and reports the restart alone.
+fn reopen(dir: &Path, opts: EngineOptions) {
+    let rss0 = status("VmRSS:");
+    let t0 = Instant::now();
+    let e = Engine::open(dir, opts).unwrap();
+    println!(
+        "reopen: {:.1} s; RSS after {} MB (before {} MB), peak {} MB; {} live items",
+        t0.elapsed().as_secs_f64(),
+        status("VmRSS:") >> 20,
+        rss0 >> 20,
+        status("VmHWM:") >> 20,
+        e.stats("t").unwrap().live_items
+    );
+}
+
 fn main() {
+    let opts = EngineOptions { fsync: FsyncPolicy::Os, store: StoreKind::Fjall, ..EngineOptions::default() };
+    if let Ok(dir) = std::env::var("NEARDUP_BENCH_REOPEN") {
+        return reopen(Path::new(&dir), opts);
+    }
     let n: u64 = std::env::var("NEARDUP_BENCH_ITEMS").ok().and_then(|s| s.parse().ok()).unwrap_or(200_000);
     // Checkpoints during the load trim the log, as the service's periodic ones do.
     let every: u64 =
@@ -88,7 +110,6 @@ fn main() {
     let root =
         std::env::var("NEARDUP_BENCH_DIR").map(std::path::PathBuf::from).unwrap_or_else(|_| std::env::temp_dir());
     let dir = tempfile::tempdir_in(root).unwrap();
-    let opts = EngineOptions { fsync: FsyncPolicy::Os, store: StoreKind::Fjall, ..EngineOptions::default() };
     println!("# neardup-index scale bench: {n} items of ~1.9 KB, fjall store, content retained");
     let rss0 = status("VmRSS:");
     let e = Engine::open(dir.path(), opts.clone()).unwrap();
@@ -190,19 +211,9 @@ fn main() {
         du(dir.path()) as f64 / n as f64 - text_z,
         text_bytes as f64 / n as f64
     );
-    reset_peak();
-    let rss_before = status("VmRSS:");
-    let t0 = Instant::now();
-    let mut counter = Counter::default();
-    e.snapshot_to("t", &mut counter).unwrap();
-    println!(
-        "snapshot: {:.0} B/item, {:.1} s, first byte after {:.3} s, peak RSS {} MB (before {} MB)",
-        counter.bytes as f64 / n as f64,
-        t0.elapsed().as_secs_f64(),
-        counter.first.map_or(0.0, |f| f.duration_since(t0).as_secs_f64()),
-        status("VmHWM:") >> 20,
-        rss_before >> 20
-    );
+    if std::env::var("NEARDUP_BENCH_SNAPSHOT").as_deref() != Ok("0") {
+        snapshot(&e, n);
+    }
     drop(e);
     reset_peak();
     let rss_closed = status("VmRSS:");
@@ -215,5 +226,26 @@ fn main() {
         rss_closed >> 20,
         status("VmHWM:") >> 20,
         e.stats("t").unwrap().live_items
+    );
+    if std::env::var("NEARDUP_BENCH_KEEP").as_deref() == Ok("1") {
+        drop(e);
+        println!("kept: {}", dir.keep().display());
+    }
+}
+
+/// Streams a snapshot of tenant `t` to a byte counter.
+fn snapshot(e: &Engine, n: u64) {
+    reset_peak();
+    let rss_before = status("VmRSS:");
+    let t0 = Instant::now();
+    let mut counter = Counter::default();
+    e.snapshot_to("t", &mut counter).unwrap();
+    println!(
+        "snapshot: {:.0} B/item, {:.1} s, first byte after {:.3} s, peak RSS {} MB (before {} MB)",
+        counter.bytes as f64 / n as f64,
+        t0.elapsed().as_secs_f64(),
+        counter.first.map_or(0.0, |f| f.duration_since(t0).as_secs_f64()),
+        status("VmHWM:") >> 20,
+        rss_before >> 20
     );
 }

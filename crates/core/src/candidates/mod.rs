@@ -367,6 +367,13 @@ impl CandidateIndex {
         Ok(id)
     }
 
+    /// Room for `additional` more items in the posting tables without
+    /// growing them: a restart loading a known number of rows rehashes
+    /// nothing on the way.
+    pub fn reserve(&mut self, additional: usize) {
+        self.postings.reserve(additional);
+    }
+
     /// Appends an item from an image row (see [`IndexView::row`]): folded
     /// band keys (empty when it has none), sketch and content hash, as they
     /// were stored. Returns its id.

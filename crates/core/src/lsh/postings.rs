@@ -94,31 +94,46 @@ impl Postings {
         };
     }
 
-    /// Files `id` (below [`LIST_BIT`]) under `key` in `table`, after the ids already there.
+    /// Room for `additional` more keys in every table without growing (a
+    /// restart knows how many rows it loads: no table rehashes on the way).
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        for map in &mut self.tables {
+            map.reserve(additional);
+        }
+    }
+
+    /// Files `id` (below [`LIST_BIT`]) under `key` in `table`, after the ids
+    /// already there. One probe of the table (`entry`): at millions of keys
+    /// each probe is a cache miss.
     pub(crate) fn insert(&mut self, table: usize, key: u32, id: u32) {
         debug_assert!(id < LIST_BIT);
-        let map = &mut self.tables[table];
-        match map.get_mut(&key) {
-            None => {
-                map.insert(key, id);
-                if let Some(screen) = self.screens.get_mut(table) {
+        let Postings { tables, lists, free_lists, screens, screen_bits } = self;
+        let map = &mut tables[table];
+        match map.entry(key) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(id);
+                if let Some(screen) = screens.get_mut(table) {
                     screen.insert(key);
                     if screen.is_full() {
-                        *screen = Screen::rebuilt(map.keys().copied(), self.screen_bits);
+                        *screen = Screen::rebuilt(map.keys().copied(), *screen_bits);
                     }
                 }
             }
-            Some(slot) if *slot & LIST_BIT != 0 => self.lists[(*slot & !LIST_BIT) as usize].push(id),
-            Some(slot) => {
+            std::collections::hash_map::Entry::Occupied(mut o) => {
+                let slot = o.get_mut();
+                if *slot & LIST_BIT != 0 {
+                    lists[(*slot & !LIST_BIT) as usize].push(id);
+                    return;
+                }
                 let first = *slot;
-                let list_index = match self.free_lists.pop() {
+                let list_index = match free_lists.pop() {
                     Some(i) => {
-                        self.lists[i as usize].extend([first, id]);
+                        lists[i as usize].extend([first, id]);
                         i
                     }
                     None => {
-                        self.lists.push(vec![first, id]);
-                        (self.lists.len() - 1) as u32
+                        lists.push(vec![first, id]);
+                        (lists.len() - 1) as u32
                     }
                 };
                 *slot = list_index | LIST_BIT;

@@ -106,6 +106,11 @@ impl Directory {
         }
     }
 
+    /// Room for `additional` more live ids without growing the id map.
+    pub(crate) fn reserve(&mut self, additional: usize) {
+        self.by_hash.reserve(additional);
+    }
+
     fn hash(&self, id: &str) -> u32 {
         self.secret.hash_one(id) as u32
     }

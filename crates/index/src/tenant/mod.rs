@@ -271,6 +271,8 @@ impl Tenant {
         rows.sort_by_key(|r| r.lsn);
         self.index = fresh;
         self.dir = Directory::new();
+        self.index.reserve(rows.len());
+        self.dir.reserve(rows.len());
         self.live_items = 0;
         self.live_bytes = 0;
         self.stored_records = stored;
@@ -597,6 +599,12 @@ impl Tenant {
         if h.sketch_len as usize != index.sketch_len() {
             return Err(Error::corrupt("index image", "made with another sketch width"));
         }
+        // Sized once for the rows the header announces (no rehash on the
+        // way), trusting a damaged header no further than the tenant's own
+        // item limit.
+        let expected = usize::try_from(h.rows.min(self.config.limits.max_items)).unwrap_or(0);
+        index.reserve(expected);
+        dir.reserve(expected);
         let rows = frames(&mut |row| {
             let slot = index.insert_row(row.folded, row.sketch, neardup_core::ContentHash(row.content_hash))?;
             if dir.slot_of(row.item_id).is_some() {
