@@ -83,25 +83,29 @@ fn pct(v: &mut [f64], p: f64) -> f64 {
     v[((v.len() as f64 - 1.0) * p).round() as usize]
 }
 
-/// Opens a kept data directory and reports the restart alone.
-fn reopen(dir: &Path, opts: EngineOptions) {
+/// Opens `dir` and reports how long it took and the memory it holds,
+/// under `label` (a restart, or a reopen of a kept directory alone).
+fn open_timed(label: &str, dir: &Path, opts: EngineOptions) -> Engine {
+    reset_peak();
     let rss0 = status("VmRSS:");
     let t0 = Instant::now();
     let e = Engine::open(dir, opts).unwrap();
     println!(
-        "reopen: {:.1} s; RSS after {} MB (before {} MB), peak {} MB; {} live items",
+        "{label}: {:.1} s; RSS after {} MB (before {} MB), peak {} MB; {} live items",
         t0.elapsed().as_secs_f64(),
         status("VmRSS:") >> 20,
         rss0 >> 20,
         status("VmHWM:") >> 20,
         e.stats("t").unwrap().live_items
     );
+    e
 }
 
 fn main() {
     let opts = EngineOptions { fsync: FsyncPolicy::Os, store: StoreKind::Fjall, ..EngineOptions::default() };
     if let Ok(dir) = std::env::var("NEARDUP_BENCH_REOPEN") {
-        return reopen(Path::new(&dir), opts);
+        open_timed("reopen", Path::new(&dir), opts);
+        return;
     }
     let n: u64 = std::env::var("NEARDUP_BENCH_ITEMS").ok().and_then(|s| s.parse().ok()).unwrap_or(200_000);
     // Checkpoints during the load trim the log, as the service's periodic ones do.
@@ -215,18 +219,7 @@ fn main() {
         snapshot(&e, n);
     }
     drop(e);
-    reset_peak();
-    let rss_closed = status("VmRSS:");
-    let t0 = Instant::now();
-    let e = Engine::open(dir.path(), opts).unwrap();
-    println!(
-        "restart: {:.1} s; RSS after {} MB (closed {} MB), peak {} MB; {} live items",
-        t0.elapsed().as_secs_f64(),
-        status("VmRSS:") >> 20,
-        rss_closed >> 20,
-        status("VmHWM:") >> 20,
-        e.stats("t").unwrap().live_items
-    );
+    let e = open_timed("restart", dir.path(), opts);
     if std::env::var("NEARDUP_BENCH_KEEP").as_deref() == Ok("1") {
         drop(e);
         println!("kept: {}", dir.keep().display());
