@@ -43,7 +43,9 @@ pub mod simhash;
 pub mod unionfind;
 pub mod verify;
 
-pub use candidates::{fold_key, Candidate, CandidateIndex, CandidateSet, ImageRow, IndexView, ItemKeys, MAX_ITEM_ID};
+pub use candidates::{
+    fold_key, Candidate, CandidateIndex, CandidateSet, ImageRow, IndexView, ItemKeys, RowLoader, MAX_ITEM_ID,
+};
 pub use config::{Config, Params, DEFAULT_RECALL_TARGET, DEFAULT_SEED, FORMAT_VERSION};
 pub use error::{Error, ErrorKind, Result};
 pub use fingerprint::{Degraded, Fingerprint, Fingerprinter, StoredFingerprint};

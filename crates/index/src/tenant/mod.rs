@@ -276,8 +276,9 @@ impl Tenant {
         self.live_items = 0;
         self.live_bytes = 0;
         self.stored_records = stored;
+        let mut loader = self.index.loader();
         for r in rows {
-            let slot = self.index.insert_row(&r.folded, &r.sketch, neardup_core::ContentHash(r.hash))?;
+            let slot = loader.insert_row(&r.folded, &r.sketch, neardup_core::ContentHash(r.hash))?;
             self.dir.insert(&r.item_id, slot);
             self.live_items += 1;
             self.live_bytes += r.bytes;
@@ -605,14 +606,16 @@ impl Tenant {
         let expected = usize::try_from(h.rows.min(self.config.limits.max_items)).unwrap_or(0);
         index.reserve(expected);
         dir.reserve(expected);
+        let mut loader = index.loader();
         let rows = frames(&mut |row| {
-            let slot = index.insert_row(row.folded, row.sketch, neardup_core::ContentHash(row.content_hash))?;
+            let slot = loader.insert_row(row.folded, row.sketch, neardup_core::ContentHash(row.content_hash))?;
             if dir.slot_of(row.item_id).is_some() {
                 return Err(Error::corrupt("index image", format!("item {:?} twice", row.item_id)));
             }
             dir.insert(row.item_id, slot);
             Ok(())
         })?;
+        drop(loader);
         if rows != h.rows {
             return Err(Error::corrupt("index image", format!("{rows} rows, the header says {}", h.rows)));
         }
