@@ -72,8 +72,9 @@ const COMPRESSED: [u8; 2] = [0xFF, 0x00];
 const COMPRESSED_ELIDED: [u8; 2] = [0xFD, 0x00];
 
 /// Where a record's canonical features are. Not serialized: the store's
-/// encoding says it ([`COMPRESSED_ELIDED`]), and logs and snapshots always
-/// carry features.
+/// encoding says it ([`COMPRESSED_ELIDED`]); the log always carries
+/// features; a version-3 snapshot leaves out those of every record that
+/// keeps its text (its reader marks them elided).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum FeaturesAt {
     /// In `features`, and nothing says they can be derived again.
@@ -82,9 +83,9 @@ pub enum FeaturesAt {
     /// In `features`, which are exactly what the tenant's fingerprinter
     /// makes of `content`: the store may leave them out.
     Derivable,
-    /// Left out by the store: `features` is empty until the tenant derives
-    /// them again from `content` (`Tenant::complete`). A record in this
-    /// state is never logged, snapshotted or compared.
+    /// Left out by the store or a snapshot: `features` is empty until the
+    /// tenant derives them again from `content` (`Tenant::complete`). A
+    /// record in this state is never logged or compared.
     Elided,
 }
 

@@ -28,6 +28,9 @@ use crate::tenant::{Prefingerprinter, Tenant};
 /// (what a query may wait behind: ~64 × 150 µs).
 pub(super) const MAX_ROUND: usize = 64;
 
+/// Each tenant's combiner, with the tenant object it serves.
+pub(super) type Combiners = std::collections::HashMap<String, (std::sync::Weak<RwLock<Tenant>>, Arc<Combiner>)>;
+
 /// One tenant's queue of single upserts, and its writers' copy of what
 /// fingerprinting needs.
 #[derive(Default)]
@@ -96,10 +99,18 @@ impl Combiner {
 }
 
 impl Engine {
-    /// `tenant`'s combiner.
-    pub(super) fn combiner(&self, tenant: &str) -> Result<Arc<Combiner>> {
+    /// The combiner of tenant `t` (named `tenant`). A combiner serves one
+    /// tenant object: should the name come to stand for another (a
+    /// creation undone and made again), the other gets a combiner of its
+    /// own, so no round ever writes an item into a tenant its writer did
+    /// not find.
+    pub(super) fn combiner(&self, tenant: &str, t: &Arc<RwLock<Tenant>>) -> Result<Arc<Combiner>> {
         let mut map = self.combiners.lock().map_err(|_| poisoned())?;
-        Ok(Arc::clone(map.entry(tenant.to_string()).or_default()))
+        let entry = map.entry(tenant.to_string()).or_insert_with(|| (Arc::downgrade(t), Arc::default()));
+        if !std::ptr::eq(entry.0.as_ptr(), Arc::as_ptr(t)) {
+            *entry = (Arc::downgrade(t), Arc::default());
+        }
+        Ok(Arc::clone(&entry.1))
     }
 
     /// Upserts `item` through its tenant's queue (single node): returns

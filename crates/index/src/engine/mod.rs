@@ -162,8 +162,9 @@ pub struct Engine {
     tenants: RwLock<BTreeMap<String, Arc<RwLock<Tenant>>>>,
     recovery: RecoveryReport,
     admin: Mutex<()>,
-    /// Each tenant's queue of single upserts (see `combine.rs`).
-    combiners: Mutex<std::collections::HashMap<String, Arc<combine::Combiner>>>,
+    /// Each tenant's queue of single upserts (see `combine.rs`), with the
+    /// tenant object it serves.
+    combiners: Mutex<combine::Combiners>,
     /// Cluster mode: the replicated log this engine follows (the local
     /// command log then stays empty).
     replica: Option<Replica>,

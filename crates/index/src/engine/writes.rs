@@ -67,7 +67,7 @@ impl Engine {
     /// is still decided as if alone after those before it.
     pub fn upsert(&self, tenant: &str, item: Item) -> Result<UpsertOutcome> {
         let t = self.tenant(tenant)?;
-        let combiner = self.combiner(tenant)?;
+        let combiner = self.combiner(tenant, &t)?;
         let pre = combiner.prefingerprinter(&t)?.fingerprint(&item);
         if self.replica.is_none() {
             return self.upsert_combined(&combiner, &t, item, pre);
@@ -101,7 +101,7 @@ impl Engine {
     /// group is applied.
     pub fn upsert_batch(&self, tenant: &str, items: Vec<Item>) -> Result<Vec<Result<UpsertOutcome>>> {
         let t = self.tenant(tenant)?;
-        let combiner = self.combiner(tenant)?;
+        let combiner = self.combiner(tenant, &t)?;
         let pre = prefingerprint_all(&*combiner.prefingerprinter(&t)?, &items);
         if let Some(r) = &self.replica {
             let max_entry = r.max_entry_bytes();
