@@ -17,7 +17,8 @@
 //! `NEARDUP_BENCH_CHECKPOINT_EVERY` items between checkpoints, 1,000,000;
 //! `NEARDUP_BENCH_SNAPSHOT=0` skips the snapshot; `NEARDUP_BENCH_KEEP=1`
 //! keeps the data directory and prints it). `NEARDUP_BENCH_REOPEN=DIR`
-//! only times opening a kept directory (to compare builds on one state).
+//! only times opening a kept directory (to compare builds on one state),
+//! and with `NEARDUP_BENCH_SNAPSHOT=1` then streams a snapshot of it.
 
 use std::path::Path;
 use std::time::Instant;
@@ -104,7 +105,10 @@ fn open_timed(label: &str, dir: &Path, opts: EngineOptions) -> Engine {
 fn main() {
     let opts = EngineOptions { fsync: FsyncPolicy::Os, store: StoreKind::Fjall, ..EngineOptions::default() };
     if let Ok(dir) = std::env::var("NEARDUP_BENCH_REOPEN") {
-        open_timed("reopen", Path::new(&dir), opts);
+        let e = open_timed("reopen", Path::new(&dir), opts);
+        if std::env::var("NEARDUP_BENCH_SNAPSHOT").as_deref() == Ok("1") {
+            snapshot(&e, e.stats("t").unwrap().live_items);
+        }
         return;
     }
     let n: u64 = std::env::var("NEARDUP_BENCH_ITEMS").ok().and_then(|s| s.parse().ok()).unwrap_or(200_000);
