@@ -184,10 +184,12 @@ impl Tenant {
     /// A stored item's fingerprint under this tenant's parameters, its
     /// features derived again first if the store left them out.
     pub(crate) fn stored_fingerprint(&self, r: &mut ItemRecord) -> Result<Fingerprint> {
-        match r.derive_features(&mut self.fingerprinter.clone())? {
-            Some(fp) => Ok(fp),
-            None => Ok(self.fingerprinter.rebuild(r.stored_fingerprint(true))?),
+        if r.features_at == FeaturesAt::Elided {
+            if let Some(fp) = r.derive_features(&mut self.fingerprinter.clone())? {
+                return Ok(fp);
+            }
         }
+        Ok(self.fingerprinter.rebuild(r.stored_fingerprint(true))?)
     }
 
     /// A copy of this tenant's fingerprinter, for work done outside its lock.
@@ -198,8 +200,13 @@ impl Tenant {
     /// Gives a record read from the store its features again, if the
     /// store left them out (see [`FeaturesAt`]). Every read that compares,
     /// counts or exports features goes through here.
+    /// The fingerprinter is copied only when there is something to derive:
+    /// this runs for every verified candidate.
     pub(crate) fn complete(&self, r: &mut ItemRecord) -> Result<()> {
-        r.derive_features(&mut self.fingerprinter.clone()).map(|_| ())
+        if r.features_at == FeaturesAt::Elided {
+            r.derive_features(&mut self.fingerprinter.clone())?;
+        }
+        Ok(())
     }
 
     /// The slot of a live item.
