@@ -57,8 +57,13 @@ use crate::lsh::{LshParams, QueryLimits};
 use crate::minhash::SignatureScheme;
 use crate::pages::Pages;
 
+mod load;
 mod rank;
+#[cfg(test)]
+mod screen_tests;
 mod view;
+
+pub use load::RowLoader;
 
 use rank::Query;
 pub use view::{ImageRow, IndexView};
@@ -188,56 +193,15 @@ impl std::fmt::Debug for CandidateIndex {
     }
 }
 
-/// Rows filed in the posting tables per table and per round of a
-/// [`RowLoader`] (8 bytes each, `bands + 1` tables: ~80 MB at 18 bands;
-/// small in tests, so that they load over several rounds).
-const LOAD_ROUND: usize = if cfg!(test) { 700 } else { 1 << 19 };
-
-/// Loads many image rows into a [`CandidateIndex`]: each row's item is
-/// appended at once (ids in row order, as [`CandidateIndex::insert_row`]
-/// gives them), and its postings are filed in rounds of [`LOAD_ROUND`]
-/// rows, each table's in the order of its slots
-/// ([`Postings::insert_sorted`]) — the same buckets, in the same order, as
-/// row-by-row inserts, at a fraction of the cache misses once the tables
-/// outgrow the caches. Dropping the loader files what is left, so the
-/// index is whole whenever the loader is gone.
-#[derive(Debug)]
-pub struct RowLoader<'a> {
-    index: &'a mut CandidateIndex,
-    /// `(key, id)` per table, not yet filed.
-    pending: Vec<Vec<(u32, u32)>>,
-    queued: usize,
-}
-
-impl RowLoader<'_> {
-    /// Appends an item from an image row, as [`CandidateIndex::insert_row`].
-    pub fn insert_row(&mut self, folded: &[u32], sketch: &[u8], content_hash: ContentHash) -> Result<u32> {
-        let id = self.index.append_row(folded, sketch, content_hash)?;
-        for (band, &key) in folded.iter().enumerate() {
-            self.pending[band].push((key, id));
-        }
-        let bands = self.pending.len() - 1;
-        self.pending[bands].push((hash_key(&content_hash.0), id));
-        self.queued += 1;
-        if self.queued >= LOAD_ROUND {
-            self.file();
-        }
-        Ok(id)
-    }
-
-    fn file(&mut self) {
-        for (table, pairs) in self.pending.iter_mut().enumerate() {
-            self.index.postings.insert_sorted(table, pairs);
-            pairs.clear();
-        }
-        self.queued = 0;
-    }
-}
-
-impl Drop for RowLoader<'_> {
-    fn drop(&mut self) {
-        self.file();
-    }
+/// Where an item with these folded band keys (none, or one per band) and
+/// this content hash is filed, as `(table, key)`: tables `0..bands` are
+/// the bands, table `bands` the content hash.
+fn posting_keys<'a>(
+    bands: usize,
+    folded: &'a [u32],
+    content_hash: &ContentHash,
+) -> impl Iterator<Item = (usize, u32)> + 'a {
+    folded.iter().copied().enumerate().chain(std::iter::once((bands, hash_key(&content_hash.0))))
 }
 
 /// The posting key of a content hash: its first four bytes (equal hashes are
@@ -392,97 +356,8 @@ impl CandidateIndex {
     /// item without band keys is matched by content hash only.
     pub fn insert(&mut self, keys: ItemKeys<'_>) -> Result<u32> {
         self.check_keys(&keys)?;
-        let (band_keys, content_hash) = (keys.band_keys, keys.content_hash);
-        let id = self.flags.len();
-        let id = u32::try_from(id)
-            .ok()
-            .filter(|&i| i <= MAX_ITEM_ID)
-            .ok_or_else(|| Error::limit("items per index", u64::from(MAX_ITEM_ID), id as u64))?;
-        let bands = self.lsh.bands as usize;
-        let mut flags = LIVE;
-        if band_keys.is_empty() {
-            self.keys.push(&[]);
-            self.sketches.push(&[]);
-        } else {
-            flags |= BANDED;
-            let folded: Vec<u32> = band_keys.iter().map(|&k| fold_key(k)).collect();
-            for (band, &key) in folded.iter().enumerate() {
-                self.postings.insert(band, key, id);
-            }
-            self.keys.push(&folded);
-            self.sketches.push(&self.sketch_of(keys.signature));
-        }
-        self.postings.insert(bands, hash_key(&content_hash.0), id);
-        self.hashes.push(&[content_hash.0]);
-        self.flags.push(&[flags]);
-        self.live += 1;
-        Ok(id)
-    }
-
-    /// Room for `additional` more items in the posting tables without
-    /// growing them: a restart loading a known number of rows rehashes
-    /// nothing on the way.
-    pub fn reserve(&mut self, additional: usize) {
-        self.postings.reserve(additional);
-    }
-
-    /// Appends an item from an image row (see [`IndexView::row`]): folded
-    /// band keys (empty when it has none), sketch and content hash, as they
-    /// were stored. Returns its id.
-    pub fn insert_row(&mut self, folded: &[u32], sketch: &[u8], content_hash: ContentHash) -> Result<u32> {
-        let id = self.append_row(folded, sketch, content_hash)?;
-        for (band, &key) in folded.iter().enumerate() {
-            self.postings.insert(band, key, id);
-        }
-        self.postings.insert(self.lsh.bands as usize, hash_key(&content_hash.0), id);
-        Ok(id)
-    }
-
-    /// A loader of many image rows at once (see [`RowLoader`]).
-    pub fn loader(&mut self) -> RowLoader<'_> {
-        let tables = self.lsh.bands as usize + 1;
-        RowLoader { index: self, pending: vec![Vec::new(); tables], queued: 0 }
-    }
-
-    /// Appends an image row's item — id, keys, sketch, hash, flags —
-    /// without filing it in the posting tables (the caller does).
-    fn append_row(&mut self, folded: &[u32], sketch: &[u8], content_hash: ContentHash) -> Result<u32> {
-        let bands = self.lsh.bands as usize;
-        if !folded.is_empty() && (folded.len() != bands || sketch.len() != self.sketches.width()) {
-            return Err(Error::incompatible(format!(
-                "an image row of {} keys and {} sketch bytes for an index of {bands} bands and {}",
-                folded.len(),
-                sketch.len(),
-                self.sketches.width()
-            )));
-        }
-        let id = self.flags.len();
-        let id = u32::try_from(id)
-            .ok()
-            .filter(|&i| i <= MAX_ITEM_ID)
-            .ok_or_else(|| Error::limit("items per index", u64::from(MAX_ITEM_ID), id as u64))?;
-        let mut flags = LIVE;
-        if folded.is_empty() {
-            self.keys.push(&[]);
-            self.sketches.push(&[]);
-        } else {
-            flags |= BANDED;
-            self.keys.push(folded);
-            self.sketches.push(sketch);
-        }
-        self.hashes.push(&[content_hash.0]);
-        self.flags.push(&[flags]);
-        self.live += 1;
-        Ok(id)
-    }
-
-    /// The row [`CandidateIndex::insert_row`] takes for an item with these
-    /// band keys and signature: folded keys and sketch (both empty without keys).
-    pub fn row_of(&self, band_keys: &[u64], signature: &[u32]) -> (Vec<u32>, Vec<u8>) {
-        if band_keys.is_empty() {
-            return (Vec::new(), Vec::new());
-        }
-        (band_keys.iter().map(|&k| fold_key(k)).collect(), self.sketch_of(signature))
+        let (folded, sketch) = self.row_of(keys.band_keys, keys.signature);
+        self.insert_row(&folded, &sketch, keys.content_hash)
     }
 
     /// A consistent copy of every item's keys, sketch, hash and flags as they
@@ -508,11 +383,11 @@ impl CandidateIndex {
             return false;
         };
         let keys = keys.to_vec();
-        for (band, &key) in keys.iter().enumerate() {
-            self.postings.remove(band, key, id);
-        }
         let i = id as usize;
-        self.postings.remove(self.lsh.bands as usize, hash_key(&self.hashes.row(i)[0]), id);
+        let hash = ContentHash(self.hashes.row(i)[0]);
+        for (table, key) in posting_keys(self.lsh.bands as usize, &keys, &hash) {
+            self.postings.remove(table, key, id);
+        }
         let f = self.flags.row(i)[0] & !LIVE;
         self.flags.set(i, &[f]);
         self.live -= 1;
@@ -856,66 +731,5 @@ mod tests {
         assert!(idx.insert(bad_sig).is_err());
         assert!(CandidateIndex::new(LshParams::new(2, 2).unwrap(), 1, 4, 12).is_err());
         assert!(CandidateIndex::new(LshParams::new(2, 2).unwrap(), 1, 3, 8).is_err());
-    }
-}
-
-#[cfg(test)]
-mod screen_tests {
-    use super::*;
-    use crate::hash::SplitMix64;
-    use crate::lsh::band_keys_into;
-    use crate::Config;
-
-    /// Past the screen's first sizing (1,024 keys a table, then rebuilt at
-    /// twice the keys, again and again), with removals, shared bands and
-    /// repeated content hashes: an index with a screen answers every query
-    /// as one without.
-    #[test]
-    fn a_screen_that_grows_and_rebuilds_changes_no_answer() {
-        let params = |bits| Config { screen_bits: bits, ..Config::default() }.resolve().unwrap();
-        let (p0, p8) = (params(0), params(8));
-        let (mut plain, mut screened) = (CandidateIndex::for_params(&p0), CandidateIndex::for_params(&p8));
-        let (lsh, seed) = (p0.lsh(), p0.config().seed);
-        let mut rng = SplitMix64::new(5);
-        let mut items: Vec<(Vec<u64>, ContentHash, Vec<u32>)> = Vec::new();
-        for i in 0..6_000u32 {
-            // Every third item shares its first band with an earlier one.
-            let mut sig: Vec<u32> = (0..128).map(|_| rng.next() as u32).collect();
-            if i % 3 == 0 && i > 0 {
-                let from = items[(rng.next() % u64::from(i)) as usize].2.clone();
-                sig[..lsh.rows as usize].copy_from_slice(&from[..lsh.rows as usize]);
-            }
-            let mut keys = Vec::new();
-            band_keys_into(lsh, seed, &sig, &mut keys).unwrap();
-            let h = ContentHash(u128::from(i % 4_000).to_le_bytes());
-            items.push((keys, h, sig));
-        }
-        let lim = QueryLimits { max_candidates: 10_000, max_bucket_read: 100_000, threshold: 0.8 };
-        for (i, (k, h, s)) in items.iter().enumerate() {
-            let item = ItemKeys { band_keys: k, content_hash: *h, signature: s };
-            assert_eq!(plain.insert(item).unwrap(), screened.insert(item).unwrap());
-            if i % 7 == 3 {
-                assert_eq!(plain.remove(i as u32 / 2), screened.remove(i as u32 / 2));
-            }
-        }
-        assert!(screened.screen_bytes() > 0 && plain.screen_bytes() == 0);
-        let mut skipped = 0;
-        for (k, h, s) in items.iter().step_by(5) {
-            let item = ItemKeys { band_keys: k, content_hash: *h, signature: s };
-            let (a, b) = (plain.candidates(item, None, lim).unwrap(), screened.candidates(item, None, lim).unwrap());
-            assert_eq!(a.ids, b.ids);
-            assert_eq!(a.distinct, b.distinct);
-        }
-        for _ in 0..500 {
-            let sig: Vec<u32> = (0..128).map(|_| rng.next() as u32).collect();
-            let mut k = Vec::new();
-            band_keys_into(lsh, seed, &sig, &mut k).unwrap();
-            let item = ItemKeys { band_keys: &k, content_hash: ContentHash([0xAB; 16]), signature: &sig };
-            let (a, b) = (plain.candidates(item, None, lim).unwrap(), screened.candidates(item, None, lim).unwrap());
-            assert_eq!(a.ids, b.ids);
-            skipped += b.screened_out;
-        }
-        // 500 novel items, 19 lookups each, at most a few per cent let through.
-        assert!(skipped > 500 * 19 * 9 / 10, "{skipped}");
     }
 }
