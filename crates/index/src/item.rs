@@ -254,7 +254,10 @@ impl ItemRecord {
             if r.content.is_none() || !r.features.is_empty() {
                 return Err(Error::corrupt(
                     "store record",
-                    format!("{:?}: features left out without content", r.item_id),
+                    format!(
+                        "{:?}: stored without its features, but it has no content or still has features",
+                        r.item_id
+                    ),
                 ));
             }
             r.features_at = FeaturesAt::Elided;

@@ -209,11 +209,9 @@ impl TenantSpec {
         // What the banding is chosen from: the calculator's inputs for
         // MinHash; for SimHash only the bit count (its bands are the
         // Hamming distance, which a threshold does not change).
-        let layout_changed = if idx.signature.is_simhash() {
-            signature_changed || self.num_perm.is_some()
-        } else {
-            signature_changed || self.num_perm.is_some() || self.threshold.is_some() || self.recall_target.is_some()
-        };
+        let calculator_input = self.threshold.is_some() || self.recall_target.is_some();
+        let layout_changed =
+            signature_changed || self.num_perm.is_some() || (calculator_input && !idx.signature.is_simhash());
         if layout_changed && self.bands.is_none() && self.rows.is_none() {
             if idx.signature.is_simhash() && !signature_changed {
                 // More or fewer bits, the same distance: keep the bands.
