@@ -180,22 +180,37 @@ impl MinHasher {
 
     fn one_permutation(&self, features: &[u64], sig: &mut [u32]) {
         let n = sig.len() as u64;
-        let mut filled = vec![false; sig.len()];
+        // Bin minimums kept without a branch (a comparison per feature
+        // mispredicts often on hashes): `min` against the initial u32::MAX.
         let key = self.seed ^ 0x6f70_6864_656e_7331;
+        let mut saw_max = false;
         for &f in features {
             let x = fmix64(f ^ key);
             let bin = (((x >> 32) * n) >> 32) as usize;
-            let v = x as u32;
-            if !filled[bin] || v < sig[bin] {
-                sig[bin] = v;
-                filled[bin] = true;
+            sig[bin] = sig[bin].min(x as u32);
+            saw_max |= x as u32 == u32::MAX;
+        }
+        // Which bins a feature filled, as bits (num_perm <= 1024): those
+        // below u32::MAX, unless a feature's value was u32::MAX itself (one
+        // chance in 2^32 a feature), when the features say it again.
+        let mut filled = [0u64; MAX_NUM_PERM / 64];
+        if saw_max {
+            for &f in features {
+                let bin = (((fmix64(f ^ key) >> 32) * n) >> 32) as usize;
+                filled[bin / 64] |= 1 << (bin % 64);
+            }
+        } else {
+            for (bin, &v) in sig.iter().enumerate() {
+                filled[bin / 64] |= u64::from(v != u32::MAX) << (bin % 64);
             }
         }
+        let is_filled = |k: usize| filled[k / 64] >> (k % 64) & 1 == 1;
         // Optimal densification: an empty bin j probes bins h(j, 1), h(j, 2), ...
         // until it finds one that was filled by a feature (never by borrowing).
-        let source: Vec<u32> = sig.to_vec();
+        // Only empty bins are written and only filled ones read, so the
+        // values borrowed are the features' own.
         for j in 0..sig.len() {
-            if filled[j] {
+            if is_filled(j) {
                 continue;
             }
             let mut attempt = 1u64;
@@ -206,8 +221,8 @@ impl MinHasher {
                 probe[16..].copy_from_slice(&self.seed.to_le_bytes());
                 let h = hash_bytes(&probe, 0x6465_6e73);
                 let k = (((h >> 32) * n) >> 32) as usize;
-                if filled[k] {
-                    sig[j] = source[k];
+                if is_filled(k) {
+                    sig[j] = sig[k];
                     break;
                 }
                 attempt += 1;

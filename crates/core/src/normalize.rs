@@ -282,15 +282,11 @@ fn unicode_v1(text: &str, out: &mut String, composed: bool) {
         if b.is_ascii_alphanumeric() {
             // The common case: a run of ASCII letters and digits, copied
             // and lower-cased whole, without decoding or table lookups.
-            let j = i + 1 + ascii_alnum_run(&bytes[i + 1..]);
             if !in_token && !out.is_empty() {
                 out.push(' ');
             }
-            let at = out.len();
-            out.push_str(&text[i..j]);
-            out[at..].make_ascii_lowercase();
+            i += push_lower_alnum_run(&bytes[i..], out);
             in_token = true;
-            i = j;
             continue;
         }
         if b < 0x80 && b != b'-' && b != b'\'' {
@@ -372,22 +368,67 @@ fn bytes_in_range(x: u64, lo: u8, hi: u8) -> u64 {
     at_least & !above & HIGH
 }
 
+/// The high bit of each byte of `w` that is an ASCII letter or digit.
+#[inline]
+fn alnum_bytes(w: u64) -> u64 {
+    let x = w & !HIGH;
+    (bytes_in_range(x, b'0', b'9') | bytes_in_range(x | (ONES * 0x20), b'a', b'z')) & !w
+}
+
+/// `w` with its ASCII upper-case letters lower-cased (other bytes kept).
+#[inline]
+fn ascii_lower_word(w: u64) -> u64 {
+    let upper = bytes_in_range(w & !HIGH, b'A', b'Z') & !w;
+    w | upper >> 2
+}
+
 /// Length of the run of ASCII letters and digits that starts `bytes`,
 /// eight bytes at a time.
-#[inline]
+#[cfg(test)]
 fn ascii_alnum_run(bytes: &[u8]) -> usize {
     let mut n = 0;
     while let Some(chunk) = bytes.get(n..n + 8) {
-        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-        let x = w & !HIGH;
-        let alnum = (bytes_in_range(x, b'0', b'9') | bytes_in_range(x | (ONES * 0x20), b'a', b'z')) & !w;
-        let stop = !alnum & HIGH;
+        let stop = !alnum_bytes(u64::from_le_bytes(chunk.try_into().expect("eight bytes"))) & HIGH;
         if stop != 0 {
             return n + (stop.trailing_zeros() / 8) as usize;
         }
         n += 8;
     }
     n + bytes[n..].iter().take_while(|b| b.is_ascii_alphanumeric()).count()
+}
+
+/// Appends the run of ASCII letters and digits that starts `bytes`
+/// (at least one byte), lower-cased, to `out`, eight bytes at a time;
+/// returns its length.
+#[inline]
+fn push_lower_alnum_run(bytes: &[u8], out: &mut String) -> usize {
+    let mut n = 0;
+    let mut buf = [0u8; 8];
+    while let Some(chunk) = bytes.get(n..n + 8) {
+        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        let stop = !alnum_bytes(w) & HIGH;
+        let take = if stop == 0 { 8 } else { (stop.trailing_zeros() / 8) as usize };
+        buf = ascii_lower_word(w).to_le_bytes();
+        push_ascii(out, &buf[..take]);
+        n += take;
+        if take < 8 {
+            return n;
+        }
+    }
+    let rest = bytes[n..].iter().take_while(|b| b.is_ascii_alphanumeric()).count();
+    buf[..rest].copy_from_slice(&bytes[n..n + rest]);
+    buf[..rest].make_ascii_lowercase();
+    push_ascii(out, &buf[..rest]);
+    n + rest
+}
+
+/// Appends ASCII bytes to `out` without re-validating them as UTF-8.
+#[inline]
+fn push_ascii(out: &mut String, ascii: &[u8]) {
+    assert!(ascii.is_ascii());
+    // SAFETY: ASCII bytes (checked above) are valid UTF-8 on their own, so
+    // the string stays valid.
+    unsafe { out.as_mut_vec() }.extend_from_slice(ascii);
 }
 
 /// Composes the fragment of `text` that starts at `start` and holds byte
@@ -450,6 +491,11 @@ mod tests {
                     .collect();
                 let want = bytes.iter().take_while(|b| b.is_ascii_alphanumeric()).count();
                 assert_eq!(ascii_alnum_run(&bytes), want, "{bytes:?}");
+                if want > 0 {
+                    let mut out = String::from("x");
+                    assert_eq!(push_lower_alnum_run(&bytes, &mut out), want, "{bytes:?}");
+                    assert_eq!(out.as_bytes()[1..], bytes[..want].to_ascii_lowercase(), "{bytes:?}");
+                }
             }
         }
         for b in 0..=255u8 {
