@@ -40,11 +40,35 @@ const WORDS: [&str; 24] = [
     "in",
 ];
 
+/// Russian words, for a document in a two-byte script.
+const CYRILLIC: [&str; 16] = [
+    "данные",
+    "система",
+    "значение",
+    "результаты",
+    "модель",
+    "время",
+    "процесс",
+    "который",
+    "между",
+    "анализ",
+    "индекс",
+    "запрос",
+    "документ",
+    "похожий",
+    "большой",
+    "мы",
+];
+
 fn document(seed: u64, bytes: usize) -> String {
+    document_from(&WORDS, seed, bytes)
+}
+
+fn document_from(words: &[&str], seed: u64, bytes: usize) -> String {
     let mut rng = SplitMix64::new(seed);
     let mut s = String::new();
     while s.len() < bytes {
-        let w = WORDS[(rng.next() % WORDS.len() as u64) as usize];
+        let w = words[(rng.next() % words.len() as u64) as usize];
         s.push_str(w);
         s.push_str(if rng.next() % 11 == 0 { ". " } else { " " });
         if rng.next() % 7 == 0 {
@@ -79,6 +103,11 @@ fn kernels(c: &mut Criterion) {
             b.iter(|| docs.iter().for_each(|d| norm.normalize_into(d, &mut out)))
         });
     }
+    let cyrillic: Vec<String> = (0..DOCS).map(|i| document_from(&CYRILLIC, 1 + i, bytes / DOCS as usize)).collect();
+    g.bench_function("normalize/unicode-v1/cyrillic", |b| {
+        let mut out = String::new();
+        b.iter(|| cyrillic.iter().for_each(|d| Normalizer::Unicode.normalize_into(d, &mut out)))
+    });
     g.bench_function("shingle/word5", |b| {
         let mut out = Vec::new();
         b.iter(|| {

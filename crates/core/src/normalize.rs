@@ -269,6 +269,13 @@ fn fragment_end(text: &str, i: usize) -> usize {
 /// whitespace is a starter that composes with nothing, so NFKC of the
 /// fragments equals NFKC of the whole text.
 fn unicode_v1(text: &str, out: &mut String, composed: bool) {
+    unicode_v1_runs::<true>(text, out, composed)
+}
+
+/// [`unicode_v1`]; `RUNS` false takes every non-ASCII character through the
+/// general loop, one at a time (the reference the fast runs are tested
+/// against).
+fn unicode_v1_runs<const RUNS: bool>(text: &str, out: &mut String, composed: bool) {
     let table = bmp_table();
     // Lookaheads consult the table only while the text is not yet composed.
     let guard = (!composed).then_some(table);
@@ -300,6 +307,20 @@ fn unicode_v1(text: &str, out: &mut String, composed: bool) {
             }
             continue;
         }
+        if RUNS && b >= 0xC0 {
+            // A token of simple word characters, taken whole when it starts here.
+            let mark = out.len();
+            if !in_token && !out.is_empty() {
+                out.push(' ');
+            }
+            let j = simple_word_run(table, bytes, i, out);
+            if j > i {
+                in_token = true;
+                i = j;
+                continue;
+            }
+            out.truncate(mark);
+        }
         let c = if b < 0x80 { b as char } else { text[i..].chars().next().expect("i is on a char boundary") };
         let next = i + c.len_utf8();
         let (class, lower, stable) = if b < 0x80 { (CLASS_OTHER, c, true) } else { classify(table, c) };
@@ -317,12 +338,13 @@ fn unicode_v1(text: &str, out: &mut String, composed: bool) {
                 if !in_token && !out.is_empty() {
                     out.push(' ');
                 }
+                in_token = true;
                 if class == CLASS_WORD {
                     out.push(lower);
-                } else {
-                    push_lower(c, out);
+                    i = if RUNS { simple_word_run(table, bytes, next, out) } else { next };
+                    continue;
                 }
-                in_token = true;
+                push_lower(c, out);
             } else if c == '\u{00AD}' || (in_token && (c == '-' || c == '\u{2010}')) {
                 // A soft hyphen is invisible and never splits a word; a hyphen
                 // at a line break joins the word's two halves.
@@ -348,12 +370,51 @@ fn unicode_v1(text: &str, out: &mut String, composed: bool) {
             }
         }
         if let Some(p) = unsure {
-            i = compose_fragment(text, frag_start, p, out, frag_out);
+            i = compose_fragment::<RUNS>(text, frag_start, p, out, frag_out);
             in_token = false;
             continue;
         }
         i = next;
     }
+}
+
+/// Continues a token from byte `i` of `bytes` (a `str`'s) for as long as
+/// its characters are ASCII letters and digits, or Basic Multilingual Plane
+/// word characters that are NFKC-stable and lower-case to one character —
+/// what the general loop would append one by one, lower-cased — decoding
+/// and appending them without its per-character branches (the common case
+/// of Cyrillic, Greek, Latin with accents, ...). Returns where it stopped.
+fn simple_word_run(table: &BmpTable, bytes: &[u8], mut i: usize, out: &mut String) -> usize {
+    while let Some(&b) = bytes.get(i) {
+        if b < 0x80 {
+            if !b.is_ascii_alphanumeric() {
+                break;
+            }
+            i += push_lower_alnum_run(&bytes[i..], out);
+            continue;
+        }
+        // A lead byte (a `str` is valid UTF-8, so its continuation bytes follow).
+        let cont = |k: usize| u32::from(bytes[i + k] & 0x3F);
+        let (cp, len) = match b {
+            0xC0..=0xDF => (u32::from(b & 0x1F) << 6 | cont(1), 2),
+            0xE0..=0xEF => (u32::from(b & 0x0F) << 12 | cont(1) << 6 | cont(2), 3),
+            _ => break,
+        };
+        let Some(&e) = table.0.get(cp as usize) else { break };
+        if (e >> 24) & 0x7 != CLASS_WORD || e & NFKC_STABLE == 0 {
+            break;
+        }
+        match e & 0x1F_FFFF {
+            // Already lower case: its bytes as they are.
+            same if same == cp => push_utf8(out, &bytes[i..i + len]),
+            lower => match char::from_u32(lower) {
+                Some(lower) => out.push(lower),
+                None => break,
+            },
+        }
+        i += len;
+    }
+    i
 }
 
 const ONES: u64 = 0x0101_0101_0101_0101;
@@ -422,6 +483,15 @@ fn push_lower_alnum_run(bytes: &[u8], out: &mut String) -> usize {
     n + rest
 }
 
+/// Appends one whole UTF-8 character, given as its bytes.
+#[inline]
+fn push_utf8(out: &mut String, char_bytes: &[u8]) {
+    debug_assert!(std::str::from_utf8(char_bytes).is_ok_and(|s| s.chars().count() == 1));
+    // SAFETY: the caller passes the bytes of one whole character of a
+    // `str`, valid UTF-8 on their own.
+    unsafe { out.as_mut_vec() }.extend_from_slice(char_bytes);
+}
+
 /// Appends ASCII bytes to `out` without re-validating them as UTF-8.
 #[inline]
 fn push_ascii(out: &mut String, ascii: &[u8]) {
@@ -434,7 +504,7 @@ fn push_ascii(out: &mut String, ascii: &[u8]) {
 /// Composes the fragment of `text` that starts at `start` and holds byte
 /// `p`, tokenizes it into `out` (truncated back to `out_len` first) and
 /// returns where the fragment ends.
-fn compose_fragment(text: &str, start: usize, p: usize, out: &mut String, out_len: usize) -> usize {
+fn compose_fragment<const RUNS: bool>(text: &str, start: usize, p: usize, out: &mut String, out_len: usize) -> usize {
     let bytes = text.as_bytes();
     let mut end = fragment_end(text, p);
     let mut fragment: String = text[start..end].nfkc().collect();
@@ -454,7 +524,7 @@ fn compose_fragment(text: &str, start: usize, p: usize, out: &mut String, out_le
         end = next_end;
     }
     out.truncate(out_len);
-    unicode_v1(&fragment, out, true);
+    unicode_v1_runs::<RUNS>(&fragment, out, true);
     end
 }
 
@@ -560,8 +630,29 @@ mod tests {
         }
     }
 
+    /// Characters of every path: ASCII, two- and three-byte word characters
+    /// that take the fast run (Cyrillic, Greek, accented Latin, Armenian,
+    /// Hebrew, Devanagari), ones that do not (lower-casing to several
+    /// characters, NFKC-unstable, CJK, marks, four-byte), and separators.
+    fn mixed_chars() -> Vec<char> {
+        "aZ9 \n-'’.дЖяЁΩωέΣςßİéÀñÇ\u{0301}ﬁＡ日ｶ²Աբשׁאहि\u{093F}\u{00AD}\u{2010}𝐀😀ǅ\u{212B}ŉ".chars().collect()
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20000))]
+        /// The fast runs append exactly what the general loop does, one
+        /// character at a time.
+        #[test]
+        fn fast_runs_equal_the_general_loop(chars in proptest::collection::vec(proptest::sample::select(mixed_chars()), 0..40)) {
+            let s: String = chars.into_iter().collect();
+            let (mut fast, mut slow) = (String::new(), String::new());
+            for composed in [false, true] {
+                unicode_v1_runs::<true>(&s, &mut fast, composed);
+                unicode_v1_runs::<false>(&s, &mut slow, composed);
+                proptest::prop_assert_eq!(&fast, &slow, "{:?}", s);
+            }
+        }
+
         /// Composing only the fragments that need it is exactly composing everything.
         #[test]
         fn fragment_nfkc_equals_whole_nfkc(chars in proptest::collection::vec(proptest::sample::select(vec![
