@@ -6,8 +6,9 @@
 //! a writer queues its item; the first writer to find no round running
 //! leads one: it takes up to [`MAX_ROUND`] queued items (its own first),
 //! plans, logs and applies them in queue order under one acquisition of
-//! the lock — each decided exactly as if alone after the ones before it,
-//! as a batch is — then hands the lead to the next queued writer, so the
+//! the lock — in groups of items that do not bear on each other, one log
+//! record and one store write a group, each decided exactly as if alone
+//! after the ones before it, as a batch is — then hands the lead to the next queued writer, so the
 //! next round applies while this one's log is made durable, and answers
 //! each writer of its round once an fsync covers the round. Nothing is
 //! acknowledged before its fsync (as before: the wait is the log's own
@@ -164,21 +165,25 @@ impl Engine {
         // (once).
         let passed = std::cell::Cell::new(false);
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut results = Vec::with_capacity(batch.len());
+            let mut results: Vec<Result<UpsertOutcome>> = Vec::with_capacity(batch.len());
             let mut last = 0u64;
             match t.write() {
                 Ok(mut g) => {
                     combiner.refresh(&g);
-                    for w in &batch {
-                        let job = w.slot.lock().ok().and_then(|mut s| s.job.take());
-                        let r = match job {
-                            Some((item, pre)) => self.upsert_locked(&mut g, item, pre).map(|(o, lsn)| {
-                                last = last.max(lsn);
-                                o
-                            }),
-                            None => Err(Error::state("a queued write was taken twice")),
-                        };
-                        results.push(r);
+                    // The round's items, written in groups (one log record
+                    // and one store write a group, as a batch is).
+                    let jobs: Vec<_> =
+                        batch.iter().map(|w| w.slot.lock().ok().and_then(|mut s| s.job.take())).collect();
+                    let taken: Vec<bool> = jobs.iter().map(Option::is_some).collect();
+                    let (items, pre): (Vec<Item>, Vec<_>) = jobs.into_iter().flatten().unzip();
+                    let (written, lsn) = self.upsert_all_locked(&mut g, &items, &pre);
+                    last = lsn;
+                    let mut written = written.into_iter();
+                    for taken in taken {
+                        results.push(match taken {
+                            true => written.next().unwrap_or_else(|| Err(Error::state("a round lost an answer"))),
+                            false => Err(Error::state("a queued write was taken twice")),
+                        });
                     }
                 }
                 Err(_) => results.extend(batch.iter().map(|_| Err(poisoned()))),

@@ -125,21 +125,39 @@ impl Engine {
         let (out, depends_on) = {
             let mut t = t.write().map_err(|_| poisoned())?;
             combiner.refresh(&t);
-            let mut last = 0;
-            let out: Vec<_> = items
-                .into_iter()
-                .zip(pre)
-                .map(|(i, pre)| {
-                    self.upsert_locked(&mut t, i, pre).map(|(o, lsn)| {
-                        last = last.max(lsn);
-                        o
-                    })
-                })
-                .collect();
-            (out, last)
+            self.upsert_all_locked(&mut t, &items, &pre)
         };
         self.make_durable(depends_on)?;
         Ok(out)
+    }
+
+    /// Single node: plans, logs and applies `items` in order under the
+    /// tenant's write lock, in groups of items that do not bear on each
+    /// other ([`Engine::upsert_group`], as cluster mode does): one log
+    /// record and one store write a group instead of one an item, each item
+    /// still decided exactly as it would be alone after the ones before it.
+    /// Returns each item's answer and the log position to make durable
+    /// before any of them is given. A group the log does not take answers
+    /// its first item with the error; the rest are planned again.
+    pub(super) fn upsert_all_locked(
+        &self,
+        t: &mut Tenant,
+        items: &[Item],
+        pre: &[Option<(String, Fingerprint)>],
+    ) -> (Vec<Result<UpsertOutcome>>, u64) {
+        let mut out = Vec::with_capacity(items.len());
+        let mut last = 0;
+        while out.len() < items.len() {
+            let from = out.len();
+            match self.upsert_group(t, &items[from..], &pre[from..], LOCAL_GROUP_BYTES) {
+                Ok((results, lsn)) => {
+                    last = last.max(lsn);
+                    out.extend(results);
+                }
+                Err(e) => out.push(Err(e)),
+            }
+        }
+        (out, last)
     }
 
     /// Cluster mode: plans the longest run of `items` (at least one) whose
@@ -252,7 +270,7 @@ impl Engine {
 
     /// Plans, logs and applies one upsert; returns the answer and the LSN
     /// that must be durable before it is given.
-    pub(super) fn upsert_locked(
+    fn upsert_locked(
         &self,
         t: &mut Tenant,
         item: Item,
@@ -360,6 +378,10 @@ impl Engine {
 
 /// Fingerprints a batch's items on the available cores (at most 8 threads,
 /// at least 32 items each), in item order, holding no lock.
+/// Most bytes one group of a single node's upserts puts in one log record
+/// (a record is read whole at replay).
+const LOCAL_GROUP_BYTES: usize = 8 << 20;
+
 fn prefingerprint_all(t: &Prefingerprinter, items: &[Item]) -> Vec<Option<(String, Fingerprint)>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
     let per = items.len().div_ceil(threads).max(32);
