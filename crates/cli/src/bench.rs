@@ -8,6 +8,12 @@
 //! the same input, with the same reader, chunking and thread pool, the runs
 //! alternating, best of `--repeat`; the ratio `dedup / floor` is what holds
 //! across machines.
+//!
+//! A second reference, the normalizing floor, does the same but hashes the
+//! k-grams of the text normalized by the configured normalizer (what any
+//! tool that tokenizes as neardup does must pay): `dedup / normalizing
+//! floor` is the cost of everything after tokenizing — the exact hash, the
+//! sort, the signature, the index and verification.
 
 use std::process::ExitCode;
 use std::time::Instant;
@@ -59,7 +65,13 @@ struct FloorReport {
     dedup_mb_per_s: f64,
     /// dedup / floor.
     ratio: f64,
+    /// Best normalizing-floor run (the floor, hashing the k-grams of the
+    /// normalized text), MB/s of JSONL input.
+    normalizing_floor_mb_per_s: f64,
+    /// dedup / normalizing floor.
+    normalizing_ratio: f64,
     floor_runs_s: Vec<f64>,
+    normalizing_floor_runs_s: Vec<f64>,
     dedup_runs_s: Vec<f64>,
     /// Checksum of the floor's hashes (keeps the work from being optimized away).
     floor_checksum: u64,
@@ -88,13 +100,22 @@ fn floor(a: FloorArgs) -> anyhow::Result<ExitCode> {
     let params = a.pipeline.config()?.resolve()?;
     let width = params.config().shingle_width as usize;
     let seed = params.config().seed;
-    let (mut floor_runs, mut dedup_runs) = (Vec::new(), Vec::new());
+    let normalizer = params.config().normalizer;
+    let (mut floor_runs, mut normalizing_runs, mut dedup_runs) = (Vec::new(), Vec::new(), Vec::new());
     let (mut bytes, mut records, mut checksum, mut kept) = (0u64, 0u64, 0u64, None);
     for _ in 0..a.repeat {
         let t = Instant::now();
-        let (b, r, c) = floor_once(&input, &a.input, width, seed)?;
+        let (b, r, c) =
+            floor_once(&input, &a.input, |text, scratch| hash_word_grams(text, width, seed, &mut scratch.1))?;
         floor_runs.push(t.elapsed().as_secs_f64());
         (bytes, records, checksum) = (b, r, c);
+
+        let t = Instant::now();
+        floor_once(&input, &a.input, |text, (normalized, spans)| {
+            normalizer.normalize_into(text, normalized);
+            hash_word_grams(normalized, width, seed, spans)
+        })?;
+        normalizing_runs.push(t.elapsed().as_secs_f64());
 
         let t = Instant::now();
         let k = dedup_once(&input, &a.input, params.clone())?;
@@ -114,7 +135,10 @@ fn floor(a: FloorArgs) -> anyhow::Result<ExitCode> {
         floor_mb_per_s: mb / best(&floor_runs),
         dedup_mb_per_s: mb / best(&dedup_runs),
         ratio: best(&floor_runs) / best(&dedup_runs),
+        normalizing_floor_mb_per_s: mb / best(&normalizing_runs),
+        normalizing_ratio: best(&normalizing_runs) / best(&dedup_runs),
         floor_runs_s: floor_runs,
+        normalizing_floor_runs_s: normalizing_runs,
         dedup_runs_s: dedup_runs,
         floor_checksum: checksum,
         kept: kept.unwrap_or_default(),
@@ -123,22 +147,32 @@ fn floor(a: FloorArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         println!(
-            "{}: {:.1} MB, {} records, {} threads\n  floor  {:8.1} MB/s  (read, JSON, split words, xxh3 of every word {width}-gram)\n  dedup  {:8.1} MB/s\n  ratio  {:8.3}  (dedup / floor, best of {})",
+            "{}: {:.1} MB, {} records, {} threads\n  floor             {:8.1} MB/s  (read, JSON, split words, xxh3 of every word {width}-gram)\n  normalizing floor {:8.1} MB/s  (the same on the text normalized {})\n  dedup             {:8.1} MB/s\n  ratio             {:8.3}  (dedup / floor, best of {})\n  normalizing ratio {:8.3}  (dedup / normalizing floor)",
             report.input,
             mb,
             report.records,
             report.threads,
             report.floor_mb_per_s,
+            report.normalizing_floor_mb_per_s,
+            normalizer.version(),
             report.dedup_mb_per_s,
             report.ratio,
-            a.repeat
+            a.repeat,
+            report.normalizing_ratio,
         );
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// One floor pass: (bytes of accepted lines, records, checksum).
-fn floor_once(path: &str, input: &InputArgs, width: usize, seed: u64) -> anyhow::Result<(u64, u64, u64)> {
+/// Per-thread scratch of a floor pass: a normalized text and word spans.
+type Scratch = (String, Vec<(usize, usize)>);
+
+/// One floor pass, `work` hashing each record's text: (bytes of accepted
+/// lines, records, checksum of what `work` returned).
+fn floor_once<W>(path: &str, input: &InputArgs, work: W) -> anyhow::Result<(u64, u64, u64)>
+where
+    W: Fn(&str, &mut Scratch) -> u64 + Sync,
+{
     let inputs = crate::input::expand(&[path.to_owned()])?;
     let (mut bytes, mut records, mut checksum) = (0u64, 0u64, 0u64);
     let (tf, idf) = (input.text_field.as_str(), input.id_field.as_str());
@@ -146,8 +180,8 @@ fn floor_once(path: &str, input: &InputArgs, width: usize, seed: u64) -> anyhow:
         let (b, r, c) = chunk
             .lines
             .par_iter()
-            .map_init(Vec::new, |spans, line| match line.record(tf, idf) {
-                Ok(rec) => (line.len() as u64, 1, hash_word_grams(&rec.text, width, seed, spans)),
+            .map_init(Scratch::default, |scratch, line| match line.record(tf, idf) {
+                Ok(rec) => (line.len() as u64, 1, work(&rec.text, scratch)),
                 Err(_) => (0, 0, 0),
             })
             .reduce(|| (0, 0, 0), |x, y| (x.0 + y.0, x.1 + y.1, x.2.wrapping_add(y.2)));

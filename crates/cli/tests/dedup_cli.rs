@@ -367,3 +367,33 @@ fn several_inputs_and_folders_are_one_dataset() {
     let (by_folder, _, _) = run(&[shards.to_str().unwrap()]);
     assert_eq!(by_folder, pairs);
 }
+
+#[test]
+fn bench_floor_reports_both_floors() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let lines: String = (0..300)
+        .map(|i| {
+            format!(
+                "{{\"id\": \"d{i}\", \"text\": \"Document {i}: the red fox runs very fast over hill {}\"}}\n",
+                i % 9
+            )
+        })
+        .collect();
+    std::fs::write(&input, lines).unwrap();
+    let out = neardup(&["bench", "floor", input.to_str().unwrap(), "--repeat", "2", "--json"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["records"], 300, "{v}");
+    let rate = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("{k} in {v}"));
+    for k in ["floor_mb_per_s", "normalizing_floor_mb_per_s", "dedup_mb_per_s"] {
+        assert!(rate(k) > 0.0, "{k}: {v}");
+    }
+    assert_eq!(v["normalizing_floor_runs_s"].as_array().unwrap().len(), 2);
+    let ratio = rate("dedup_mb_per_s") / rate("normalizing_floor_mb_per_s");
+    assert!((rate("normalizing_ratio") - ratio).abs() < 1e-9 * ratio.max(1.0), "{v}");
+    // Several inputs, or standard input, cannot be read again: refused.
+    let out = neardup(&["bench", "floor", "-"], Some(b""));
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("give one file"), "{}", text(&out.stderr));
+}
