@@ -1119,3 +1119,53 @@ fn writes_after_a_rebuild_fingerprint_under_the_new_parameters() {
         assert_eq!(c[0].as_ref().unwrap().decision.state, DecisionState::Duplicate, "batched");
     });
 }
+
+/// A batch (written in groups, one log entry a group) decides each item
+/// exactly as upserting the items one by one does, where one item bears on
+/// another: a replacement whose old content a later item matches, an
+/// unchanged re-upsert after a new copy of its content, and a budget that
+/// a replacement frees for the next item.
+#[test]
+fn a_batch_decides_as_items_one_by_one() {
+    let base = [("x", "red fox runs very fast over the hill"), ("z", "database backup completed nightly")];
+    let batch = vec![
+        // x's old text leaves the index: y, its copy, must not match it.
+        Item { epoch: Some(2), ..Item::text("x", "completely different words about the sea") },
+        Item::text("y", "red fox runs very fast over the hill"),
+        // a new copy of z's text, then z unchanged: z's decision sees it.
+        Item::text("a", "database backup completed nightly"),
+        Item::text("z", "database backup completed nightly"),
+        // a is replaced by a short text, which frees room under max_bytes for c.
+        Item { epoch: Some(2), ..Item::text("a", "tiny") },
+        Item::text("c", "a new item that fits once a is short"),
+    ];
+    let summary = |o: &neardup_index::UpsertOutcome| {
+        let ids: Vec<_> = o.decision.candidates.iter().map(|c| c.item_id.clone()).collect();
+        format!("{} {:?} {:?} {ids:?}", o.item_id, o.status, o.decision.state)
+    };
+    each_store(|kind| {
+        let run = |batched: bool| -> Vec<String> {
+            let dir = tempfile::tempdir().unwrap();
+            let e = Engine::open(dir.path(), opts(kind)).unwrap();
+            let mut c = seed_tenant();
+            // Live bytes reach 142 before a shrinks (33 → 4 bytes); c (36)
+            // fits only after: 149 <= 160 < 178.
+            c.limits.max_bytes = 160;
+            e.create_tenant("t", c).unwrap();
+            for (id, text) in base {
+                e.upsert("t", Item::text(id, text)).unwrap();
+            }
+            let answers: Vec<_> = if batched {
+                e.upsert_batch("t", batch.clone()).unwrap()
+            } else {
+                batch.iter().map(|i| e.upsert("t", i.clone())).collect()
+            };
+            answers.iter().map(|a| a.as_ref().map_or_else(|e| e.code().to_string(), summary)).collect()
+        };
+        let alone = run(false);
+        assert!(alone[1].contains("Inserted Distinct"), "{alone:?}");
+        assert!(alone[3].contains("Unchanged") && alone[3].contains("\"a\""), "{alone:?}");
+        assert!(alone[5].contains("Inserted"), "{alone:?}");
+        assert_eq!(run(true), alone, "{kind:?}");
+    });
+}

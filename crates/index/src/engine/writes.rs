@@ -6,7 +6,7 @@ use neardup_core::Fingerprint;
 
 use super::{now_ms, poisoned, Engine};
 use crate::command::{BatchedUpsert, Command};
-use crate::decision::UpsertOutcome;
+use crate::decision::{UpsertOutcome, UpsertStatus};
 use crate::error::{Error, ErrorKind, Result};
 use crate::feedback::{LabelEvent, NewLabel};
 use crate::item::Item;
@@ -91,8 +91,8 @@ impl Engine {
     /// error means the batch could not be made durable and none of it is
     /// acknowledged.
     ///
-    /// In cluster mode consecutive items go to the replicated log as one
-    /// entry ([`Command::Upserts`]) as long as none of them bears on
+    /// Consecutive items go to the log as one entry ([`Command::Upserts`];
+    /// the replicated log in cluster mode) as long as none of them bears on
     /// another's decision — distinct ids and idempotency keys, no shared
     /// band key or content hash, budgets that hold for all of them, the
     /// entry within the log's size limit — so each is decided exactly as
@@ -160,11 +160,15 @@ impl Engine {
         (out, last)
     }
 
-    /// Cluster mode: plans the longest run of `items` (at least one) whose
-    /// writes do not bear on each other's decisions (see
-    /// [`Engine::upsert_batch`]) and proposes those writes as one log
-    /// entry. Returns each planned item's answer and the log position to
-    /// wait for (the entry's, or what answers without a write report).
+    /// Plans the longest run of `items` (at least one) whose writes do not
+    /// bear on each other's decisions (see [`Engine::upsert_batch`]) and
+    /// logs those writes as one entry (replicated in cluster mode). A run
+    /// is either one item that writes nothing (an answer or an error), or
+    /// writes that share no id, idempotency key, band key or content hash,
+    /// fit the budgets together, and replace no earlier version except as
+    /// the run's last write. Returns each planned item's answer and the log
+    /// position to wait for (the entry's, or what answers without a write
+    /// report).
     fn upsert_group(
         &self,
         t: &mut Tenant,
@@ -191,15 +195,21 @@ impl Engine {
             {
                 break;
             }
+            // An item that writes nothing — an answer or an error — was
+            // judged against the state before the group's writes (its
+            // decision, a budget): it is planned again after them, and
+            // stands alone as a group when it comes first, so a group the
+            // log refuses always begins with a write.
             let (command, outcome, shadow, band_keys) = match t.plan_upsert(&*self.store, item.clone(), pre.clone()) {
+                Err(_) | Ok(Plan::Answer { .. }) if grouped => break,
                 Err(e) => {
                     results.push(Err(e));
-                    continue;
+                    break;
                 }
                 Ok(Plan::Answer { outcome, depends_on: d }) => {
                     depends_on = depends_on.max(d);
                     results.push(Ok(outcome));
-                    continue;
+                    break;
                 }
                 Ok(Plan::Write { command, outcome, shadow, band_keys }) => (command, outcome, shadow, band_keys),
             };
@@ -234,8 +244,15 @@ impl Engine {
             added_items += 1;
             added_bytes += bytes;
             entry_bytes += size;
+            // A replacement takes the old version's band keys and content
+            // hash out of the index when applied; items planned before that
+            // could still find it. It ends the group.
+            let replaced = outcome.status == UpsertStatus::Replaced;
             results.push(Ok(outcome));
             writes.push((results.len() - 1, upsert, shadow));
+            if replaced {
+                break;
+            }
         }
         if writes.is_empty() {
             return Ok((results, depends_on));
@@ -376,12 +393,12 @@ impl Engine {
     }
 }
 
-/// Fingerprints a batch's items on the available cores (at most 8 threads,
-/// at least 32 items each), in item order, holding no lock.
 /// Most bytes one group of a single node's upserts puts in one log record
 /// (a record is read whole at replay).
 const LOCAL_GROUP_BYTES: usize = 8 << 20;
 
+/// Fingerprints a batch's items on the available cores (at most 8 threads,
+/// at least 32 items each), in item order, holding no lock.
 fn prefingerprint_all(t: &Prefingerprinter, items: &[Item]) -> Vec<Option<(String, Fingerprint)>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
     let per = items.len().div_ceil(threads).max(32);
