@@ -8,8 +8,9 @@
 //! plans, logs and applies them in queue order under one acquisition of
 //! the lock — in groups of items that do not bear on each other, one log
 //! record and one store write a group, each decided exactly as if alone
-//! after the ones before it, as a batch is — then hands the lead to the next queued writer, so the
-//! next round applies while this one's log is made durable, and answers
+//! after the ones before it, as a batch is — then hands the lead to the
+//! next queued writer, so the next round applies while this one's log is
+//! made durable, and answers
 //! each writer of its round once an fsync covers the round. Nothing is
 //! acknowledged before its fsync (as before: the wait is the log's own
 //! group commit); the lock is held at most one round of items at a time.

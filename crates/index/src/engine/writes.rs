@@ -105,21 +105,13 @@ impl Engine {
         let pre = prefingerprint_all(&*combiner.prefingerprinter(&t)?, &items);
         if let Some(r) = &self.replica {
             let max_entry = r.max_entry_bytes();
-            let mut out = Vec::with_capacity(items.len());
-            while out.len() < items.len() {
-                let from = out.len();
-                let group = self.replicated(tenant, || {
+            let (out, _) = in_groups(items.len(), |from| {
+                self.replicated(tenant, || {
                     let mut t = t.write().map_err(|_| poisoned())?;
                     combiner.refresh(&t);
                     self.upsert_group(&mut t, &items[from..], &pre[from..], max_entry)
-                });
-                match group {
-                    Ok((results, _)) => out.extend(results),
-                    // The log did not take the entry: the first item gets
-                    // the error, the others are planned again.
-                    Err(e) => out.push(Err(e)),
-                }
-            }
+                })
+            });
             return Ok(out);
         }
         let (out, depends_on) = {
@@ -137,27 +129,14 @@ impl Engine {
     /// record and one store write a group instead of one an item, each item
     /// still decided exactly as it would be alone after the ones before it.
     /// Returns each item's answer and the log position to make durable
-    /// before any of them is given. A group the log does not take answers
-    /// its first item with the error; the rest are planned again.
+    /// before any of them is given (see [`in_groups`]).
     pub(super) fn upsert_all_locked(
         &self,
         t: &mut Tenant,
         items: &[Item],
         pre: &[Option<(String, Fingerprint)>],
     ) -> (Vec<Result<UpsertOutcome>>, u64) {
-        let mut out = Vec::with_capacity(items.len());
-        let mut last = 0;
-        while out.len() < items.len() {
-            let from = out.len();
-            match self.upsert_group(t, &items[from..], &pre[from..], LOCAL_GROUP_BYTES) {
-                Ok((results, lsn)) => {
-                    last = last.max(lsn);
-                    out.extend(results);
-                }
-                Err(e) => out.push(Err(e)),
-            }
-        }
-        (out, last)
+        in_groups(items.len(), |from| self.upsert_group(t, &items[from..], &pre[from..], LOCAL_GROUP_BYTES))
     }
 
     /// Plans the longest run of `items` (at least one) whose writes do not
@@ -207,7 +186,7 @@ impl Engine {
                     break;
                 }
                 Ok(Plan::Answer { outcome, depends_on: d }) => {
-                    depends_on = depends_on.max(d);
+                    depends_on = d;
                     results.push(Ok(outcome));
                     break;
                 }
@@ -391,6 +370,29 @@ impl Engine {
         let lsn = self.log_and_apply(t, cmd)?;
         Ok(LabelEvent { lsn, ..event })
     }
+}
+
+/// Answers `n` items a group at a time, single node or cluster:
+/// `group(from)` writes the group that starts at item `from` and returns
+/// its answers (at least one) and the log position to wait for. A group the
+/// log did not take answers its first item (a write) with the error; the
+/// others are planned again. Returns every answer and the highest position.
+fn in_groups(
+    n: usize,
+    mut group: impl FnMut(usize) -> Result<(Vec<Result<UpsertOutcome>>, u64)>,
+) -> (Vec<Result<UpsertOutcome>>, u64) {
+    let mut out = Vec::with_capacity(n);
+    let mut last = 0;
+    while out.len() < n {
+        match group(out.len()) {
+            Ok((results, lsn)) => {
+                last = last.max(lsn);
+                out.extend(results);
+            }
+            Err(e) => out.push(Err(e)),
+        }
+    }
+    (out, last)
 }
 
 /// Most bytes one group of a single node's upserts puts in one log record
