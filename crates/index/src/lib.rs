@@ -51,9 +51,9 @@ pub use decision::{
     Decision, DecisionState, MatchVerdict, PolicyRef, ScoredCandidate, UpsertOutcome, UpsertStatus, Verification,
 };
 pub use engine::{
-    seed_replica, CheckpointReport, Comparison, Edge, Engine, EngineOptions, Estimate, LabelEvaluation, Member,
-    Neighbourhood, Proposer, Query, QueuedItem, RecoveryReport, ReviewQueue, Side, StoreKind, TenantStats, TextRun,
-    MAX_EVALUATED_PAIRS, MAX_NEIGHBOURHOOD,
+    seed_replica, Answer, CheckpointReport, Comparison, Edge, Engine, EngineOptions, Estimate, LabelEvaluation, Lead,
+    Member, Neighbourhood, Proposer, Query, QueuedItem, RecoveryReport, ReviewQueue, Side, StoreKind, TenantStats,
+    TextRun, MAX_EVALUATED_PAIRS, MAX_NEIGHBOURHOOD,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use feedback::{Label, LabelEvent, NewLabel};

@@ -35,6 +35,12 @@
 //! write before it is durable (as in most write-ahead logs); an LSN is
 //! durable only when every LSN before it is, since the log is one file
 //! written in order.
+//!
+//! A writer that should not block — a round of the combiner, answering
+//! callers that wait elsewhere — registers a callback instead
+//! ([`Wal::on_durable`]): the log's syncer thread takes part in the same
+//! group commit for every callback waiting at once and calls each once an
+//! fsync covers its position (or with the error that stopped it).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufReader, Read, Write};
@@ -304,6 +310,47 @@ pub(crate) struct Wal {
     durability: Arc<(Mutex<Durability>, std::sync::Condvar)>,
     stop: Arc<AtomicBool>,
     flusher: Option<JoinHandle<()>>,
+    /// `Always`: the thread that answers [`Wal::on_durable`] callbacks.
+    syncer: Option<(Arc<Syncer>, JoinHandle<()>)>,
+}
+
+/// Called once with whether a log position became durable.
+pub(crate) type OnDurable = Box<dyn FnOnce(Result<()>) + Send>;
+
+/// The callbacks waiting for an fsync, and the syncer's stop flag.
+#[derive(Default)]
+struct Syncer {
+    queue: Mutex<(Vec<(u64, OnDurable)>, bool)>,
+    cv: std::sync::Condvar,
+}
+
+impl Syncer {
+    /// The syncer thread: fsyncs (as a group-commit writer, sharing fsyncs
+    /// with threads in [`Wal::make_durable`]) up to the highest position
+    /// waited for, then calls every callback it covered. Callbacks that
+    /// come meanwhile wait for the next fsync. On stop, drains the queue.
+    fn run(&self, writer: &Mutex<Writer>, durability: &(Mutex<Durability>, std::sync::Condvar)) {
+        loop {
+            let waiting = {
+                let Ok(mut q) = self.queue.lock() else { return };
+                while q.0.is_empty() && !q.1 {
+                    q = match self.cv.wait(q) {
+                        Ok(q) => q,
+                        Err(_) => return,
+                    };
+                }
+                if q.0.is_empty() {
+                    return;
+                }
+                std::mem::take(&mut q.0)
+            };
+            let upto = waiting.iter().map(|w| w.0).max().unwrap_or(0);
+            let result = wait_durable(writer, durability, upto);
+            for (_, f) in waiting {
+                f(result.clone());
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for Wal {
@@ -333,6 +380,80 @@ fn create_segment(dir: &Path, first: u64) -> Result<File> {
     file.write_all(&h).and_then(|_| file.sync_all()).map_err(|e| Error::io("writing segment header", e))?;
     sync_dir(dir)?;
     Ok(file)
+}
+
+/// Group commit under `Always`: returns once an fsync that started after
+/// `lsn` was written has returned (see the module doc).
+fn wait_durable(writer: &Mutex<Writer>, durability: &(Mutex<Durability>, std::sync::Condvar), lsn: u64) -> Result<()> {
+    let (state, cv) = durability;
+    let mut st = state.lock().map_err(|_| poisoned())?;
+    loop {
+        if st.synced >= lsn {
+            return Ok(());
+        }
+        if st.leader {
+            st = cv.wait(st).map_err(|_| poisoned())?;
+            continue;
+        }
+        st.leader = true;
+        drop(st);
+        // Everything written so far: this writer's record and every
+        // record of the writers that queued behind the last fsync.
+        let target = {
+            let w = writer.lock().map_err(|_| poisoned());
+            w.and_then(|mut w| {
+                // After a failed fsync nothing written since the last good
+                // one can be trusted: a writer that was waiting behind it
+                // is not acknowledged on a later fsync's word.
+                w.check()?;
+                w.dirty = false;
+                let upto = w.next_lsn - 1;
+                #[cfg(test)]
+                let fail = std::mem::take(&mut w.fail_fsync);
+                #[cfg(not(test))]
+                let fail = false;
+                #[cfg(any(test, feature = "fault-injection"))]
+                let delay = w.fsync_delay;
+                #[cfg(not(any(test, feature = "fault-injection")))]
+                let delay = std::time::Duration::ZERO;
+                w.file
+                    .try_clone()
+                    .map(|f| (f, upto, (fail, delay)))
+                    .map_err(|e| Error::io("fsyncing the command log", e))
+            })
+        };
+        let sync = |f: File, (fail, delay): (bool, std::time::Duration)| {
+            if !delay.is_zero() {
+                std::thread::sleep(delay);
+            }
+            if fail {
+                return Err(std::io::Error::other("fsync failed (test)"));
+            }
+            f.sync_data()
+        };
+        let result = target.and_then(|(f, upto, fail)| match sync(f, fail) {
+            Ok(()) => Ok(upto),
+            Err(e) => {
+                // After a failed fsync the kernel may have dropped the
+                // dirty pages: nothing since the last good fsync can be
+                // trusted, so no later write may be acknowledged either.
+                if let Ok(mut w) = writer.lock() {
+                    w.failed = Some(format!("an fsync failed ({e})"));
+                }
+                Err(Error::io("fsyncing the command log", e))
+            }
+        });
+        st = state.lock().map_err(|_| poisoned())?;
+        st.leader = false;
+        cv.notify_all();
+        match result {
+            Ok(upto) => {
+                st.synced = st.synced.max(upto);
+                st.fsyncs += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 impl Wal {
@@ -376,7 +497,19 @@ impl Wal {
             }
             _ => None,
         };
-        Ok(Wal { dir: dir.to_path_buf(), policy, writer, durability, stop, flusher })
+        let syncer = match policy {
+            FsyncPolicy::Always => {
+                let sy = Arc::new(Syncer::default());
+                let (w, d, s) = (Arc::clone(&writer), Arc::clone(&durability), Arc::clone(&sy));
+                let h = std::thread::Builder::new()
+                    .name("neardup-log-sync".into())
+                    .spawn(move || s.run(&w, &d))
+                    .map_err(|e| Error::io("starting the command log's syncer thread", e))?;
+                Some((sy, h))
+            }
+            _ => None,
+        };
+        Ok(Wal { dir: dir.to_path_buf(), policy, writer, durability, stop, flusher, syncer })
     }
 
     /// The LSN the next record will get.
@@ -423,71 +556,25 @@ impl Wal {
         if self.policy != FsyncPolicy::Always {
             return Ok(());
         }
-        let (state, cv) = &*self.durability;
-        let mut st = state.lock().map_err(|_| poisoned())?;
-        loop {
-            if st.synced >= lsn {
-                return Ok(());
-            }
-            if st.leader {
-                st = cv.wait(st).map_err(|_| poisoned())?;
-                continue;
-            }
-            st.leader = true;
-            drop(st);
-            // Everything written so far: this writer's record and every
-            // record of the writers that queued behind the last fsync.
-            let target = {
-                let w = self.writer.lock().map_err(|_| poisoned());
-                w.and_then(|mut w| {
-                    w.dirty = false;
-                    let upto = w.next_lsn - 1;
-                    #[cfg(test)]
-                    let fail = std::mem::take(&mut w.fail_fsync);
-                    #[cfg(not(test))]
-                    let fail = false;
-                    #[cfg(any(test, feature = "fault-injection"))]
-                    let delay = w.fsync_delay;
-                    #[cfg(not(any(test, feature = "fault-injection")))]
-                    let delay = std::time::Duration::ZERO;
-                    w.file
-                        .try_clone()
-                        .map(|f| (f, upto, (fail, delay)))
-                        .map_err(|e| Error::io("fsyncing the command log", e))
-                })
-            };
-            let sync = |f: File, (fail, delay): (bool, std::time::Duration)| {
-                if !delay.is_zero() {
-                    std::thread::sleep(delay);
-                }
-                if fail {
-                    return Err(std::io::Error::other("fsync failed (test)"));
-                }
-                f.sync_data()
-            };
-            let result = target.and_then(|(f, upto, fail)| match sync(f, fail) {
-                Ok(()) => Ok(upto),
-                Err(e) => {
-                    // After a failed fsync the kernel may have dropped the
-                    // dirty pages: nothing since the last good fsync can be
-                    // trusted, so no later write may be acknowledged either.
-                    if let Ok(mut w) = self.writer.lock() {
-                        w.failed = Some(format!("an fsync failed ({e})"));
-                    }
-                    Err(Error::io("fsyncing the command log", e))
-                }
-            });
-            st = state.lock().map_err(|_| poisoned())?;
-            st.leader = false;
-            cv.notify_all();
-            match result {
-                Ok(upto) => {
-                    st.synced = st.synced.max(upto);
-                    st.fsyncs += 1;
-                }
-                Err(e) => return Err(e),
-            }
+        wait_durable(&self.writer, &self.durability, lsn)
+    }
+
+    /// Calls `f` once `lsn` is durable as the policy promises — under
+    /// `Always` from the log's syncer thread, after an fsync that started
+    /// after `lsn` was written (sharing fsyncs with every other writer
+    /// waiting then), with the error if that fsync failed; at once
+    /// otherwise, or when `lsn` is durable already. `f` must be quick: it
+    /// runs while later callbacks wait.
+    pub(crate) fn on_durable(&self, lsn: u64, f: OnDurable) {
+        let Some((syncer, _)) = &self.syncer else { return f(Ok(())) };
+        if self.durable_lsn() >= lsn {
+            return f(Ok(()));
         }
+        match syncer.queue.lock() {
+            Ok(mut q) => q.0.push((lsn, f)),
+            Err(_) => return f(Err(poisoned())),
+        }
+        syncer.cv.notify_one();
     }
 
     /// The highest LSN known to be on disk (every LSN below it is too).
@@ -614,6 +701,14 @@ impl Drop for Wal {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.flusher.take() {
+            let _ = h.join();
+        }
+        // The syncer answers every callback still waiting before it stops.
+        if let Some((syncer, h)) = self.syncer.take() {
+            if let Ok(mut q) = syncer.queue.lock() {
+                q.1 = true;
+            }
+            syncer.cv.notify_one();
             let _ = h.join();
         }
         let _ = self.sync();

@@ -595,6 +595,113 @@ fn group_commit_acknowledges_only_durable_writes() {
     assert_eq!(e.stats("a").unwrap().live_items + e.stats("b").unwrap().live_items, 640 - 16);
 }
 
+/// Queued upserts (`upsert_queued`, as the service's async handlers use):
+/// writers that must not block queue an item with a callback, and the one
+/// that finds no leader gets the lead to run on a thread of its own. Mixed
+/// with parked writers (`upsert`) on the same tenant, every callback is
+/// called exactly once, and only once an fsync covers its write — checked
+/// inside the callback, at the moment of the answer, with fsyncs slowed so
+/// an early answer could not hide — and a restart keeps every answered write.
+#[test]
+fn queued_upserts_answer_once_and_only_when_durable() {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{mpsc, Arc};
+    let dir = tempfile::tempdir().unwrap();
+    let e = Arc::new(
+        Engine::open(dir.path(), EngineOptions { fsync: FsyncPolicy::Always, ..opts(StoreKind::Memory) }).unwrap(),
+    );
+    e.create_tenant("t", seed_tenant()).unwrap();
+    assert!(e.queues_upserts());
+    e.delay_log_fsyncs(std::time::Duration::from_millis(3));
+    let (tx, rx) = mpsc::channel::<(String, neardup_index::Result<neardup_index::UpsertOutcome>)>();
+    let early = Arc::new(AtomicU64::new(0));
+    let leads = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for w in 0..6 {
+            let (e, tx, early, leads) = (Arc::clone(&e), tx.clone(), Arc::clone(&early), &leads);
+            s.spawn(move || {
+                for i in 0..40 {
+                    let id = format!("w{w}-{i}");
+                    let text = format!("writer {w} item {i} says something of its own here");
+                    if w % 3 == 2 {
+                        // A parked writer on the same queue.
+                        let o = e.upsert("t", Item::text(&id, text)).unwrap();
+                        assert!(e.durable_lsn() >= o.lsn, "a parked writer answered before its fsync");
+                        tx.send((id, Ok(o))).unwrap();
+                        continue;
+                    }
+                    let (tx, check, early) = (tx.clone(), Arc::clone(&e), Arc::clone(&early));
+                    let answer = Box::new(move |r: neardup_index::Result<neardup_index::UpsertOutcome>| {
+                        if let Ok(o) = &r {
+                            if check.durable_lsn() < o.lsn {
+                                early.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        tx.send((id, r)).unwrap();
+                    });
+                    if let Some(lead) = e.upsert_queued("t", Item::text(format!("w{w}-{i}"), text), answer).unwrap() {
+                        leads.fetch_add(1, Ordering::Relaxed);
+                        let e = Arc::clone(&e);
+                        std::thread::spawn(move || e.lead(lead));
+                    }
+                }
+            });
+        }
+    });
+    drop(tx);
+    let answers: Vec<_> = rx.iter().collect();
+    assert_eq!(answers.len(), 240, "every write answered exactly once");
+    let ids: std::collections::HashSet<_> = answers.iter().map(|(id, _)| id.clone()).collect();
+    assert_eq!(ids.len(), 240);
+    for (id, r) in &answers {
+        assert!(r.is_ok(), "{id}: {r:?}");
+    }
+    assert_eq!(early.load(Ordering::Relaxed), 0, "callbacks answered before their fsync");
+    assert!(leads.load(Ordering::Relaxed) >= 1);
+    e.delay_log_fsyncs(std::time::Duration::ZERO);
+    let live = e.stats("t").unwrap().live_items;
+    assert_eq!(live, 240);
+    let e = Arc::into_inner(e).expect("no lead outlives the writes");
+    drop(e);
+    let e = Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap();
+    assert_eq!(e.stats("t").unwrap().live_items, 240, "an answered write was lost");
+}
+
+/// A lead dropped unused, or passed to another engine, never leaves a
+/// queue stuck: the writes queued behind it are answered with an error, and
+/// the next write leads.
+#[test]
+fn an_unused_lead_answers_its_queue_and_frees_it() {
+    use std::sync::mpsc;
+    let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (a, b) = (
+        Engine::open(d1.path(), opts(StoreKind::Memory)).unwrap(),
+        Engine::open(d2.path(), opts(StoreKind::Memory)).unwrap(),
+    );
+    a.create_tenant("t", seed_tenant()).unwrap();
+    let (tx, rx) = mpsc::channel();
+    let answer = |tx: &mpsc::Sender<_>| {
+        let tx = tx.clone();
+        Box::new(move |r: neardup_index::Result<neardup_index::UpsertOutcome>| tx.send(r.map(|o| o.item_id)).unwrap())
+    };
+    let lead = a.upsert_queued("t", Item::text("x", "a first text of some words"), answer(&tx)).unwrap();
+    let lead = lead.expect("an idle queue hands its lead to the first writer");
+    assert!(a.upsert_queued("t", Item::text("y", "a second text of other words"), answer(&tx)).unwrap().is_none());
+    b.lead(lead); // not b's: refused, and the queue is answered
+    for _ in 0..2 {
+        let e = rx.recv().unwrap().unwrap_err().to_string();
+        assert!(e.contains("lead of its queue was dropped"), "{e}");
+    }
+    let lead = a.upsert_queued("t", Item::text("z", "a third text"), answer(&tx)).unwrap();
+    drop(lead.expect("the queue was freed"));
+    assert!(rx.recv().unwrap().is_err());
+    // The queue leads again as usual, and nothing was written meanwhile.
+    let lead = a.upsert_queued("t", Item::text("x", "a first text of some words"), answer(&tx)).unwrap();
+    a.lead(lead.unwrap());
+    assert_eq!(rx.recv().unwrap().unwrap(), "x");
+    assert_eq!(a.stats("t").unwrap().live_items, 1);
+}
+
 /// Queries whose answers a restart must keep: decisions, candidates of
 /// stored items, live ids and bytes.
 type ImageAnswers = (Vec<neardup_index::Decision>, Vec<String>, u64);

@@ -4,13 +4,17 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use neardup_index::Engine;
+use neardup_index::{Engine, Item, UpsertOutcome};
 
 use crate::auth::{KeyStore, Principal, Scope};
 use crate::error::{ApiError, ApiResult, GatewayKind};
 use crate::journal::Journal;
 use crate::metrics::Metrics;
 use crate::quota::{QuotaConfig, Quotas};
+
+/// Largest item a single upsert fingerprints on an async worker (about
+/// 0.3 ms of work); larger ones are fingerprinted on a blocking thread.
+pub const QUEUED_ITEM_BYTES: usize = 16 << 10;
 
 /// Gateway limits.
 #[derive(Debug, Clone, PartialEq)]
@@ -203,6 +207,34 @@ impl AppState {
         match tokio::task::spawn_blocking(move || f(&engine)).await {
             Ok(r) => r.map_err(ApiError::from),
             Err(e) => Err(ApiError::internal(format!("engine task failed: {e}"))),
+        }
+    }
+
+    /// Upserts one item. On a single node it joins the tenant's queue of
+    /// single upserts from this task — fingerprinted here, written in a
+    /// round by whichever thread leads the queue, answered once durable —
+    /// so no blocking thread waits per write; cluster mode, and items over
+    /// [`QUEUED_ITEM_BYTES`] (too long to fingerprint on an async worker),
+    /// take [`AppState::run`]. As with `run`, a request that times out
+    /// still lands.
+    pub async fn upsert(&self, tenant: &str, item: Item) -> ApiResult<UpsertOutcome> {
+        let engine = self.engine_for(tenant)?;
+        if !engine.queues_upserts() || item.content.len() > QUEUED_ITEM_BYTES {
+            let t = tenant.to_string();
+            return self.run(tenant, move |e| e.upsert(&t, item)).await;
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let answer = Box::new(move |r| {
+            let _ = tx.send(r);
+        });
+        if let Some(lead) = engine.upsert_queued(tenant, item, answer)? {
+            // The queue had no leader: this write's rounds run on a
+            // blocking thread, which leads while writes keep coming.
+            tokio::task::spawn_blocking(move || engine.lead(lead));
+        }
+        match rx.await {
+            Ok(r) => r.map_err(ApiError::from),
+            Err(_) => Err(ApiError::internal("the write's answer was lost")),
         }
     }
 

@@ -4,16 +4,24 @@
 //! writers most of their time went to handing that lock from thread to
 //! thread — one acquisition, one log append and one wake-up per item. Here
 //! a writer queues its item; the first writer to find no round running
-//! leads one: it takes up to [`MAX_ROUND`] queued items (its own first),
-//! plans, logs and applies them in queue order under one acquisition of
-//! the lock — in groups of items that do not bear on each other, one log
-//! record and one store write a group, each decided exactly as if alone
-//! after the ones before it, as a batch is — then hands the lead to the
-//! next queued writer, so the next round applies while this one's log is
-//! made durable, and answers
-//! each writer of its round once an fsync covers the round. Nothing is
-//! acknowledged before its fsync (as before: the wait is the log's own
-//! group commit); the lock is held at most one round of items at a time.
+//! leads: it takes up to [`MAX_ROUND`] queued items (its own first), plans,
+//! logs and applies them in queue order under one acquisition of the lock
+//! — in groups of items that do not bear on each other, one log record and
+//! one store write a group, each decided exactly as if alone after the
+//! ones before it, as a batch is — and hands the round to the log, whose
+//! syncer thread answers each of its writers once an fsync covers it
+//! ([`crate::wal::Wal::on_durable`]). Nothing is acknowledged before its
+//! fsync, and the leader never waits for one: it goes on to the next round
+//! while the log makes the last one durable.
+//!
+//! Two kinds of writer queue: a thread that parks until its answer comes
+//! ([`Engine::upsert`]), and a callback ([`Engine::upsert_queued`], for
+//! callers that must not block, such as the service's async handlers). The
+//! lead passes after every round to the first queued writer when that is a
+//! parked thread, so no thread leads for long for others; a callback cannot
+//! lead, so while the queue's front is one the leader keeps leading, and a
+//! queue with no leader that takes a callback hands its caller a [`Lead`]
+//! to run on a thread that may block.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -33,6 +41,9 @@ pub(super) const MAX_ROUND: usize = 64;
 /// Each tenant's combiner, with the tenant object it serves.
 pub(super) type Combiners = std::collections::HashMap<String, (std::sync::Weak<RwLock<Tenant>>, Arc<Combiner>)>;
 
+/// Called once with a queued upsert's answer (see [`Engine::upsert_queued`]).
+pub type Answer = Box<dyn FnOnce(Result<UpsertOutcome>) + Send>;
+
 /// One tenant's queue of single upserts, and its writers' copy of what
 /// fingerprinting needs.
 #[derive(Default)]
@@ -45,20 +56,25 @@ pub(crate) struct Combiner {
 #[derive(Default)]
 struct Queue {
     pending: VecDeque<Arc<Waiter>>,
-    /// A round is running (or its leader is about to start it).
+    /// A writer leads (or has been handed a [`Lead`] to run).
     leading: bool,
 }
 
-/// An upsert waiting in the queue.
+/// A queued upsert: the item, taken by the round that writes it, and who
+/// waits for its answer.
 struct Waiter {
-    slot: Mutex<Slot>,
-    cv: Condvar,
+    job: Mutex<Option<Job>>,
+    reply: Reply,
 }
 
-struct Slot {
-    /// Taken by the round that writes it.
-    job: Option<(Item, Option<(String, Fingerprint)>)>,
-    state: State,
+/// A queued item, with its fingerprint when made before queuing.
+type Job = (Item, Option<(String, Fingerprint)>);
+
+enum Reply {
+    /// A thread parked until its answer, or the lead, comes.
+    Thread { state: Mutex<State>, cv: Condvar },
+    /// Called once with the answer.
+    Call(Mutex<Option<Answer>>),
 }
 
 enum State {
@@ -69,11 +85,63 @@ enum State {
 }
 
 impl Waiter {
-    fn set(&self, state: State) {
-        if let Ok(mut s) = self.slot.lock() {
-            s.state = state;
+    fn new(item: Item, pre: Option<(String, Fingerprint)>, reply: Reply) -> Arc<Waiter> {
+        Arc::new(Waiter { job: Mutex::new(Some((item, pre))), reply })
+    }
+
+    /// Gives the answer (once: a second is ignored).
+    fn answer(&self, r: Result<UpsertOutcome>) {
+        match &self.reply {
+            Reply::Thread { state, cv } => {
+                if let Ok(mut s) = state.lock() {
+                    if !matches!(*s, State::Done(_)) {
+                        *s = State::Done(Box::new(r));
+                    }
+                }
+                cv.notify_one();
+            }
+            Reply::Call(f) => {
+                if let Some(f) = f.lock().ok().and_then(|mut f| f.take()) {
+                    f(r);
+                }
+            }
         }
-        self.cv.notify_one();
+    }
+
+    /// Hands this (queued) writer the lead; `false` when it cannot take it.
+    fn take_lead(&self) -> bool {
+        let Reply::Thread { state, cv } = &self.reply else { return false };
+        if let Ok(mut s) = state.lock() {
+            *s = State::Lead;
+        }
+        cv.notify_one();
+        true
+    }
+}
+
+/// The lead of a tenant's queue of single upserts, handed to a caller of
+/// [`Engine::upsert_queued`] that found no writer leading: pass it to
+/// [`Engine::lead`] of the same engine on a thread that may block (locks,
+/// log appends). Until then no round of the tenant runs; dropped unused,
+/// it answers every queued write with an error and leaves the queue
+/// without a leader, so the next write leads.
+#[must_use = "a tenant's queued writes wait until its lead is passed to Engine::lead"]
+pub struct Lead {
+    engine: u64,
+    job: Option<(Arc<RwLock<Tenant>>, Arc<Combiner>)>,
+}
+
+impl std::fmt::Debug for Lead {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lead").field("engine", &self.engine).finish_non_exhaustive()
+    }
+}
+
+impl Drop for Lead {
+    fn drop(&mut self) {
+        if let Some((_, combiner)) = self.job.take() {
+            combiner.abandon("the lead of its queue was dropped unused");
+        }
     }
 }
 
@@ -98,6 +166,28 @@ impl Combiner {
             }
         }
     }
+
+    /// Ends leading without a leader: every queued write is answered with
+    /// an error (`why`).
+    fn abandon(&self, why: &str) {
+        let waiting = match self.state.lock() {
+            Ok(mut q) => {
+                q.leading = false;
+                std::mem::take(&mut q.pending)
+            }
+            Err(_) => return,
+        };
+        for w in waiting {
+            w.answer(Err(Error::state(format!("the write was not made: {why}"))));
+        }
+    }
+
+    /// Queues `w`; `true` when no writer leads, so the caller now does.
+    fn enqueue(&self, w: Arc<Waiter>) -> Result<bool> {
+        let mut q = self.state.lock().map_err(|_| poisoned())?;
+        q.pending.push_back(w);
+        Ok(!std::mem::replace(&mut q.leading, true))
+    }
 }
 
 impl Engine {
@@ -115,8 +205,47 @@ impl Engine {
         Ok(Arc::clone(&entry.1))
     }
 
-    /// Upserts `item` through its tenant's queue (single node): returns
-    /// once its round is durable.
+    /// Whether single upserts go through a queue ([`Engine::upsert_queued`]
+    /// works): on a single node; cluster mode writes each through the
+    /// replicated log.
+    pub fn queues_upserts(&self) -> bool {
+        self.replica.is_none()
+    }
+
+    /// Upserts `item` without blocking on locks or the disk (single node):
+    /// fingerprints it on this thread, queues it, and returns. `answer` is
+    /// called once with what [`Engine::upsert`] would return, once the
+    /// write is durable — from whichever thread writes or syncs it.
+    ///
+    /// When no writer leads the tenant's queue, the returned [`Lead`] must
+    /// be passed to [`Engine::lead`] on a thread that may block, and must
+    /// not outlive this engine (hold the engine in an `Arc` and move a
+    /// clone along with it); no round of the tenant runs until then.
+    pub fn upsert_queued(&self, tenant: &str, item: Item, answer: Answer) -> Result<Option<Lead>> {
+        if self.replica.is_some() {
+            return Err(Error::state("cluster mode writes each upsert through the replicated log: use upsert"));
+        }
+        let t = self.tenant(tenant)?;
+        let combiner = self.combiner(tenant, &t)?;
+        let pre = combiner.prefingerprinter(&t)?.fingerprint(&item);
+        let me = Waiter::new(item, pre, Reply::Call(Mutex::new(Some(answer))));
+        Ok(combiner.enqueue(me)?.then(|| Lead { engine: self.id, job: Some((t, combiner)) }))
+    }
+
+    /// Runs the rounds of a queue whose lead [`Engine::upsert_queued`]
+    /// handed over, until the queue is empty or a parked writer takes the
+    /// lead.
+    pub fn lead(&self, mut lead: Lead) {
+        if lead.engine != self.id {
+            return; // dropped: its queue's writes are answered with an error
+        }
+        if let Some((t, combiner)) = lead.job.take() {
+            self.lead_rounds(&t, &combiner);
+        }
+    }
+
+    /// Upserts `item` through its tenant's queue (single node), parking
+    /// this thread: returns once its round is durable.
     pub(super) fn upsert_combined(
         &self,
         combiner: &Combiner,
@@ -124,35 +253,46 @@ impl Engine {
         item: Item,
         pre: Option<(String, Fingerprint)>,
     ) -> Result<UpsertOutcome> {
-        let me = Arc::new(Waiter {
-            slot: Mutex::new(Slot { job: Some((item, pre)), state: State::Waiting }),
-            cv: Condvar::new(),
-        });
-        let lead = {
-            let mut q = combiner.state.lock().map_err(|_| poisoned())?;
-            q.pending.push_back(Arc::clone(&me));
-            !std::mem::replace(&mut q.leading, true)
-        };
-        if !lead {
-            let mut s = me.slot.lock().map_err(|_| poisoned())?;
-            loop {
-                match std::mem::replace(&mut s.state, State::Waiting) {
-                    State::Waiting => s = me.cv.wait(s).map_err(|_| poisoned())?,
-                    State::Lead => break,
-                    State::Done(r) => return *r,
-                }
-            }
+        let me = Waiter::new(item, pre, Reply::Thread { state: Mutex::new(State::Waiting), cv: Condvar::new() });
+        if combiner.enqueue(Arc::clone(&me))? {
+            self.lead_rounds(t, combiner);
         }
-        // Leading: the front of the queue is this writer's item.
-        self.round(t, combiner);
-        let mut s = me.slot.lock().map_err(|_| poisoned())?;
-        match std::mem::replace(&mut s.state, State::Waiting) {
-            State::Done(r) => *r,
-            _ => Err(Error::state("a write's round ended without its answer")),
+        let Reply::Thread { state, cv } = &me.reply else {
+            return Err(Error::state("a parked writer lost its slot"));
+        };
+        let mut s = state.lock().map_err(|_| poisoned())?;
+        loop {
+            match std::mem::replace(&mut *s, State::Waiting) {
+                State::Waiting => s = cv.wait(s).map_err(|_| poisoned())?,
+                State::Lead => {
+                    drop(s);
+                    self.lead_rounds(t, combiner);
+                    s = state.lock().map_err(|_| poisoned())?;
+                }
+                State::Done(r) => return *r,
+            }
         }
     }
 
-    /// Writes one round: the queue's first [`MAX_ROUND`] items.
+    /// Leads: writes rounds until the queue is empty (leading ends) or its
+    /// front is a parked writer (the lead passes to it).
+    fn lead_rounds(&self, t: &Arc<RwLock<Tenant>>, combiner: &Combiner) {
+        loop {
+            self.round(t, combiner);
+            let Ok(mut q) = combiner.state.lock() else { return };
+            match q.pending.front() {
+                None => {
+                    q.leading = false;
+                    return;
+                }
+                Some(next) if next.take_lead() => return,
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// Writes one round: the queue's first [`MAX_ROUND`] items. Their
+    /// answers go out once the log has made the round durable.
     fn round(&self, t: &Arc<RwLock<Tenant>>, combiner: &Combiner) {
         let batch: Vec<Arc<Waiter>> = match combiner.state.lock() {
             Ok(mut q) => {
@@ -161,68 +301,39 @@ impl Engine {
             }
             Err(_) => return,
         };
-        // A panic below must not leave writers waiting for ever: every one
-        // of the round still waiting gets an error, and the lead moves on
-        // (once).
-        let passed = std::cell::Cell::new(false);
-        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut results: Vec<Result<UpsertOutcome>> = Vec::with_capacity(batch.len());
-            let mut last = 0u64;
-            match t.write() {
-                Ok(mut g) => {
-                    combiner.refresh(&g);
-                    // The round's items, written in groups (one log record
-                    // and one store write a group, as a batch is).
-                    let jobs: Vec<_> =
-                        batch.iter().map(|w| w.slot.lock().ok().and_then(|mut s| s.job.take())).collect();
-                    let taken: Vec<bool> = jobs.iter().map(Option::is_some).collect();
-                    let (items, pre): (Vec<Item>, Vec<_>) = jobs.into_iter().flatten().unzip();
-                    let (written, lsn) = self.upsert_all_locked(&mut g, &items, &pre);
-                    last = lsn;
-                    let mut written = written.into_iter();
-                    for taken in taken {
-                        results.push(match taken {
-                            true => written.next().unwrap_or_else(|| Err(Error::state("a round lost an answer"))),
-                            false => Err(Error::state("a queued write was taken twice")),
-                        });
-                    }
-                }
-                Err(_) => results.extend(batch.iter().map(|_| Err(poisoned()))),
-            }
-            self.pass_the_lead(combiner);
-            passed.set(true);
-            // Acknowledged only once durable; the next round applies meanwhile.
-            let durable = self.make_durable(last);
+        // A panic below answers the round with an error and the lead goes
+        // on: a queue must never be left without a leader.
+        let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut g = t.write().map_err(|_| poisoned())?;
+            combiner.refresh(&g);
+            let jobs: Vec<_> = batch.iter().map(|w| w.job.lock().ok().and_then(|mut j| j.take())).collect();
+            let taken: Vec<bool> = jobs.iter().map(Option::is_some).collect();
+            let (items, pre): (Vec<Item>, Vec<_>) = jobs.into_iter().flatten().unzip();
+            let (written, lsn) = self.upsert_all_locked(&mut g, &items, &pre);
+            let mut written = written.into_iter();
+            let results = taken
+                .into_iter()
+                .map(|taken| match taken {
+                    true => written.next().unwrap_or_else(|| Err(Error::state("a round lost an answer"))),
+                    false => Err(Error::state("a queued write was taken twice")),
+                })
+                .collect::<Vec<_>>();
+            Ok::<_, Error>((results, lsn))
+        }));
+        let (results, last) = match written {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => (batch.iter().map(|_| Err(e.clone())).collect(), 0),
+            Err(_) => (batch.iter().map(|_| Err(Error::state("the write failed: its round panicked"))).collect(), 0),
+        };
+        // Acknowledged only once durable; the next round applies meanwhile.
+        let answer = Box::new(move |durable: Result<()>| {
             for (w, r) in batch.iter().zip(results) {
-                w.set(State::Done(Box::new(match (&durable, r) {
+                w.answer(match (&durable, r) {
                     (Err(e), Ok(_)) => Err(e.clone()),
                     (_, r) => r,
-                })));
+                });
             }
-        }));
-        if let Err(panic) = outcome {
-            for w in &batch {
-                if let Ok(mut s) = w.slot.lock() {
-                    if matches!(s.state, State::Waiting) {
-                        s.state = State::Done(Box::new(Err(Error::state("the write failed: its round panicked"))));
-                    }
-                }
-                w.cv.notify_one();
-            }
-            if !passed.get() {
-                self.pass_the_lead(combiner);
-            }
-            std::panic::resume_unwind(panic);
-        }
-    }
-
-    /// Hands the lead to the first queued writer, or ends leading.
-    fn pass_the_lead(&self, combiner: &Combiner) {
-        if let Ok(mut q) = combiner.state.lock() {
-            match q.pending.front() {
-                Some(next) => next.set(State::Lead),
-                None => q.leading = false,
-            }
-        }
+        });
+        self.wal.on_durable(last, answer);
     }
 }

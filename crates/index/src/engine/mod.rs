@@ -25,6 +25,7 @@
 //! - `lifecycle.rs`: compaction, rebuild, shadow index, rollback.
 
 mod combine;
+pub use combine::{Answer, Lead};
 mod lifecycle;
 mod queries;
 mod recovery;
@@ -165,6 +166,8 @@ pub struct Engine {
     /// Each tenant's queue of single upserts (see `combine.rs`), with the
     /// tenant object it serves.
     combiners: Mutex<combine::Combiners>,
+    /// This engine among the process's engines (a [`Lead`] names it).
+    id: u64,
     /// Cluster mode: the replicated log this engine follows (the local
     /// command log then stays empty).
     replica: Option<Replica>,
@@ -210,7 +213,7 @@ impl Engine {
     /// the applier applies it). Not yet durable: the
     /// caller releases its locks and calls `wal.make_durable(lsn)` before
     /// acknowledging (group commit).
-    fn log_and_apply(&self, t: &mut Tenant, cmd: Command) -> Result<u64> {
+    fn log_and_apply(&self, t: &mut Tenant, mut cmd: Command) -> Result<u64> {
         let payload = cmd.encode_for_log(self.opts.snapshot_key.as_ref())?;
         let lsn = match &self.replica {
             None => self.wal.append(&[payload])?[0],
@@ -245,7 +248,7 @@ impl Engine {
     /// fsync fails the answer is an error and this process's state is
     /// unchanged (the log then refuses writes until a restart, which replays
     /// whatever of it reached the disk).
-    fn log_apply_durable(&self, t: &mut Tenant, cmd: Command) -> Result<u64> {
+    fn log_apply_durable(&self, t: &mut Tenant, mut cmd: Command) -> Result<u64> {
         if self.replica.is_some() {
             return self.log_and_apply(t, cmd);
         }

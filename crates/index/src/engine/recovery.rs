@@ -191,6 +191,10 @@ impl Engine {
             recovery: report,
             admin: Mutex::new(()),
             combiners: Mutex::default(),
+            id: {
+                static ENGINES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                ENGINES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            },
             replica,
         })
     }

@@ -47,8 +47,7 @@ pub(crate) async fn upsert(
         idempotency_key: req.idempotency_key,
         epoch: req.epoch,
     };
-    let t = tenant.clone();
-    let o = s.run(&tenant, move |e| e.upsert(&t, item)).await.inspect_err(|e| note_error(&s, &tenant, e))?;
+    let o = s.upsert(&tenant, item).await.inspect_err(|e| note_error(&s, &tenant, e))?;
     record_decision(
         &s,
         &tenant,
