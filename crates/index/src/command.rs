@@ -67,6 +67,44 @@ pub(crate) enum Command {
         tenant: String,
         item_id: String,
     },
+    /// How the log holds an [`Command::Upsert`] whose record keeps its
+    /// content: without the record's features — 8 bytes a shingle of hash,
+    /// more than the text itself — which are what the tenant's
+    /// fingerprinter makes of the content, as the store already leaves
+    /// them out. Never applied as such: [`Command::decode`] turns it back
+    /// into an `Upsert` whose record's features are
+    /// [`FeaturesAt::Elided`](crate::item::FeaturesAt). A build from before
+    /// it refuses the record (an unknown variant) instead of reading a
+    /// record without features.
+    UpsertLean {
+        tenant: String,
+        record: Box<ItemRecord>,
+        idem: Option<Box<IdemEntry>>,
+    },
+    /// [`Command::Upserts`] as the log holds it when any of its records
+    /// keeps its content (see [`Command::UpsertLean`]).
+    UpsertsLean {
+        tenant: String,
+        items: Vec<BatchedUpsert>,
+    },
+}
+
+/// Postcard variant indices of the lean forms (one-byte varints).
+const UPSERT_LEAN: u8 = 8;
+const UPSERTS_LEAN: u8 = 9;
+
+/// A record the log may hold without its features: it keeps its content
+/// and its signature (from which the index takes its band keys), and its
+/// features are the ones the content makes.
+fn leanable(r: &ItemRecord) -> bool {
+    r.content.is_some() && !r.features.is_empty() && !r.signature.is_empty()
+}
+
+/// After decoding a lean form: the records it left without features.
+fn mark_elided(r: &mut ItemRecord) {
+    if r.content.is_some() && r.features.is_empty() && !r.signature.is_empty() {
+        r.features_at = crate::item::FeaturesAt::Elided;
+    }
 }
 
 /// One upsert of [`Command::Upserts`].
@@ -86,7 +124,9 @@ impl Command {
             | Command::Rebuild { tenant, .. }
             | Command::Compact { tenant }
             | Command::Upserts { tenant, .. }
-            | Command::Unfence { tenant, .. } => tenant,
+            | Command::Unfence { tenant, .. }
+            | Command::UpsertLean { tenant, .. }
+            | Command::UpsertsLean { tenant, .. } => tenant,
         }
     }
 
@@ -106,17 +146,60 @@ impl Command {
             Command::Compact { .. } => "compact",
             Command::Upserts { .. } => "upserts",
             Command::Unfence { .. } => "unfence",
+            Command::UpsertLean { .. } => "upsert (lean)",
+            Command::UpsertsLean { .. } => "upserts (lean)",
         }
     }
 
+    /// Decodes a payload; the lean forms come back as the commands they
+    /// hold, their records' features marked elided.
     pub(crate) fn decode(bytes: &[u8]) -> Result<Command> {
-        postcard::from_bytes(bytes).map_err(|e| Error::corrupt("log", e.to_string()))
+        let cmd = postcard::from_bytes(bytes).map_err(|e| Error::corrupt("log", e.to_string()))?;
+        Ok(match cmd {
+            Command::UpsertLean { tenant, mut record, idem } => {
+                mark_elided(&mut record);
+                Command::Upsert { tenant, record, idem }
+            }
+            Command::UpsertsLean { tenant, mut items } => {
+                items.iter_mut().for_each(|u| mark_elided(&mut u.record));
+                Command::Upserts { tenant, items }
+            }
+            cmd => cmd,
+        })
     }
 
-    /// The bytes a log holds for this command: [`Command::encode`], sealed
-    /// under `key` when there is one (see `seal`).
-    pub(crate) fn encode_for_log(&self, key: Option<&[u8; 32]>) -> Result<Vec<u8>> {
-        let plain = self.encode()?;
+    /// The payload the log holds: [`Command::encode`], except that upserts
+    /// whose records keep their content take their lean forms (see
+    /// [`Command::UpsertLean`]). The command is left as it was.
+    pub(crate) fn encode_lean(&mut self) -> Result<Vec<u8>> {
+        match self {
+            Command::Upsert { tenant, record, idem } if leanable(record) => {
+                let features = std::mem::take(&mut record.features);
+                let out = encode_variant(UPSERT_LEAN, &(&*tenant, &**record, &*idem));
+                record.features = features;
+                out
+            }
+            Command::Upserts { tenant, items } if items.iter().any(|u| leanable(&u.record)) => {
+                let taken: Vec<Vec<u64>> = items
+                    .iter_mut()
+                    .map(|u| if leanable(&u.record) { std::mem::take(&mut u.record.features) } else { Vec::new() })
+                    .collect();
+                let out = encode_variant(UPSERTS_LEAN, &(&*tenant, &*items));
+                for (u, features) in items.iter_mut().zip(taken) {
+                    if !features.is_empty() {
+                        u.record.features = features;
+                    }
+                }
+                out
+            }
+            _ => self.encode(),
+        }
+    }
+
+    /// The bytes a log holds for this command: [`Command::encode_lean`],
+    /// sealed under `key` when there is one (see `seal`).
+    pub(crate) fn encode_for_log(&mut self, key: Option<&[u8; 32]>) -> Result<Vec<u8>> {
+        let plain = self.encode_lean()?;
         match key {
             Some(k) => crate::seal::seal(k, crate::seal::LOG, b"", &plain),
             None => Ok(plain),
@@ -127,6 +210,13 @@ impl Command {
     pub(crate) fn decode_from_log(bytes: &[u8], key: Option<&[u8; 32]>) -> Result<Command> {
         Command::decode(&crate::seal::open(key, "log record", b"", bytes)?)
     }
+}
+
+/// A variant's fields encoded after its index: postcard writes an enum
+/// variant as its index (a varint; one byte below 128) followed by its
+/// fields in order, as it writes a tuple of them.
+fn encode_variant<T: Serialize>(variant: u8, fields: &T) -> Result<Vec<u8>> {
+    postcard::to_extend(fields, vec![variant]).map_err(|e| Error::state(format!("encoding a lean upsert: {e}")))
 }
 
 #[cfg(test)]
@@ -155,5 +245,56 @@ mod tests {
         assert_eq!(last, 8);
         let want = ["CreateTenant", "Label", "Rebuild", "Tombstone", "Upsert"];
         assert_eq!(kinds.into_iter().collect::<Vec<_>>(), want);
+    }
+
+    /// The log holds an upsert whose record keeps its content without its
+    /// features, and gives the same command back with them marked elided;
+    /// records without content keep theirs. The command encoded is left as
+    /// it was, and the old form still decodes with its features.
+    #[test]
+    fn lean_forms_leave_out_derivable_features_and_only_those() {
+        use crate::item::FeaturesAt;
+        use crate::store::tests::record;
+        let mut bare = record("b", 2);
+        bare.content = None;
+        let cases = [
+            Command::Upsert { tenant: "t".into(), record: Box::new(record("a", 1)), idem: None },
+            Command::Upserts {
+                tenant: "t".into(),
+                items: vec![
+                    BatchedUpsert { record: Box::new(record("a", 1)), idem: None },
+                    BatchedUpsert { record: Box::new(bare.clone()), idem: None },
+                ],
+            },
+            Command::Upsert { tenant: "t".into(), record: Box::new(bare), idem: None },
+        ];
+        for (i, cmd) in cases.into_iter().enumerate() {
+            let mut logged = cmd.clone();
+            let payload = logged.encode_for_log(None).unwrap();
+            assert_eq!(logged, cmd, "encoding changed the command");
+            let full = cmd.encode().unwrap();
+            assert_eq!(Command::decode(&full).unwrap(), cmd, "the full form still decodes");
+            let back = Command::decode(&payload).unwrap();
+            let records = |c: &Command| -> Vec<ItemRecord> {
+                match c {
+                    Command::Upsert { record, .. } => vec![(**record).clone()],
+                    Command::Upserts { items, .. } => items.iter().map(|u| (*u.record).clone()).collect(),
+                    _ => panic!("case {i}: {c:?}"),
+                }
+            };
+            for (was, got) in records(&cmd).into_iter().zip(records(&back)) {
+                if was.content.is_some() {
+                    assert!(payload.len() < full.len(), "case {i}: nothing left out");
+                    assert!(got.features.is_empty(), "case {i}");
+                    assert_eq!(got.features_at, FeaturesAt::Elided, "case {i}");
+                    let mut restored = got.clone();
+                    restored.features = was.features.clone();
+                    restored.features_at = FeaturesAt::Here;
+                    assert_eq!(restored, was, "case {i}: only the features differ");
+                } else {
+                    assert_eq!(got, was, "case {i}: a record without content keeps its features");
+                }
+            }
+        }
     }
 }

@@ -42,7 +42,7 @@ impl Engine {
         if map.contains_key(id) {
             return Err(Error::new(ErrorKind::TenantExists { tenant: id.into() }));
         }
-        let cmd = Command::CreateTenant { tenant: id.into(), config_json: config.to_json()? };
+        let mut cmd = Command::CreateTenant { tenant: id.into(), config_json: config.to_json()? };
         let payload = cmd.encode_for_log(self.opts.snapshot_key.as_ref())?;
         let lsn = match &self.replica {
             None => self.wal.append(&[payload])?[0],

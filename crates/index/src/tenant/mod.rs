@@ -436,7 +436,7 @@ impl Tenant {
         // (the plan fingerprinted it, or the log replays it under the
         // parameters it was made with), the store may leave them out.
         record.signature = Vec::new();
-        if record.content.is_some() {
+        if record.content.is_some() && record.features_at == FeaturesAt::Here {
             record.features_at = FeaturesAt::Derivable;
         }
         Ok(record)
@@ -488,6 +488,9 @@ impl Tenant {
             Command::Unfence { item_id, .. } => {
                 self.tombstones.remove(&item_id);
                 Ok(())
+            }
+            Command::UpsertLean { .. } | Command::UpsertsLean { .. } => {
+                Err(Error::state("a lean log form reached the tenant undecoded"))
             }
             Command::Compact { .. } => {
                 if mode.store {
