@@ -12,7 +12,8 @@
 //!
 //! Run: `cargo bench -p neardup-server --bench serve_load`
 //! (`NEARDUP_BENCH_CLIENTS=8 NEARDUP_BENCH_SECS=20 NEARDUP_BENCH_BATCH=256`;
-//! each phase ≤ 60 s).
+//! each phase ≤ 60 s; `NEARDUP_BENCH_PHASES=batch` runs only the phases
+//! named, of `upsert,batch,decide`).
 
 mod common;
 
@@ -55,7 +56,10 @@ fn main() {
             v["api_key"].as_str().unwrap().to_string()
         };
         println!("clients {clients}, {secs} s per phase, fsync always, fjall store, ~2 KB docs");
+        let phases = std::env::var("NEARDUP_BENCH_PHASES").unwrap_or_else(|_| "upsert,batch,decide".into());
+        let run = |p: &str| phases.split(',').any(|q| q.trim() == p);
         let fsyncs = engine_ref.log_fsyncs();
+        if run("upsert") {
         let (n, mut lat) = phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Upsert).await;
         println!(
             "upsert: {n} in {secs} s = {:.0}/s; latency p50 {:.2} ms p99 {:.2} ms; {} fsyncs",
@@ -64,7 +68,9 @@ fn main() {
             pct(&mut lat, 0.99),
             engine_ref.log_fsyncs() - fsyncs
         );
+        }
         let fsyncs = engine_ref.log_fsyncs();
+        if run("batch") {
         let (n, mut lat) = phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Batch(batch)).await;
         println!(
             "batch of {batch}: {n} batches in {secs} s = {:.0} docs/s; latency p50 {:.2} ms p99 {:.2} ms; {} fsyncs",
@@ -73,6 +79,8 @@ fn main() {
             pct(&mut lat, 0.99),
             engine_ref.log_fsyncs() - fsyncs
         );
+        }
+        if run("decide") {
         let (n, mut lat) = phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Decide).await;
         println!(
             "decide: {n} in {secs} s = {:.0}/s; latency p50 {:.2} ms p99 {:.2} ms (index of the items above)",
@@ -80,6 +88,7 @@ fn main() {
             pct(&mut lat, 0.5),
             pct(&mut lat, 0.99)
         );
+        }
         println!("items: {}", engine_ref.stats("bench").unwrap().live_items);
     });
 }
