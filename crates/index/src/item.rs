@@ -202,10 +202,20 @@ impl ItemRecord {
     /// ones do).
     pub(crate) fn stored_fingerprint(&self, signature: bool) -> neardup_core::StoredFingerprint {
         neardup_core::StoredFingerprint {
-            content_hash: neardup_core::ContentHash(self.content_hash),
-            tokens: self.tokens,
             features: self.features.clone(),
             signature: (signature && !self.signature.is_empty()).then(|| self.signature.clone()),
+            ..self.stored_fingerprint_without_features()
+        }
+    }
+
+    /// [`ItemRecord::stored_fingerprint`] with its signature (if it has
+    /// one) and no features.
+    pub(crate) fn stored_fingerprint_without_features(&self) -> neardup_core::StoredFingerprint {
+        neardup_core::StoredFingerprint {
+            content_hash: neardup_core::ContentHash(self.content_hash),
+            tokens: self.tokens,
+            features: Vec::new(),
+            signature: (!self.signature.is_empty()).then(|| self.signature.clone()),
             degraded_shingles: self.degraded_shingles,
         }
     }

@@ -419,8 +419,14 @@ impl Tenant {
             if let Some(old) = old.as_ref().filter(|o| o.is_live()) {
                 self.remove_slot(old);
             }
-            // The logged record carries its signature (stored ones do not).
-            let fp = self.fingerprinter.rebuild(record.stored_fingerprint(true))?;
+            // The logged record carries its signature (stored ones do not),
+            // and the index takes only band keys and the sketch from it: its
+            // features are not copied.
+            let mut stored = record.stored_fingerprint_without_features();
+            if stored.signature.is_none() {
+                stored.features = record.features.clone();
+            }
+            let fp = self.fingerprinter.rebuild(stored)?;
             let r = &record;
             self.insert_slot(&r.item_id, r.content_hash, &fp.band_keys, &fp.signature, r.content_bytes)?;
             if old.is_none() {
