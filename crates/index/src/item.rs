@@ -71,6 +71,46 @@ const COMPRESSED: [u8; 2] = [0xFF, 0x00];
 /// features.
 const COMPRESSED_ELIDED: [u8; 2] = [0xFD, 0x00];
 
+/// The first bytes of a stored record that keeps its content apart: a
+/// little-endian `u32` length, the postcard record without its content
+/// (and without features or signature: they are derived again, as behind
+/// [`COMPRESSED_ELIDED`]), then a zstd frame of the content. The content
+/// was compressed before its write took the tenant's lock
+/// ([`PackedContent`]); builds from before it refuse such a value as
+/// corrupt.
+const PACKED: [u8; 2] = [0xFB, 0x00];
+
+/// A retained text compressed (zstd level 1, as the store compresses)
+/// where the write was prepared, on the writer's own thread, so the
+/// tenant's lock is not held for it; the store writes it as it is
+/// ([`PACKED`]). Not serialized, and no part of a record's identity:
+/// records compare equal whatever it holds.
+#[derive(Clone, Default)]
+pub(crate) struct PackedContent(pub(crate) Option<std::sync::Arc<[u8]>>);
+
+impl PackedContent {
+    /// `content` compressed; empty when compressing fails (the store then
+    /// compresses the record itself).
+    pub(crate) fn of(content: &str) -> PackedContent {
+        PackedContent(compress(content.as_bytes()).ok().map(Into::into))
+    }
+}
+
+impl PartialEq for PackedContent {
+    fn eq(&self, _: &PackedContent) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for PackedContent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Some(z) => write!(f, "PackedContent({} bytes)", z.len()),
+            None => f.write_str("PackedContent(none)"),
+        }
+    }
+}
+
 /// Where a record's canonical features are. Not serialized: the store's
 /// encoding says it ([`COMPRESSED_ELIDED`]); the log always carries
 /// features; a version-3 snapshot leaves out those of every record that
@@ -118,6 +158,29 @@ pub(crate) fn decompress(z: &[u8], size: usize) -> std::io::Result<Vec<u8>> {
     })
 }
 
+/// A stored zstd frame's bytes, at most 1 GiB plus a record's fixed parts:
+/// decompressed in one call when the frame states a size of at most
+/// [`BULK_LIMIT`], streamed through the limit otherwise.
+fn decompress_frame(z: &[u8]) -> Result<Vec<u8>> {
+    let corrupt = |e: std::io::Error| Error::corrupt("store record", e.to_string());
+    if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(z) {
+        if size <= BULK_LIMIT {
+            return decompress(z, size as usize).map_err(corrupt);
+        }
+    }
+    let mut plain = Vec::new();
+    let limit = (1u64 << 30) + (64 << 20);
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(zstd::stream::Decoder::new(z).map_err(corrupt)?, limit + 1),
+        &mut plain,
+    )
+    .map_err(corrupt)?;
+    if plain.len() as u64 > limit {
+        return Err(Error::corrupt("store record", "expands beyond any record's size"));
+    }
+    Ok(plain)
+}
+
 /// What the store keeps per item: canonical features, signature and metadata.
 /// Band keys are not stored; they are derived from the signature.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -155,6 +218,10 @@ pub struct ItemRecord {
     /// Where the features are (not serialized; see [`FeaturesAt`]).
     #[serde(skip)]
     pub features_at: FeaturesAt,
+    /// The content compressed before the write took the tenant's lock
+    /// (not serialized; see [`PackedContent`]).
+    #[serde(skip)]
+    pub(crate) packed: PackedContent,
 }
 
 impl ItemRecord {
@@ -235,8 +302,25 @@ impl ItemRecord {
     /// One compression context per thread is reused (creating one per
     /// record cost more than compressing a 2 KB text); its frames carry
     /// their content size, which [`ItemRecord::decode_stored`] reads first.
+    ///
+    /// A record that keeps its content and brings it compressed already
+    /// ([`PackedContent`], matching the content) is written behind
+    /// [`PACKED`] instead: only its small remainder is encoded here.
     pub(crate) fn encode_stored(&mut self) -> Result<Vec<u8>> {
         let elide = self.features_at != FeaturesAt::Here && self.content.is_some();
+        if let (true, Some(z)) = (elide, self.packed.0.clone()) {
+            let content = self.content.take();
+            let meta = self.encode_without_features();
+            self.content = content;
+            let meta = meta?;
+            let len = u32::try_from(meta.len()).map_err(|_| Error::state("a record's fields over 4 GiB"))?;
+            let mut out = Vec::with_capacity(PACKED.len() + 4 + meta.len() + z.len());
+            out.extend_from_slice(&PACKED);
+            out.extend_from_slice(&len.to_le_bytes());
+            out.extend_from_slice(&meta);
+            out.extend_from_slice(&z);
+            return Ok(out);
+        }
         let plain = if elide { self.encode_without_features()? } else { self.encode()? };
         if plain.len() <= 256 && !elide {
             return Ok(plain);
@@ -259,6 +343,27 @@ impl ItemRecord {
     /// buffer of that size; others (larger, or written before frames
     /// carried their size) stream through the 1 GiB limit.
     pub(crate) fn decode_stored(bytes: &[u8]) -> Result<ItemRecord> {
+        if let Some(rest) = bytes.strip_prefix(&PACKED) {
+            let corrupt = |why: String| Error::corrupt("store record", why);
+            let (len, rest) =
+                rest.split_first_chunk::<4>().ok_or_else(|| corrupt("a packed record cut short".into()))?;
+            let len = u32::from_le_bytes(*len) as usize;
+            let (meta, z) = (rest.get(..len), rest.get(len..));
+            let (Some(meta), Some(z)) = (meta, z) else {
+                return Err(corrupt("a packed record's fields run past its end".into()));
+            };
+            let mut r = ItemRecord::decode(meta)?;
+            if r.content.is_some() || !r.features.is_empty() {
+                return Err(corrupt(format!("{:?}: packed, but its fields hold content or features", r.item_id)));
+            }
+            let text = decompress_frame(z)?;
+            r.content = Some(
+                String::from_utf8(text)
+                    .map_err(|_| corrupt(format!("{:?}: packed content is not UTF-8", r.item_id)))?,
+            );
+            r.features_at = FeaturesAt::Elided;
+            return Ok(r);
+        }
         if let Some(z) = bytes.strip_prefix(&COMPRESSED_ELIDED) {
             let mut r = ItemRecord::decode_compressed(z)?;
             if r.content.is_none() || !r.features.is_empty() {
@@ -281,24 +386,7 @@ impl ItemRecord {
 
     /// A zstd frame of a postcard record (see [`ItemRecord::decode_stored`]).
     fn decode_compressed(z: &[u8]) -> Result<ItemRecord> {
-        let corrupt = |e: std::io::Error| Error::corrupt("store record", e.to_string());
-        if let Ok(Some(size)) = zstd::zstd_safe::get_frame_content_size(z) {
-            if size <= BULK_LIMIT {
-                let plain = decompress(z, size as usize).map_err(corrupt)?;
-                return ItemRecord::decode(&plain);
-            }
-        }
-        let mut plain = Vec::new();
-        let limit = (1u64 << 30) + (64 << 20);
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(zstd::stream::Decoder::new(z).map_err(corrupt)?, limit + 1),
-            &mut plain,
-        )
-        .map_err(corrupt)?;
-        if plain.len() as u64 > limit {
-            return Err(Error::corrupt("store record", "expands beyond any record's size"));
-        }
-        ItemRecord::decode(&plain)
+        ItemRecord::decode(&decompress_frame(z)?)
     }
 
     /// Encodes with postcard, its features and signature left out (the
@@ -385,6 +473,59 @@ impl From<&ItemRecord> for ItemInfo {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A record whose content came compressed is stored packed and reads
+    /// back as the same record the store would have made of it unpacked
+    /// (features elided, content whole); damaged packed values are refused.
+    #[test]
+    fn packed_content_is_stored_as_it_came_and_reads_back() {
+        let mut r = crate::store::tests::record("a", 1);
+        r.content = Some("a text of some length, with words that repeat: ".repeat(40) + "é∑ fin");
+        r.features_at = FeaturesAt::Derivable;
+        let unpacked = ItemRecord::decode_stored(&r.encode_stored().unwrap()).unwrap();
+        r.packed = PackedContent::of(r.content.as_deref().unwrap());
+        let stored = r.encode_stored().unwrap();
+        assert!(stored.starts_with(&PACKED), "not packed");
+        assert!(stored.len() < r.content.as_ref().unwrap().len() / 2, "{} bytes", stored.len());
+        let back = ItemRecord::decode_stored(&stored).unwrap();
+        assert_eq!(back.features_at, FeaturesAt::Elided);
+        assert_eq!(back.content, r.content);
+        assert_eq!(back, unpacked);
+        // Only a record whose features may be left out is packed.
+        r.features_at = FeaturesAt::Here;
+        assert!(!r.encode_stored().unwrap().starts_with(&PACKED));
+        let meta_len = u32::from_le_bytes(stored[2..6].try_into().unwrap()) as usize;
+        let damaged: Vec<(&str, Vec<u8>)> = vec![
+            ("cut in its length", stored[..4].to_vec()),
+            ("cut in its fields", stored[..6 + meta_len / 2].to_vec()),
+            ("cut in its content", stored[..stored.len() - 3].to_vec()),
+            ("length past the end", {
+                let mut v = stored.clone();
+                v[2..6].copy_from_slice(&u32::MAX.to_le_bytes());
+                v
+            }),
+            ("not UTF-8", {
+                let mut v = stored[..6 + meta_len].to_vec();
+                v.extend(compress(&[0xff, 0xfe]).unwrap());
+                v
+            }),
+            ("content in its fields", {
+                let mut with = r.clone();
+                with.features = Vec::new();
+                with.signature = Vec::new();
+                let meta = with.encode().unwrap();
+                let mut v = PACKED.to_vec();
+                v.extend((meta.len() as u32).to_le_bytes());
+                v.extend(meta);
+                v.extend(compress(b"text").unwrap());
+                v
+            }),
+        ];
+        for (why, bytes) in damaged {
+            let e = ItemRecord::decode_stored(&bytes).unwrap_err();
+            assert_eq!(e.code(), "corrupt", "{why}: {e}");
+        }
+    }
 
     #[test]
     fn stored_records_compress_and_old_ones_still_read() {

@@ -26,13 +26,11 @@
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
 
-use neardup_core::Fingerprint;
-
 use super::{poisoned, Engine};
 use crate::decision::UpsertOutcome;
 use crate::error::{Error, Result};
 use crate::item::Item;
-use crate::tenant::{Prefingerprinter, Tenant};
+use crate::tenant::{Prefingerprinter, Prepared, Tenant};
 
 /// Most items one round writes under one acquisition of the tenant's lock
 /// (what a query may wait behind: ~64 × 150 µs).
@@ -68,7 +66,7 @@ struct Waiter {
 }
 
 /// A queued item, with its fingerprint when made before queuing.
-type Job = (Item, Option<(String, Fingerprint)>);
+type Job = (Item, Option<Prepared>);
 
 enum Reply {
     /// A thread parked until its answer, or the lead, comes.
@@ -85,7 +83,7 @@ enum State {
 }
 
 impl Waiter {
-    fn new(item: Item, pre: Option<(String, Fingerprint)>, reply: Reply) -> Arc<Waiter> {
+    fn new(item: Item, pre: Option<Prepared>, reply: Reply) -> Arc<Waiter> {
         Arc::new(Waiter { job: Mutex::new(Some((item, pre))), reply })
     }
 
@@ -227,7 +225,7 @@ impl Engine {
         }
         let t = self.tenant(tenant)?;
         let combiner = self.combiner(tenant, &t)?;
-        let pre = combiner.prefingerprinter(&t)?.fingerprint(&item);
+        let pre = combiner.prefingerprinter(&t)?.prepare(&item);
         let me = Waiter::new(item, pre, Reply::Call(Mutex::new(Some(answer))));
         Ok(combiner.enqueue(me)?.then(|| Lead { engine: self.id, job: Some((t, combiner)) }))
     }
@@ -251,7 +249,7 @@ impl Engine {
         combiner: &Combiner,
         t: &Arc<RwLock<Tenant>>,
         item: Item,
-        pre: Option<(String, Fingerprint)>,
+        pre: Option<Prepared>,
     ) -> Result<UpsertOutcome> {
         let me = Waiter::new(item, pre, Reply::Thread { state: Mutex::new(State::Waiting), cv: Condvar::new() });
         if combiner.enqueue(Arc::clone(&me))? {

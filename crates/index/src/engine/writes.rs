@@ -2,15 +2,13 @@
 
 use std::sync::{Arc, RwLock};
 
-use neardup_core::Fingerprint;
-
 use super::{now_ms, poisoned, Engine};
 use crate::command::{BatchedUpsert, Command};
 use crate::decision::{UpsertOutcome, UpsertStatus};
 use crate::error::{Error, ErrorKind, Result};
 use crate::feedback::{LabelEvent, NewLabel};
 use crate::item::Item;
-use crate::tenant::{Plan, Prefingerprinter, Tenant};
+use crate::tenant::{Plan, Prefingerprinter, Prepared, Tenant};
 use crate::tenant_config::{check_tenant_id, TenantConfig};
 
 impl Engine {
@@ -68,7 +66,7 @@ impl Engine {
     pub fn upsert(&self, tenant: &str, item: Item) -> Result<UpsertOutcome> {
         let t = self.tenant(tenant)?;
         let combiner = self.combiner(tenant, &t)?;
-        let pre = combiner.prefingerprinter(&t)?.fingerprint(&item);
+        let pre = combiner.prefingerprinter(&t)?.prepare(&item);
         if self.replica.is_none() {
             return self.upsert_combined(&combiner, &t, item, pre);
         }
@@ -134,7 +132,7 @@ impl Engine {
         &self,
         t: &mut Tenant,
         items: &[Item],
-        pre: &[Option<(String, Fingerprint)>],
+        pre: &[Option<Prepared>],
     ) -> (Vec<Result<UpsertOutcome>>, u64) {
         in_groups(items.len(), |from| self.upsert_group(t, &items[from..], &pre[from..], LOCAL_GROUP_BYTES))
     }
@@ -152,7 +150,7 @@ impl Engine {
         &self,
         t: &mut Tenant,
         items: &[Item],
-        pre: &[Option<(String, Fingerprint)>],
+        pre: &[Option<Prepared>],
         max_entry: usize,
     ) -> Result<(Vec<Result<UpsertOutcome>>, u64)> {
         use std::collections::HashSet;
@@ -266,12 +264,7 @@ impl Engine {
 
     /// Plans, logs and applies one upsert; returns the answer and the LSN
     /// that must be durable before it is given.
-    fn upsert_locked(
-        &self,
-        t: &mut Tenant,
-        item: Item,
-        pre: Option<(String, Fingerprint)>,
-    ) -> Result<(UpsertOutcome, u64)> {
+    fn upsert_locked(&self, t: &mut Tenant, item: Item, pre: Option<Prepared>) -> Result<(UpsertOutcome, u64)> {
         match t.plan_upsert(&*self.store, item, pre)? {
             Plan::Answer { outcome, depends_on } => Ok((outcome, depends_on)),
             Plan::Write { command, outcome, shadow, .. } => {
@@ -401,16 +394,16 @@ const LOCAL_GROUP_BYTES: usize = 8 << 20;
 
 /// Fingerprints a batch's items on the available cores (at most 8 threads,
 /// at least 32 items each), in item order, holding no lock.
-fn prefingerprint_all(t: &Prefingerprinter, items: &[Item]) -> Vec<Option<(String, Fingerprint)>> {
+fn prefingerprint_all(t: &Prefingerprinter, items: &[Item]) -> Vec<Option<Prepared>> {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
     let per = items.len().div_ceil(threads).max(32);
     if items.len() <= per {
-        return items.iter().map(|i| t.fingerprint(i)).collect();
+        return items.iter().map(|i| t.prepare(i)).collect();
     }
     std::thread::scope(|s| {
         let parts: Vec<_> = items
             .chunks(per)
-            .map(|chunk| (chunk.len(), s.spawn(move || chunk.iter().map(|i| t.fingerprint(i)).collect::<Vec<_>>())))
+            .map(|chunk| (chunk.len(), s.spawn(move || chunk.iter().map(|i| t.prepare(i)).collect::<Vec<_>>())))
             .collect();
         // A part that failed leaves its items to be fingerprinted by the plan.
         parts.into_iter().flat_map(|(n, h)| h.join().unwrap_or_else(|_| vec![None; n])).collect()

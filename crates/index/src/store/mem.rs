@@ -82,7 +82,10 @@ impl Store for MemStore {
         for id in batch.deletes {
             t.items.remove(&id);
         }
-        for r in batch.puts {
+        for mut r in batch.puts {
+            // Kept as the text itself: a compressed copy would only add
+            // to memory.
+            r.packed = crate::item::PackedContent::default();
             t.items.insert(r.item_id.clone(), Arc::new(r));
         }
         t.applied = Some(lsn);

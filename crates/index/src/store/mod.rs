@@ -115,6 +115,7 @@ pub(crate) mod tests {
             tombstone: None,
             decision: DecisionState::Distinct,
             features_at: crate::item::FeaturesAt::Here,
+            packed: crate::item::PackedContent::default(),
         }
     }
 

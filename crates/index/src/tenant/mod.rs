@@ -26,7 +26,7 @@ use crate::snapshot::{ImageHeader, ImageRowOwned, SnapshotHeader, TenantMeta};
 use crate::store::{Store, StoreBatch};
 use crate::tenant_config::TenantConfig;
 
-pub(crate) use plan::{Plan, Prefingerprinter};
+pub(crate) use plan::{Plan, Prefingerprinter, Prepared};
 pub(crate) use rebuild::check_rebuild;
 
 /// Counters reported by `stats`.

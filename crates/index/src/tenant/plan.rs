@@ -7,7 +7,7 @@ use neardup_core::Fingerprint;
 use crate::command::{Command, IdemEntry};
 use crate::decision::{UpsertOutcome, UpsertStatus};
 use crate::error::{Error, ErrorKind, Result};
-use crate::item::{FeaturesAt, Item, ItemRecord};
+use crate::item::{FeaturesAt, Item, ItemRecord, PackedContent};
 use crate::store::Store;
 use crate::tenant_config::check_item_id;
 
@@ -52,20 +52,37 @@ pub(crate) struct Prefingerprinter {
     version: String,
     fingerprinter: neardup_core::Fingerprinter,
     max_item_bytes: u64,
+    retain_content: bool,
+}
+
+/// An upsert's content made ready outside the tenant's lock: its
+/// fingerprint, under the fingerprint version named, and the content
+/// compressed for the store when the tenant keeps it.
+#[derive(Debug, Clone)]
+pub(crate) struct Prepared {
+    pub(crate) version: String,
+    pub(crate) fp: Fingerprint,
+    pub(crate) packed: PackedContent,
 }
 
 impl Prefingerprinter {
-    /// The fingerprint of `item`'s content, tagged with the fingerprint
-    /// version it was made under; `None` for content over the size limit
-    /// (the plan refuses it).
-    pub(crate) fn fingerprint(&self, item: &Item) -> Option<(String, Fingerprint)> {
-        (item.content.len() as u64 <= self.max_item_bytes)
-            .then(|| (self.version.clone(), self.fingerprinter.clone().fingerprint(&item.content)))
+    /// `item`'s content made ready: its fingerprint, tagged with the
+    /// fingerprint version it was made under, and (when the tenant keeps
+    /// content) the content compressed; `None` for content over the size
+    /// limit (the plan refuses it).
+    pub(crate) fn prepare(&self, item: &Item) -> Option<Prepared> {
+        (item.content.len() as u64 <= self.max_item_bytes).then(|| Prepared {
+            version: self.version.clone(),
+            fp: self.fingerprinter.clone().fingerprint(&item.content),
+            packed: if self.retain_content { PackedContent::of(&item.content) } else { PackedContent::default() },
+        })
     }
 
-    /// Made under `t`'s present parameters and limit.
+    /// Made under `t`'s present parameters, limit and content rule.
     pub(crate) fn is_current(&self, t: &Tenant) -> bool {
-        self.version == t.version && self.max_item_bytes == t.config.limits.max_item_bytes
+        self.version == t.version
+            && self.max_item_bytes == t.config.limits.max_item_bytes
+            && self.retain_content == t.config.retain_content
     }
 }
 
@@ -85,15 +102,11 @@ impl Tenant {
             version: self.version.clone(),
             fingerprinter: self.fingerprinter(),
             max_item_bytes: self.config.limits.max_item_bytes,
+            retain_content: self.config.retain_content,
         }
     }
 
-    pub(crate) fn plan_upsert(
-        &self,
-        store: &dyn Store,
-        item: Item,
-        pre: Option<(String, Fingerprint)>,
-    ) -> Result<Plan> {
+    pub(crate) fn plan_upsert(&self, store: &dyn Store, item: Item, pre: Option<Prepared>) -> Result<Plan> {
         check_item_id(&item.item_id)?;
         item.check_media_type()?;
         if let Some(e) = item.epoch {
@@ -133,9 +146,11 @@ impl Tenant {
             }
         }
         // A rebuild between fingerprinting and planning changes the version.
-        let fp = match pre {
-            Some((version, fp)) if version == self.version => fp,
-            _ => self.fingerprint(&item.content),
+        let (fp, packed) = match pre {
+            Some(p) if p.version == self.version => (p.fp, p.packed),
+            // The packed content does not depend on the parameters.
+            Some(p) => (self.fingerprint(&item.content), p.packed),
+            None => (self.fingerprint(&item.content), PackedContent::default()),
         };
         let existing = match self.slot_of(&item.item_id) {
             Some(slot) => Some((slot, store.get(&self.name, &item.item_id)?)),
@@ -219,6 +234,7 @@ impl Tenant {
             tombstone: None,
             decision: outcome.decision.state,
             features_at: FeaturesAt::Here,
+            packed: if self.config.retain_content { packed } else { PackedContent::default() },
         };
         let idem = item.idempotency_key.clone().map(|key| IdemEntry { key, digest, outcome: outcome.clone() });
         let command = Command::Upsert { tenant: self.name.clone(), record: Box::new(record), idem: idem.map(Box::new) };
