@@ -196,10 +196,13 @@ impl Command {
         }
     }
 
-    /// The bytes a log holds for this command: [`Command::encode_lean`],
-    /// sealed under `key` when there is one (see `seal`).
-    pub(crate) fn encode_for_log(&mut self, key: Option<&[u8; 32]>) -> Result<Vec<u8>> {
-        let plain = self.encode_lean()?;
+    /// The bytes a log holds for this command, sealed under `key` when
+    /// there is one (see `seal`): [`Command::encode_lean`] when `lean`
+    /// (this node's own log), [`Command::encode`] otherwise (a cluster's
+    /// replicated log, which nodes of an older build may still read during
+    /// a rolling upgrade).
+    pub(crate) fn encode_for_log(&mut self, key: Option<&[u8; 32]>, lean: bool) -> Result<Vec<u8>> {
+        let plain = if lean { self.encode_lean()? } else { self.encode()? };
         match key {
             Some(k) => crate::seal::seal(k, crate::seal::LOG, b"", &plain),
             None => Ok(plain),
@@ -270,7 +273,7 @@ mod tests {
         ];
         for (i, cmd) in cases.into_iter().enumerate() {
             let mut logged = cmd.clone();
-            let payload = logged.encode_for_log(None).unwrap();
+            let payload = logged.encode_for_log(None, true).unwrap();
             assert_eq!(logged, cmd, "encoding changed the command");
             let full = cmd.encode().unwrap();
             assert_eq!(Command::decode(&full).unwrap(), cmd, "the full form still decodes");

@@ -112,9 +112,9 @@ impl std::fmt::Debug for PackedContent {
 }
 
 /// Where a record's canonical features are. Not serialized: the store's
-/// encoding says it ([`COMPRESSED_ELIDED`]); the log always carries
-/// features; a version-3 snapshot leaves out those of every record that
-/// keeps its text (its reader marks them elided).
+/// encoding says it ([`COMPRESSED_ELIDED`], [`PACKED`]); the local log's
+/// lean upserts leave out those of every record that keeps its text, and
+/// so does a version-3 snapshot (their readers mark them elided).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum FeaturesAt {
     /// In `features`, and nothing says they can be derived again.
@@ -123,9 +123,9 @@ pub enum FeaturesAt {
     /// In `features`, which are exactly what the tenant's fingerprinter
     /// makes of `content`: the store may leave them out.
     Derivable,
-    /// Left out by the store or a snapshot: `features` is empty until the
-    /// tenant derives them again from `content` (`Tenant::complete`). A
-    /// record in this state is never logged or compared.
+    /// Left out by the store, the log or a snapshot: `features` is empty
+    /// until the tenant derives them again from `content`
+    /// (`Tenant::complete`). A record in this state is never compared.
     Elided,
 }
 

@@ -219,8 +219,12 @@ struct Writer {
     /// Bytes of the current segment up to the end of its last whole record.
     len: u64,
     /// Why the log refuses writes until the process restarts (a failed
-    /// fsync, or a failed write that could not be cut back).
+    /// fsync, a failed write that could not be cut back, a command that
+    /// could not be applied).
     failed: Option<String>,
+    /// An fsync failed: nothing written since the last good one may be
+    /// acknowledged on a later fsync's word.
+    fsync_failed: bool,
     /// Test hook: the next write stops after this many bytes and fails.
     #[cfg(test)]
     fail_after: Option<usize>,
@@ -242,6 +246,7 @@ impl Writer {
             buf: Vec::new(),
             len: HEADER as u64,
             failed: None,
+            fsync_failed: false,
             #[cfg(test)]
             fail_after: None,
             #[cfg(test)]
@@ -249,6 +254,13 @@ impl Writer {
             #[cfg(any(test, feature = "fault-injection"))]
             fsync_delay: std::time::Duration::ZERO,
         }
+    }
+
+    /// Records a failed fsync: the log refuses writes, and waits for
+    /// durability fail, until a restart.
+    fn fail_fsync_for_good(&mut self, e: &std::io::Error) {
+        self.failed = Some(format!("an fsync failed ({e})"));
+        self.fsync_failed = true;
     }
 
     fn check(&self) -> Result<()> {
@@ -346,8 +358,12 @@ impl Syncer {
             };
             let upto = waiting.iter().map(|w| w.0).max().unwrap_or(0);
             let result = wait_durable(writer, durability, upto);
-            for (_, f) in waiting {
-                f(result.clone());
+            // On a failure, a position an earlier fsync covered is durable
+            // all the same.
+            let synced = durability.0.lock().map(|d| d.synced).unwrap_or(0);
+            for (lsn, f) in waiting {
+                let r = if lsn <= synced { Ok(()) } else { result.clone() };
+                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(r)));
             }
         }
     }
@@ -405,7 +421,9 @@ fn wait_durable(writer: &Mutex<Writer>, durability: &(Mutex<Durability>, std::sy
                 // After a failed fsync nothing written since the last good
                 // one can be trusted: a writer that was waiting behind it
                 // is not acknowledged on a later fsync's word.
-                w.check()?;
+                if w.fsync_failed {
+                    w.check()?;
+                }
                 w.dirty = false;
                 let upto = w.next_lsn - 1;
                 #[cfg(test)]
@@ -438,7 +456,7 @@ fn wait_durable(writer: &Mutex<Writer>, durability: &(Mutex<Durability>, std::sy
                 // dirty pages: nothing since the last good fsync can be
                 // trusted, so no later write may be acknowledged either.
                 if let Ok(mut w) = writer.lock() {
-                    w.failed = Some(format!("an fsync failed ({e})"));
+                    w.fail_fsync_for_good(&e);
                 }
                 Err(Error::io("fsyncing the command log", e))
             }
@@ -638,7 +656,7 @@ impl Wal {
         let mut w = self.writer.lock().map_err(|_| poisoned())?;
         w.check()?;
         if let Err(e) = w.file.sync_data() {
-            w.failed = Some(format!("an fsync failed ({e})"));
+            w.fail_fsync_for_good(&e);
             return Err(Error::io("fsyncing the command log", e));
         }
         self.mark_synced(w.next_lsn - 1);
@@ -681,7 +699,7 @@ impl Wal {
         w.check()?;
         w.dirty = false;
         if let Err(e) = w.file.sync_data() {
-            w.failed = Some(format!("an fsync failed ({e})"));
+            w.fail_fsync_for_good(&e);
             return Err(Error::io("fsyncing the command log", e));
         }
         self.mark_synced(w.next_lsn - 1);

@@ -615,10 +615,18 @@ fn queued_upserts_answer_once_and_only_when_durable() {
     e.delay_log_fsyncs(std::time::Duration::from_millis(3));
     let (tx, rx) = mpsc::channel::<(String, neardup_index::Result<neardup_index::UpsertOutcome>)>();
     let early = Arc::new(AtomicU64::new(0));
-    let leads = AtomicU64::new(0);
+    // Leads run on threads of their own, joined before the engine closes.
+    let leaders = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let spawn: neardup_index::Spawn = {
+        let (e, leaders) = (Arc::clone(&e), Arc::clone(&leaders));
+        Arc::new(move |lead| {
+            let e = Arc::clone(&e);
+            leaders.lock().unwrap().push(std::thread::spawn(move || e.lead(lead)));
+        })
+    };
     std::thread::scope(|s| {
         for w in 0..6 {
-            let (e, tx, early, leads) = (Arc::clone(&e), tx.clone(), Arc::clone(&early), &leads);
+            let (e, tx, early, spawn) = (Arc::clone(&e), tx.clone(), Arc::clone(&early), Arc::clone(&spawn));
             s.spawn(move || {
                 for i in 0..40 {
                     let id = format!("w{w}-{i}");
@@ -639,17 +647,13 @@ fn queued_upserts_answer_once_and_only_when_durable() {
                         }
                         tx.send((id, r)).unwrap();
                     });
-                    if let Some(lead) = e.upsert_queued("t", Item::text(format!("w{w}-{i}"), text), answer).unwrap() {
-                        leads.fetch_add(1, Ordering::Relaxed);
-                        let e = Arc::clone(&e);
-                        std::thread::spawn(move || e.lead(lead));
-                    }
+                    e.upsert_queued("t", Item::text(format!("w{w}-{i}"), text), answer, Arc::clone(&spawn)).unwrap();
                 }
             });
         }
     });
     drop(tx);
-    let answers: Vec<_> = rx.iter().collect();
+    let answers: Vec<_> = rx.iter().take(240).collect();
     assert_eq!(answers.len(), 240, "every write answered exactly once");
     let ids: std::collections::HashSet<_> = answers.iter().map(|(id, _)| id.clone()).collect();
     assert_eq!(ids.len(), 240);
@@ -657,10 +661,15 @@ fn queued_upserts_answer_once_and_only_when_durable() {
         assert!(r.is_ok(), "{id}: {r:?}");
     }
     assert_eq!(early.load(Ordering::Relaxed), 0, "callbacks answered before their fsync");
-    assert!(leads.load(Ordering::Relaxed) >= 1);
     e.delay_log_fsyncs(std::time::Duration::ZERO);
     let live = e.stats("t").unwrap().live_items;
     assert_eq!(live, 240);
+    drop(spawn);
+    let leaders = std::mem::take(&mut *leaders.lock().unwrap());
+    assert!(!leaders.is_empty(), "no queued write ever led");
+    for h in leaders {
+        h.join().unwrap();
+    }
     let e = Arc::into_inner(e).expect("no lead outlives the writes");
     drop(e);
     let e = Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap();
@@ -672,32 +681,38 @@ fn queued_upserts_answer_once_and_only_when_durable() {
 /// the next write leads.
 #[test]
 fn an_unused_lead_answers_its_queue_and_frees_it() {
-    use std::sync::mpsc;
+    use std::sync::{mpsc, Arc, Mutex};
     let (d1, d2) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let (a, b) = (
-        Engine::open(d1.path(), opts(StoreKind::Memory)).unwrap(),
-        Engine::open(d2.path(), opts(StoreKind::Memory)).unwrap(),
-    );
+    let a = Arc::new(Engine::open(d1.path(), opts(StoreKind::Memory)).unwrap());
+    let b = Engine::open(d2.path(), opts(StoreKind::Memory)).unwrap();
     a.create_tenant("t", seed_tenant()).unwrap();
     let (tx, rx) = mpsc::channel();
     let answer = |tx: &mpsc::Sender<_>| {
         let tx = tx.clone();
         Box::new(move |r: neardup_index::Result<neardup_index::UpsertOutcome>| tx.send(r.map(|o| o.item_id)).unwrap())
     };
-    let lead = a.upsert_queued("t", Item::text("x", "a first text of some words"), answer(&tx)).unwrap();
-    let lead = lead.expect("an idle queue hands its lead to the first writer");
-    assert!(a.upsert_queued("t", Item::text("y", "a second text of other words"), answer(&tx)).unwrap().is_none());
+    // Leads are kept here, to be run (or not) by the test.
+    let kept: Arc<Mutex<Vec<neardup_index::Lead>>> = Arc::default();
+    let keep: neardup_index::Spawn = {
+        let kept = Arc::clone(&kept);
+        Arc::new(move |lead| kept.lock().unwrap().push(lead))
+    };
+    let take = || kept.lock().unwrap().pop().expect("a lead was handed over");
+    a.upsert_queued("t", Item::text("x", "a first text of some words"), answer(&tx), keep.clone()).unwrap();
+    let lead = take();
+    a.upsert_queued("t", Item::text("y", "a second text of other words"), answer(&tx), keep.clone()).unwrap();
+    assert!(kept.lock().unwrap().is_empty(), "a queue with a leader hands out no second lead");
     b.lead(lead); // not b's: refused, and the queue is answered
     for _ in 0..2 {
         let e = rx.recv().unwrap().unwrap_err().to_string();
         assert!(e.contains("lead of its queue was dropped"), "{e}");
     }
-    let lead = a.upsert_queued("t", Item::text("z", "a third text"), answer(&tx)).unwrap();
-    drop(lead.expect("the queue was freed"));
+    a.upsert_queued("t", Item::text("z", "a third text"), answer(&tx), keep.clone()).unwrap();
+    drop(take());
     assert!(rx.recv().unwrap().is_err());
     // The queue leads again as usual, and nothing was written meanwhile.
-    let lead = a.upsert_queued("t", Item::text("x", "a first text of some words"), answer(&tx)).unwrap();
-    a.lead(lead.unwrap());
+    a.upsert_queued("t", Item::text("x", "a first text of some words"), answer(&tx), keep.clone()).unwrap();
+    a.lead(take());
     assert_eq!(rx.recv().unwrap().unwrap(), "x");
     assert_eq!(a.stats("t").unwrap().live_items, 1);
 }

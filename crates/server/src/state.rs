@@ -227,11 +227,14 @@ impl AppState {
         let answer = Box::new(move |r| {
             let _ = tx.send(r);
         });
-        if let Some(lead) = engine.upsert_queued(tenant, item, answer)? {
-            // The queue had no leader: this write's rounds run on a
-            // blocking thread, which leads while writes keep coming.
-            tokio::task::spawn_blocking(move || engine.lead(lead));
-        }
+        // When the queue needs a leader for this write, its rounds run on a
+        // blocking thread, which leads while writes keep coming.
+        let e = Arc::clone(&engine);
+        let spawn: neardup_index::Spawn = Arc::new(move |lead| {
+            let e = Arc::clone(&e);
+            tokio::task::spawn_blocking(move || e.lead(lead));
+        });
+        engine.upsert_queued(tenant, item, answer, spawn)?;
         match rx.await {
             Ok(r) => r.map_err(ApiError::from),
             Err(_) => Err(ApiError::internal("the write's answer was lost")),

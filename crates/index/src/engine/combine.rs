@@ -16,12 +16,13 @@
 //!
 //! Two kinds of writer queue: a thread that parks until its answer comes
 //! ([`Engine::upsert`]), and a callback ([`Engine::upsert_queued`], for
-//! callers that must not block, such as the service's async handlers). The
-//! lead passes after every round to the first queued writer when that is a
-//! parked thread, so no thread leads for long for others; a callback cannot
-//! lead, so while the queue's front is one the leader keeps leading, and a
-//! queue with no leader that takes a callback hands its caller a [`Lead`]
-//! to run on a thread that may block.
+//! callers that must not block, such as the service's async handlers),
+//! which brings a [`Spawn`] that runs a [`Lead`] on a thread that may
+//! block. After each round the lead passes to the queue's first writer: a
+//! parked thread is woken to lead; for a callback, a parked leader hands
+//! the lead to its `Spawn` (so no parked writer leads for long for
+//! others), while a leader that was spawned keeps leading — one thread
+//! serves a stream of callbacks, not one thread a write.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Condvar, Mutex, RwLock};
@@ -39,8 +40,15 @@ pub(super) const MAX_ROUND: usize = 64;
 /// Each tenant's combiner, with the tenant object it serves.
 pub(super) type Combiners = std::collections::HashMap<String, (std::sync::Weak<RwLock<Tenant>>, Arc<Combiner>)>;
 
-/// Called once with a queued upsert's answer (see [`Engine::upsert_queued`]).
+/// Called once with a queued upsert's answer (see [`Engine::upsert_queued`]),
+/// from the thread that wrote or synced it, while later answers wait: it
+/// must be quick, must not block or call the engine, and must not hold the
+/// engine's last reference. A panic in it is caught and ignored.
 pub type Answer = Box<dyn FnOnce(Result<UpsertOutcome>) + Send>;
+
+/// Runs a [`Lead`] by passing it to [`Engine::lead`] on a thread that may
+/// block (locks, log appends), such as a blocking-task pool's.
+pub type Spawn = Arc<dyn Fn(Lead) + Send + Sync>;
 
 /// One tenant's queue of single upserts, and its writers' copy of what
 /// fingerprinting needs.
@@ -49,6 +57,9 @@ pub(crate) struct Combiner {
     state: Mutex<Queue>,
     /// Refreshed under the tenant's write lock whenever it is stale.
     pre: Mutex<Option<Arc<Prefingerprinter>>>,
+    /// Writes are not packed (cluster mode: the replicated log carries
+    /// the text, and each node's applier stores it).
+    no_packing: bool,
 }
 
 #[derive(Default)]
@@ -71,8 +82,8 @@ type Job = (Item, Option<Prepared>);
 enum Reply {
     /// A thread parked until its answer, or the lead, comes.
     Thread { state: Mutex<State>, cv: Condvar },
-    /// Called once with the answer.
-    Call(Mutex<Option<Answer>>),
+    /// Called once with the answer; leads through `spawn`.
+    Call { answer: Mutex<Option<Answer>>, spawn: Spawn },
 }
 
 enum State {
@@ -98,19 +109,20 @@ impl Waiter {
                 }
                 cv.notify_one();
             }
-            Reply::Call(f) => {
-                if let Some(f) = f.lock().ok().and_then(|mut f| f.take()) {
-                    f(r);
+            Reply::Call { answer, .. } => {
+                if let Some(f) = answer.lock().ok().and_then(|mut f| f.take()) {
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(r)));
                 }
             }
         }
     }
 
-    /// Hands this (queued) writer the lead; `false` when it cannot take it.
-    fn take_lead(&self) -> bool {
+    /// Wakes this (queued, parked) writer to lead; `false` for a callback.
+    fn wake_to_lead(&self) -> bool {
         let Reply::Thread { state, cv } = &self.reply else { return false };
-        if let Ok(mut s) = state.lock() {
-            *s = State::Lead;
+        match state.lock() {
+            Ok(mut s) => *s = State::Lead,
+            Err(_) => return false,
         }
         cv.notify_one();
         true
@@ -150,7 +162,7 @@ impl Combiner {
         if let Some(p) = self.pre.lock().map_err(|_| poisoned())?.clone() {
             return Ok(p);
         }
-        let p = Arc::new(t.read().map_err(|_| poisoned())?.prefingerprinter());
+        let p = Arc::new(self.made(&*t.read().map_err(|_| poisoned())?));
         *self.pre.lock().map_err(|_| poisoned())? = Some(Arc::clone(&p));
         Ok(p)
     }
@@ -160,8 +172,17 @@ impl Combiner {
     pub(super) fn refresh(&self, t: &Tenant) {
         if let Ok(mut pre) = self.pre.lock() {
             if !pre.as_ref().is_some_and(|p| p.is_current(t)) {
-                *pre = Some(Arc::new(t.prefingerprinter()));
+                *pre = Some(Arc::new(self.made(t)));
             }
+        }
+    }
+
+    fn made(&self, t: &Tenant) -> Prefingerprinter {
+        let p = t.prefingerprinter();
+        if self.no_packing {
+            p.without_packing()
+        } else {
+            p
         }
     }
 
@@ -196,9 +217,10 @@ impl Engine {
     /// not find.
     pub(super) fn combiner(&self, tenant: &str, t: &Arc<RwLock<Tenant>>) -> Result<Arc<Combiner>> {
         let mut map = self.combiners.lock().map_err(|_| poisoned())?;
-        let entry = map.entry(tenant.to_string()).or_insert_with(|| (Arc::downgrade(t), Arc::default()));
+        let fresh = || Arc::new(Combiner { no_packing: self.replica.is_some(), ..Combiner::default() });
+        let entry = map.entry(tenant.to_string()).or_insert_with(|| (Arc::downgrade(t), fresh()));
         if !std::ptr::eq(entry.0.as_ptr(), Arc::as_ptr(t)) {
-            *entry = (Arc::downgrade(t), Arc::default());
+            *entry = (Arc::downgrade(t), fresh());
         }
         Ok(Arc::clone(&entry.1))
     }
@@ -210,24 +232,30 @@ impl Engine {
         self.replica.is_none()
     }
 
-    /// Upserts `item` without blocking on locks or the disk (single node):
-    /// fingerprints it on this thread, queues it, and returns. `answer` is
-    /// called once with what [`Engine::upsert`] would return, once the
-    /// write is durable — from whichever thread writes or syncs it.
+    /// Upserts `item` without waiting for the disk or for other writes
+    /// (single node): makes it ready on this thread (fingerprint, and the
+    /// text compressed), queues it, and returns. `answer` is called once
+    /// with what [`Engine::upsert`] would return, once the write is
+    /// durable. Whenever this write's queue needs a leader on its behalf —
+    /// now, when no writer leads, or later, when the lead reaches it —
+    /// `spawn` is given the [`Lead`], to pass to [`Engine::lead`] of this
+    /// engine on a thread that may block; no round of the tenant runs
+    /// until then.
     ///
-    /// When no writer leads the tenant's queue, the returned [`Lead`] must
-    /// be passed to [`Engine::lead`] on a thread that may block, and must
-    /// not outlive this engine (hold the engine in an `Arc` and move a
-    /// clone along with it); no round of the tenant runs until then.
-    pub fn upsert_queued(&self, tenant: &str, item: Item, answer: Answer) -> Result<Option<Lead>> {
+    /// Only brief locks are taken here: the tenant map's, the queue's, and
+    /// on a tenant's first write its read lock.
+    pub fn upsert_queued(&self, tenant: &str, item: Item, answer: Answer, spawn: Spawn) -> Result<()> {
         if self.replica.is_some() {
             return Err(Error::state("cluster mode writes each upsert through the replicated log: use upsert"));
         }
         let t = self.tenant(tenant)?;
         let combiner = self.combiner(tenant, &t)?;
         let pre = combiner.prefingerprinter(&t)?.prepare(&item);
-        let me = Waiter::new(item, pre, Reply::Call(Mutex::new(Some(answer))));
-        Ok(combiner.enqueue(me)?.then(|| Lead { engine: self.id, job: Some((t, combiner)) }))
+        let me = Waiter::new(item, pre, Reply::Call { answer: Mutex::new(Some(answer)), spawn: Arc::clone(&spawn) });
+        if combiner.enqueue(me)? {
+            spawn(Lead { engine: self.id, job: Some((t, combiner)) });
+        }
+        Ok(())
     }
 
     /// Runs the rounds of a queue whose lead [`Engine::upsert_queued`]
@@ -238,7 +266,7 @@ impl Engine {
             return; // dropped: its queue's writes are answered with an error
         }
         if let Some((t, combiner)) = lead.job.take() {
-            self.lead_rounds(&t, &combiner);
+            self.lead_rounds(&t, &combiner, false);
         }
     }
 
@@ -246,14 +274,14 @@ impl Engine {
     /// this thread: returns once its round is durable.
     pub(super) fn upsert_combined(
         &self,
-        combiner: &Combiner,
+        combiner: &Arc<Combiner>,
         t: &Arc<RwLock<Tenant>>,
         item: Item,
         pre: Option<Prepared>,
     ) -> Result<UpsertOutcome> {
         let me = Waiter::new(item, pre, Reply::Thread { state: Mutex::new(State::Waiting), cv: Condvar::new() });
         if combiner.enqueue(Arc::clone(&me))? {
-            self.lead_rounds(t, combiner);
+            self.lead_rounds(t, combiner, true);
         }
         let Reply::Thread { state, cv } = &me.reply else {
             return Err(Error::state("a parked writer lost its slot"));
@@ -264,7 +292,7 @@ impl Engine {
                 State::Waiting => s = cv.wait(s).map_err(|_| poisoned())?,
                 State::Lead => {
                     drop(s);
-                    self.lead_rounds(t, combiner);
+                    self.lead_rounds(t, combiner, true);
                     s = state.lock().map_err(|_| poisoned())?;
                 }
                 State::Done(r) => return *r,
@@ -272,20 +300,28 @@ impl Engine {
         }
     }
 
-    /// Leads: writes rounds until the queue is empty (leading ends) or its
-    /// front is a parked writer (the lead passes to it).
-    fn lead_rounds(&self, t: &Arc<RwLock<Tenant>>, combiner: &Combiner) {
+    /// Leads: writes rounds until the queue is empty (leading ends) or the
+    /// lead passes to its front — a parked writer, woken; or a callback's
+    /// `Spawn`, when this leader is a `parked` writer (a spawned leader
+    /// keeps leading for callbacks).
+    fn lead_rounds(&self, t: &Arc<RwLock<Tenant>>, combiner: &Arc<Combiner>, parked: bool) {
         loop {
             self.round(t, combiner);
             let Ok(mut q) = combiner.state.lock() else { return };
-            match q.pending.front() {
+            let spawn = match q.pending.front() {
                 None => {
                     q.leading = false;
                     return;
                 }
-                Some(next) if next.take_lead() => return,
-                Some(_) => {}
-            }
+                Some(next) if next.wake_to_lead() => return,
+                Some(next) => match (&next.reply, parked) {
+                    (Reply::Call { spawn, .. }, true) => Arc::clone(spawn),
+                    _ => continue,
+                },
+            };
+            drop(q);
+            spawn(Lead { engine: self.id, job: Some((Arc::clone(t), Arc::clone(combiner))) });
+            return;
         }
     }
 

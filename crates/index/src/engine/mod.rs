@@ -25,7 +25,7 @@
 //! - `lifecycle.rs`: compaction, rebuild, shadow index, rollback.
 
 mod combine;
-pub use combine::{Answer, Lead};
+pub use combine::{Answer, Lead, Spawn};
 mod lifecycle;
 mod queries;
 mod recovery;
@@ -214,7 +214,7 @@ impl Engine {
     /// caller releases its locks and calls `wal.make_durable(lsn)` before
     /// acknowledging (group commit).
     fn log_and_apply(&self, t: &mut Tenant, mut cmd: Command) -> Result<u64> {
-        let payload = cmd.encode_for_log(self.opts.snapshot_key.as_ref())?;
+        let payload = cmd.encode_for_log(self.opts.snapshot_key.as_ref(), self.replica.is_none())?;
         let lsn = match &self.replica {
             None => self.wal.append(&[payload])?[0],
             Some(r) => {
@@ -252,7 +252,7 @@ impl Engine {
         if self.replica.is_some() {
             return self.log_and_apply(t, cmd);
         }
-        let lsn = self.wal.append(&[cmd.encode_for_log(self.opts.snapshot_key.as_ref())?])?[0];
+        let lsn = self.wal.append(&[cmd.encode_for_log(self.opts.snapshot_key.as_ref(), self.replica.is_none())?])?[0];
         self.wal.make_durable(lsn)?;
         self.apply_logged(t, cmd, lsn)
     }

@@ -53,6 +53,8 @@ pub(crate) struct Prefingerprinter {
     fingerprinter: neardup_core::Fingerprinter,
     max_item_bytes: u64,
     retain_content: bool,
+    /// Packs retained content (off: the store will compress it itself).
+    pack: bool,
 }
 
 /// An upsert's content made ready outside the tenant's lock: its
@@ -74,8 +76,16 @@ impl Prefingerprinter {
         (item.content.len() as u64 <= self.max_item_bytes).then(|| Prepared {
             version: self.version.clone(),
             fp: self.fingerprinter.clone().fingerprint(&item.content),
-            packed: if self.retain_content { PackedContent::of(&item.content) } else { PackedContent::default() },
+            packed: match self.retain_content && self.pack {
+                true => PackedContent::of(&item.content),
+                false => PackedContent::default(),
+            },
         })
+    }
+
+    /// The same, without packing content.
+    pub(crate) fn without_packing(self) -> Prefingerprinter {
+        Prefingerprinter { pack: false, ..self }
     }
 
     /// Made under `t`'s present parameters, limit and content rule.
@@ -103,6 +113,7 @@ impl Tenant {
             fingerprinter: self.fingerprinter(),
             max_item_bytes: self.config.limits.max_item_bytes,
             retain_content: self.config.retain_content,
+            pack: true,
         }
     }
 
