@@ -717,6 +717,53 @@ fn an_unused_lead_answers_its_queue_and_frees_it() {
     assert_eq!(a.stats("t").unwrap().live_items, 1);
 }
 
+/// A parked writer that comes to lead does not go on leading for the
+/// callbacks queued behind it: after its round it hands the lead to the
+/// next callback's spawner and returns with its own answer.
+#[test]
+fn a_parked_leader_hands_callbacks_their_own_lead() {
+    use std::sync::{mpsc, Arc, Mutex};
+    let dir = tempfile::tempdir().unwrap();
+    let e = Arc::new(Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap());
+    e.create_tenant("t", seed_tenant()).unwrap();
+    let kept: Arc<Mutex<Vec<neardup_index::Lead>>> = Arc::default();
+    let keep: neardup_index::Spawn = {
+        let kept = Arc::clone(&kept);
+        Arc::new(move |lead| kept.lock().unwrap().push(lead))
+    };
+    let (tx, rx) = mpsc::channel();
+    let queue = |from: usize, to: usize| {
+        for i in from..to {
+            let tx = tx.clone();
+            let answer = Box::new(move |r: neardup_index::Result<neardup_index::UpsertOutcome>| {
+                tx.send(r.unwrap().item_id).unwrap()
+            });
+            let text = format!("callback number {i} writes a text all of its own");
+            e.upsert_queued("t", Item::text(format!("c{i}"), text), answer, keep.clone()).unwrap();
+        }
+    };
+    // A full round of callbacks, whose lead is kept (nobody writes yet) ...
+    queue(0, 64);
+    let first = kept.lock().unwrap().pop().expect("the first write gets the lead");
+    // ... then a parked writer, then more callbacks than its round takes.
+    let parked = {
+        let e = Arc::clone(&e);
+        std::thread::spawn(move || e.upsert("t", Item::text("p", "the parked writer's own text")).unwrap())
+    };
+    // Time for it to queue (it cannot lead: the kept lead is the queue's).
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    queue(64, 134);
+    // Round 1 (64 callbacks) on this thread; the lead then wakes the parked
+    // writer, whose round is itself and 63 callbacks.
+    e.lead(first);
+    assert_eq!(parked.join().unwrap().item_id, "p");
+    let next = kept.lock().unwrap().pop().expect("the parked writer handed the rest their own lead");
+    assert_eq!(rx.try_iter().count(), 127, "two rounds answered");
+    e.lead(next);
+    assert_eq!(rx.try_iter().count(), 7);
+    assert_eq!(e.stats("t").unwrap().live_items, 135);
+}
+
 /// Queries whose answers a restart must keep: decisions, candidates of
 /// stored items, live ids and bytes.
 type ImageAnswers = (Vec<neardup_index::Decision>, Vec<String>, u64);
