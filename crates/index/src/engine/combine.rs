@@ -162,7 +162,7 @@ impl Combiner {
         if let Some(p) = self.pre.lock().map_err(|_| poisoned())?.clone() {
             return Ok(p);
         }
-        let p = Arc::new(self.made(&*t.read().map_err(|_| poisoned())?));
+        let p = Arc::new(t.read().map_err(|_| poisoned())?.prefingerprinter(!self.no_packing));
         *self.pre.lock().map_err(|_| poisoned())? = Some(Arc::clone(&p));
         Ok(p)
     }
@@ -172,17 +172,8 @@ impl Combiner {
     pub(super) fn refresh(&self, t: &Tenant) {
         if let Ok(mut pre) = self.pre.lock() {
             if !pre.as_ref().is_some_and(|p| p.is_current(t)) {
-                *pre = Some(Arc::new(self.made(t)));
+                *pre = Some(Arc::new(t.prefingerprinter(!self.no_packing)));
             }
-        }
-    }
-
-    fn made(&self, t: &Tenant) -> Prefingerprinter {
-        let p = t.prefingerprinter();
-        if self.no_packing {
-            p.without_packing()
-        } else {
-            p
         }
     }
 

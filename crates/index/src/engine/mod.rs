@@ -214,7 +214,7 @@ impl Engine {
     /// caller releases its locks and calls `wal.make_durable(lsn)` before
     /// acknowledging (group commit).
     fn log_and_apply(&self, t: &mut Tenant, mut cmd: Command) -> Result<u64> {
-        let payload = cmd.encode_for_log(self.opts.snapshot_key.as_ref(), self.replica.is_none())?;
+        let payload = self.log_payload(&mut cmd)?;
         let lsn = match &self.replica {
             None => self.wal.append(&[payload])?[0],
             Some(r) => {
@@ -228,6 +228,13 @@ impl Engine {
             }
         };
         self.apply_logged(t, cmd, lsn)
+    }
+
+    /// The bytes the log holds for `cmd` (see [`Command::encode_for_log`]):
+    /// sealed under the engine's key, in the lean forms on this node's own
+    /// log, in the full ones on a cluster's replicated log.
+    fn log_payload(&self, cmd: &mut Command) -> Result<Vec<u8>> {
+        cmd.encode_for_log(self.opts.snapshot_key.as_ref(), self.replica.is_none())
     }
 
     /// Applies a command the local log holds at `lsn`.
@@ -252,7 +259,7 @@ impl Engine {
         if self.replica.is_some() {
             return self.log_and_apply(t, cmd);
         }
-        let lsn = self.wal.append(&[cmd.encode_for_log(self.opts.snapshot_key.as_ref(), self.replica.is_none())?])?[0];
+        let lsn = self.wal.append(&[self.log_payload(&mut cmd)?])?[0];
         self.wal.make_durable(lsn)?;
         self.apply_logged(t, cmd, lsn)
     }

@@ -41,7 +41,7 @@ impl Engine {
             return Err(Error::new(ErrorKind::TenantExists { tenant: id.into() }));
         }
         let mut cmd = Command::CreateTenant { tenant: id.into(), config_json: config.to_json()? };
-        let payload = cmd.encode_for_log(self.opts.snapshot_key.as_ref(), self.replica.is_none())?;
+        let payload = self.log_payload(&mut cmd)?;
         let lsn = match &self.replica {
             None => self.wal.append(&[payload])?[0],
             // The applier creates it (unless another node's creation came first).

@@ -83,11 +83,6 @@ impl Prefingerprinter {
         })
     }
 
-    /// The same, without packing content.
-    pub(crate) fn without_packing(self) -> Prefingerprinter {
-        Prefingerprinter { pack: false, ..self }
-    }
-
     /// Made under `t`'s present parameters, limit and content rule.
     pub(crate) fn is_current(&self, t: &Tenant) -> bool {
         self.version == t.version
@@ -97,6 +92,20 @@ impl Prefingerprinter {
 }
 
 impl Tenant {
+    /// What fingerprinting an upsert's content needs, to be used outside
+    /// the tenant's lock (see [`Prefingerprinter`]); `pack`: compress
+    /// retained content for the store too (off where the store will not
+    /// take it as it comes: cluster mode).
+    pub(crate) fn prefingerprinter(&self, pack: bool) -> Prefingerprinter {
+        Prefingerprinter {
+            version: self.version.clone(),
+            fingerprinter: self.fingerprinter(),
+            max_item_bytes: self.config.limits.max_item_bytes,
+            retain_content: self.config.retain_content,
+            pack,
+        }
+    }
+
     /// Checks `item` against the tenant's limits and state and decides
     /// what to do with it. Reads the store; changes nothing but counters.
     ///
@@ -105,18 +114,6 @@ impl Tenant {
     /// one (`item_exists` without an epoch, `stale_epoch` with a lower one),
     /// and then replaces the item. After a tombstone at epoch `e`, the id
     /// comes back only with an epoch above `e`.
-    /// What fingerprinting an upsert's content needs, to be used outside
-    /// the tenant's lock (see [`Prefingerprinter`]).
-    pub(crate) fn prefingerprinter(&self) -> Prefingerprinter {
-        Prefingerprinter {
-            version: self.version.clone(),
-            fingerprinter: self.fingerprinter(),
-            max_item_bytes: self.config.limits.max_item_bytes,
-            retain_content: self.config.retain_content,
-            pack: true,
-        }
-    }
-
     pub(crate) fn plan_upsert(&self, store: &dyn Store, item: Item, pre: Option<Prepared>) -> Result<Plan> {
         check_item_id(&item.item_id)?;
         item.check_media_type()?;
