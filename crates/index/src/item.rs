@@ -112,7 +112,7 @@ impl std::fmt::Debug for PackedContent {
 }
 
 /// Where a record's canonical features are. Not serialized: the store's
-/// encoding says it ([`COMPRESSED_ELIDED`], [`PACKED`]); the local log's
+/// encoding says it (`COMPRESSED_ELIDED`, `PACKED`); the local log's
 /// lean upserts leave out those of every record that keeps its text, and
 /// so does a version-3 snapshot (their readers mark them elided).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -89,7 +89,7 @@ impl Engine {
     /// error means the batch could not be made durable and none of it is
     /// acknowledged.
     ///
-    /// Consecutive items go to the log as one entry ([`Command::Upserts`];
+    /// Consecutive items go to the log as one entry (`Command::Upserts`;
     /// the replicated log in cluster mode) as long as none of them bears on
     /// another's decision — distinct ids and idempotency keys, no shared
     /// band key or content hash, budgets that hold for all of them, the

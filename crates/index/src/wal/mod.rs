@@ -41,9 +41,13 @@
 //! ([`Wal::on_durable`]): the log's syncer thread takes part in the same
 //! group commit for every callback waiting at once and calls each once an
 //! fsync covers its position (or with the error that stopped it).
+//!
+//! By concern: this file opens, appends to, rotates and trims the log;
+//! `replay.rs` reads it back at open and cuts a damaged tail;
+//! `durable.rs` holds the group-commit protocol and the syncer thread.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::{BufReader, Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -51,6 +55,13 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use crate::error::{Error, Result};
+
+mod durable;
+mod replay;
+
+pub(crate) use durable::OnDurable;
+use durable::{wait_durable, Durability, Syncer};
+pub(crate) use replay::replay;
 
 const MAGIC: &[u8; 8] = b"NDUPWAL\0";
 const VERSION: u32 = 1;
@@ -115,99 +126,6 @@ fn segments(dir: &Path) -> Result<Vec<(u64, PathBuf)>> {
 
 fn sync_dir(dir: &Path) -> Result<()> {
     neardup_fs::sync_dir(dir).map_err(|e| Error::io("command log", e))
-}
-
-/// Reads every valid record in order, calling `f(lsn, payload)`, and repairs
-/// a torn or corrupt tail. Returns the last LSN seen (0 if none).
-pub(crate) fn replay(dir: &Path, mut f: impl FnMut(u64, &[u8]) -> Result<()>) -> Result<(u64, LogRepair)> {
-    let segs = segments(dir)?;
-    let mut repair = LogRepair::default();
-    let mut last = 0u64;
-    let mut cut_at: Option<usize> = None;
-    for (i, (first, path)) in segs.iter().enumerate() {
-        let file = File::open(path).map_err(|e| Error::io(format!("opening {}", path.display()), e))?;
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        let mut r = BufReader::with_capacity(1 << 20, file);
-        let mut header = [0u8; HEADER];
-        let header_ok = r.read_exact(&mut header).is_ok()
-            && &header[..8] == MAGIC
-            && u32::from_le_bytes(header[8..12].try_into().unwrap_or_default()) == VERSION
-            && u64::from_le_bytes(header[12..20].try_into().unwrap_or_default()) == *first
-            && u32::from_le_bytes(header[20..24].try_into().unwrap_or_default()) == crc(&[&header[..20]]);
-        if !header_ok {
-            repair.cuts.push(format!("{}: bad segment header", path.display()));
-            repair.bytes_dropped += len;
-            fs::remove_file(path).map_err(|e| Error::io("removing bad segment", e))?;
-            cut_at = Some(i + 1);
-            break;
-        }
-        let mut offset = HEADER as u64;
-        let mut payload = Vec::new();
-        let bad: Option<String> = loop {
-            let mut rh = [0u8; RECORD_HEADER];
-            match read_full(&mut r, &mut rh) {
-                Ok(0) => break None,
-                Ok(n) if n < RECORD_HEADER => break Some("torn record header".into()),
-                Ok(_) => {}
-                Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
-            }
-            let n = u32::from_le_bytes(rh[0..4].try_into().unwrap_or_default());
-            let want = u32::from_le_bytes(rh[4..8].try_into().unwrap_or_default());
-            let lsn = u64::from_le_bytes(rh[8..16].try_into().unwrap_or_default());
-            if n > MAX_RECORD {
-                break Some(format!("record length {n} over the limit"));
-            }
-            payload.resize(n as usize, 0);
-            match read_full(&mut r, &mut payload) {
-                Ok(k) if k < n as usize => break Some("torn record payload".into()),
-                Ok(_) => {}
-                Err(e) => return Err(Error::io(format!("reading {}", path.display()), e)),
-            }
-            if crc(&[&rh[8..16], &payload]) != want {
-                break Some("checksum mismatch".into());
-            }
-            if lsn <= last {
-                break Some(format!("LSN {lsn} does not follow {last}"));
-            }
-            f(lsn, &payload)?;
-            last = lsn;
-            offset += (RECORD_HEADER + payload.len()) as u64;
-        };
-        if let Some(reason) = bad {
-            repair
-                .cuts
-                .push(format!("{} at byte {offset}: {reason}; truncated to the last valid record", path.display()));
-            repair.bytes_dropped += len.saturating_sub(offset);
-            let file =
-                OpenOptions::new().write(true).open(path).map_err(|e| Error::io("opening segment for repair", e))?;
-            file.set_len(offset).and_then(|_| file.sync_all()).map_err(|e| Error::io("truncating segment", e))?;
-            cut_at = Some(i + 1);
-            break;
-        }
-    }
-    if let Some(from) = cut_at {
-        for (_, path) in &segs[from.min(segs.len())..] {
-            repair.bytes_dropped += fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-            repair.segments_removed += 1;
-            repair.cuts.push(format!("{}: removed, it follows a cut", path.display()));
-            fs::remove_file(path).map_err(|e| Error::io("removing segment", e))?;
-        }
-        sync_dir(dir)?;
-    }
-    Ok((last, repair))
-}
-
-fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut done = 0;
-    while done < buf.len() {
-        match r.read(&mut buf[done..]) {
-            Ok(0) => break,
-            Ok(k) => done += k,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(done)
 }
 
 struct Writer {
@@ -303,17 +221,6 @@ impl Writer {
     }
 }
 
-/// Group-commit state: what is known durable and whether an fsync runs.
-#[derive(Debug, Default)]
-struct Durability {
-    /// Every LSN at or below it is on disk.
-    synced: u64,
-    /// An fsync is running (its leader will wake the others).
-    leader: bool,
-    /// Fsyncs done (for tests and metrics).
-    fsyncs: u64,
-}
-
 /// The open command log, appending to its newest segment.
 pub(crate) struct Wal {
     dir: PathBuf,
@@ -323,50 +230,7 @@ pub(crate) struct Wal {
     stop: Arc<AtomicBool>,
     flusher: Option<JoinHandle<()>>,
     /// `Always`: the thread that answers [`Wal::on_durable`] callbacks.
-    syncer: Option<(Arc<Syncer>, JoinHandle<()>)>,
-}
-
-/// Called once with whether a log position became durable.
-pub(crate) type OnDurable = Box<dyn FnOnce(Result<()>) + Send>;
-
-/// The callbacks waiting for an fsync, and the syncer's stop flag.
-#[derive(Default)]
-struct Syncer {
-    queue: Mutex<(Vec<(u64, OnDurable)>, bool)>,
-    cv: std::sync::Condvar,
-}
-
-impl Syncer {
-    /// The syncer thread: fsyncs (as a group-commit writer, sharing fsyncs
-    /// with threads in [`Wal::make_durable`]) up to the highest position
-    /// waited for, then calls every callback it covered. Callbacks that
-    /// come meanwhile wait for the next fsync. On stop, drains the queue.
-    fn run(&self, writer: &Mutex<Writer>, durability: &(Mutex<Durability>, std::sync::Condvar)) {
-        loop {
-            let waiting = {
-                let Ok(mut q) = self.queue.lock() else { return };
-                while q.0.is_empty() && !q.1 {
-                    q = match self.cv.wait(q) {
-                        Ok(q) => q,
-                        Err(_) => return,
-                    };
-                }
-                if q.0.is_empty() {
-                    return;
-                }
-                std::mem::take(&mut q.0)
-            };
-            let upto = waiting.iter().map(|w| w.0).max().unwrap_or(0);
-            let result = wait_durable(writer, durability, upto);
-            // On a failure, a position an earlier fsync covered is durable
-            // all the same.
-            let synced = durability.0.lock().map(|d| d.synced).unwrap_or(0);
-            for (lsn, f) in waiting {
-                let r = if lsn <= synced { Ok(()) } else { result.clone() };
-                let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(r)));
-            }
-        }
-    }
+    syncer: Option<Syncer>,
 }
 
 impl std::fmt::Debug for Wal {
@@ -398,84 +262,8 @@ fn create_segment(dir: &Path, first: u64) -> Result<File> {
     Ok(file)
 }
 
-/// Group commit under `Always`: returns once an fsync that started after
-/// `lsn` was written has returned (see the module doc).
-fn wait_durable(writer: &Mutex<Writer>, durability: &(Mutex<Durability>, std::sync::Condvar), lsn: u64) -> Result<()> {
-    let (state, cv) = durability;
-    let mut st = state.lock().map_err(|_| poisoned())?;
-    loop {
-        if st.synced >= lsn {
-            return Ok(());
-        }
-        if st.leader {
-            st = cv.wait(st).map_err(|_| poisoned())?;
-            continue;
-        }
-        st.leader = true;
-        drop(st);
-        // Everything written so far: this writer's record and every
-        // record of the writers that queued behind the last fsync.
-        let target = {
-            let w = writer.lock().map_err(|_| poisoned());
-            w.and_then(|mut w| {
-                // After a failed fsync nothing written since the last good
-                // one can be trusted: a writer that was waiting behind it
-                // is not acknowledged on a later fsync's word.
-                if w.fsync_failed {
-                    w.check()?;
-                }
-                w.dirty = false;
-                let upto = w.next_lsn - 1;
-                #[cfg(test)]
-                let fail = std::mem::take(&mut w.fail_fsync);
-                #[cfg(not(test))]
-                let fail = false;
-                #[cfg(any(test, feature = "fault-injection"))]
-                let delay = w.fsync_delay;
-                #[cfg(not(any(test, feature = "fault-injection")))]
-                let delay = std::time::Duration::ZERO;
-                w.file
-                    .try_clone()
-                    .map(|f| (f, upto, (fail, delay)))
-                    .map_err(|e| Error::io("fsyncing the command log", e))
-            })
-        };
-        let sync = |f: File, (fail, delay): (bool, std::time::Duration)| {
-            if !delay.is_zero() {
-                std::thread::sleep(delay);
-            }
-            if fail {
-                return Err(std::io::Error::other("fsync failed (test)"));
-            }
-            f.sync_data()
-        };
-        let result = target.and_then(|(f, upto, fail)| match sync(f, fail) {
-            Ok(()) => Ok(upto),
-            Err(e) => {
-                // After a failed fsync the kernel may have dropped the
-                // dirty pages: nothing since the last good fsync can be
-                // trusted, so no later write may be acknowledged either.
-                if let Ok(mut w) = writer.lock() {
-                    w.fail_fsync_for_good(&e);
-                }
-                Err(Error::io("fsyncing the command log", e))
-            }
-        });
-        st = state.lock().map_err(|_| poisoned())?;
-        st.leader = false;
-        cv.notify_all();
-        match result {
-            Ok(upto) => {
-                st.synced = st.synced.max(upto);
-                st.fsyncs += 1;
-            }
-            Err(e) => return Err(e),
-        }
-    }
-}
-
 impl Wal {
-    /// Starts a fresh segment at `next_lsn` (call after [`replay`]).
+    /// Starts a fresh segment at `next_lsn` (call after [`replay()`]).
     pub(crate) fn open(dir: &Path, next_lsn: u64, policy: FsyncPolicy) -> Result<Wal> {
         fs::create_dir_all(dir).map_err(|e| Error::io("creating log directory", e))?;
         if let FsyncPolicy::EveryMs(0) = policy {
@@ -516,15 +304,7 @@ impl Wal {
             _ => None,
         };
         let syncer = match policy {
-            FsyncPolicy::Always => {
-                let sy = Arc::new(Syncer::default());
-                let (w, d, s) = (Arc::clone(&writer), Arc::clone(&durability), Arc::clone(&sy));
-                let h = std::thread::Builder::new()
-                    .name("neardup-log-sync".into())
-                    .spawn(move || s.run(&w, &d))
-                    .map_err(|e| Error::io("starting the command log's syncer thread", e))?;
-                Some((sy, h))
-            }
+            FsyncPolicy::Always => Some(Syncer::start(Arc::clone(&writer), Arc::clone(&durability))?),
             _ => None,
         };
         Ok(Wal { dir: dir.to_path_buf(), policy, writer, durability, stop, flusher, syncer })
@@ -584,15 +364,10 @@ impl Wal {
     /// otherwise, or when `lsn` is durable already. `f` must be quick: it
     /// runs while later callbacks wait.
     pub(crate) fn on_durable(&self, lsn: u64, f: OnDurable) {
-        let Some((syncer, _)) = &self.syncer else { return f(Ok(())) };
-        if self.durable_lsn() >= lsn {
-            return f(Ok(()));
+        match &self.syncer {
+            Some(syncer) if self.durable_lsn() < lsn => syncer.wait_for(lsn, f),
+            _ => f(Ok(())),
         }
-        match syncer.queue.lock() {
-            Ok(mut q) => q.0.push((lsn, f)),
-            Err(_) => return f(Err(poisoned())),
-        }
-        syncer.cv.notify_one();
     }
 
     /// The highest LSN known to be on disk (every LSN below it is too).
@@ -722,13 +497,7 @@ impl Drop for Wal {
             let _ = h.join();
         }
         // The syncer answers every callback still waiting before it stops.
-        if let Some((syncer, h)) = self.syncer.take() {
-            if let Ok(mut q) = syncer.queue.lock() {
-                q.1 = true;
-            }
-            syncer.cv.notify_one();
-            let _ = h.join();
-        }
+        drop(self.syncer.take());
         let _ = self.sync();
     }
 }
