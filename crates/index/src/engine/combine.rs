@@ -24,8 +24,9 @@
 //! others), while a leader that was spawned keeps leading — one thread
 //! serves a stream of callbacks, not one thread a write.
 
+use super::lock::TenantLock;
 use std::collections::VecDeque;
-use std::sync::{Arc, Condvar, Mutex, RwLock};
+use std::sync::{Arc, Condvar, Mutex};
 
 use super::{poisoned, Engine};
 use crate::decision::UpsertOutcome;
@@ -38,7 +39,7 @@ use crate::tenant::{Prefingerprinter, Prepared, Tenant};
 pub(super) const MAX_ROUND: usize = 64;
 
 /// Each tenant's combiner, with the tenant object it serves.
-pub(super) type Combiners = std::collections::HashMap<String, (std::sync::Weak<RwLock<Tenant>>, Arc<Combiner>)>;
+pub(super) type Combiners = std::collections::HashMap<String, (std::sync::Weak<TenantLock<Tenant>>, Arc<Combiner>)>;
 
 /// Called once with a queued upsert's answer (see [`Engine::upsert_queued`]),
 /// from the thread that wrote or synced it, while later answers wait: it
@@ -138,7 +139,7 @@ impl Waiter {
 #[must_use = "a tenant's queued writes wait until its lead is passed to Engine::lead"]
 pub struct Lead {
     engine: u64,
-    job: Option<(Arc<RwLock<Tenant>>, Arc<Combiner>)>,
+    job: Option<(Arc<TenantLock<Tenant>>, Arc<Combiner>)>,
 }
 
 impl std::fmt::Debug for Lead {
@@ -158,7 +159,7 @@ impl Drop for Lead {
 impl Combiner {
     /// The writers' copy of what fingerprinting needs, made from the
     /// tenant (under its read lock) the first time.
-    pub(super) fn prefingerprinter(&self, t: &RwLock<Tenant>) -> Result<Arc<Prefingerprinter>> {
+    pub(super) fn prefingerprinter(&self, t: &TenantLock<Tenant>) -> Result<Arc<Prefingerprinter>> {
         if let Some(p) = self.pre.lock().map_err(|_| poisoned())?.clone() {
             return Ok(p);
         }
@@ -206,7 +207,7 @@ impl Engine {
     /// creation undone and made again), the other gets a combiner of its
     /// own, so no round ever writes an item into a tenant its writer did
     /// not find.
-    pub(super) fn combiner(&self, tenant: &str, t: &Arc<RwLock<Tenant>>) -> Result<Arc<Combiner>> {
+    pub(super) fn combiner(&self, tenant: &str, t: &Arc<TenantLock<Tenant>>) -> Result<Arc<Combiner>> {
         let mut map = self.combiners.lock().map_err(|_| poisoned())?;
         let fresh = || Arc::new(Combiner { no_packing: self.replica.is_some(), ..Combiner::default() });
         let entry = map.entry(tenant.to_string()).or_insert_with(|| (Arc::downgrade(t), fresh()));
@@ -266,7 +267,7 @@ impl Engine {
     pub(super) fn upsert_combined(
         &self,
         combiner: &Arc<Combiner>,
-        t: &Arc<RwLock<Tenant>>,
+        t: &Arc<TenantLock<Tenant>>,
         item: Item,
         pre: Option<Prepared>,
     ) -> Result<UpsertOutcome> {
@@ -295,7 +296,7 @@ impl Engine {
     /// lead passes to its front — a parked writer, woken; or a callback's
     /// `Spawn`, when this leader is a `parked` writer (a spawned leader
     /// keeps leading for callbacks).
-    fn lead_rounds(&self, t: &Arc<RwLock<Tenant>>, combiner: &Arc<Combiner>, parked: bool) {
+    fn lead_rounds(&self, t: &Arc<TenantLock<Tenant>>, combiner: &Arc<Combiner>, parked: bool) {
         loop {
             self.round(t, combiner);
             let Ok(mut q) = combiner.state.lock() else { return };
@@ -318,7 +319,7 @@ impl Engine {
 
     /// Writes one round: the queue's first [`MAX_ROUND`] items. Their
     /// answers go out once the log has made the round durable.
-    fn round(&self, t: &Arc<RwLock<Tenant>>, combiner: &Combiner) {
+    fn round(&self, t: &Arc<TenantLock<Tenant>>, combiner: &Combiner) {
         let batch: Vec<Arc<Waiter>> = match combiner.state.lock() {
             Ok(mut q) => {
                 let n = q.pending.len().min(MAX_ROUND);

@@ -27,6 +27,7 @@
 mod combine;
 pub use combine::{Answer, Lead, Spawn};
 mod lifecycle;
+mod lock;
 mod queries;
 mod recovery;
 mod replica;
@@ -34,6 +35,7 @@ mod review;
 mod snapshots;
 mod writes;
 
+use lock::TenantLock;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
@@ -160,7 +162,7 @@ pub struct Engine {
     opts: EngineOptions,
     store: Box<dyn Store>,
     wal: Wal,
-    tenants: RwLock<BTreeMap<String, Arc<RwLock<Tenant>>>>,
+    tenants: RwLock<BTreeMap<String, Arc<TenantLock<Tenant>>>>,
     recovery: RecoveryReport,
     admin: Mutex<()>,
     /// Each tenant's queue of single upserts (see `combine.rs`), with the
@@ -193,7 +195,7 @@ impl Engine {
         &self.recovery
     }
 
-    fn tenant(&self, id: &str) -> Result<Arc<RwLock<Tenant>>> {
+    fn tenant(&self, id: &str) -> Result<Arc<TenantLock<Tenant>>> {
         self.tenants.read().map_err(|_| poisoned())?.get(id).cloned().ok_or_else(|| Error::tenant_not_found(id))
     }
 

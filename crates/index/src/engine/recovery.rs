@@ -2,6 +2,7 @@
 //! tail replayed through the same `apply` as live writes, then each
 //! tenant's candidate index rebuilt from its store.
 
+use super::lock::TenantLock;
 use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::io::BufReader;
@@ -187,7 +188,7 @@ impl Engine {
             opts,
             store,
             wal,
-            tenants: RwLock::new(tenants.into_iter().map(|(k, t)| (k, Arc::new(RwLock::new(t)))).collect()),
+            tenants: RwLock::new(tenants.into_iter().map(|(k, t)| (k, Arc::new(TenantLock::new(t)))).collect()),
             recovery: report,
             admin: Mutex::new(()),
             combiners: Mutex::default(),

@@ -25,6 +25,7 @@
 //! fjall store) plus `replica.json`, the log position every checkpoint
 //! covers, from which a restarted node resumes reading.
 
+use super::lock::TenantLock;
 use std::path::Path;
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
@@ -277,7 +278,7 @@ impl Engine {
                 Some(_) => self.store.clear_tenant(&name)?,
                 None => {}
             }
-            map.insert(name, Arc::new(std::sync::RwLock::new(t)));
+            map.insert(name, Arc::new(TenantLock::new(t)));
             return Ok(());
         }
         let Ok(t) = self.tenant(&name) else {

@@ -3,12 +3,13 @@
 //! the tenant, and writers are never stopped for longer than it takes to
 //! take a consistent cut (a store view and the tenant's small state).
 
+use super::lock::TenantLock;
 use std::fs::{self, File};
 use std::io::{BufReader, Read, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use super::{poisoned, CheckpointReport, Engine};
 use crate::error::{Error, ErrorKind, Result};
@@ -245,7 +246,7 @@ impl Engine {
         // Pass 2: under the tenant's lock, publish and load.
         let slot = {
             let mut map = self.tenants.write().map_err(|_| poisoned())?;
-            Arc::clone(map.entry(tenant.to_string()).or_insert_with(|| Arc::new(RwLock::new(placeholder))))
+            Arc::clone(map.entry(tenant.to_string()).or_insert_with(|| Arc::new(TenantLock::new(placeholder))))
         };
         let mut t = slot.write().map_err(|_| poisoned())?;
         let lsn = self.wal.reserve_lsn()?;

@@ -1,6 +1,7 @@
 //! Writes: tenants, upserts (planned by the tenant), tombstones, labels.
 
-use std::sync::{Arc, RwLock};
+use super::lock::TenantLock;
+use std::sync::Arc;
 
 use super::{now_ms, poisoned, Engine};
 use crate::command::{BatchedUpsert, Command};
@@ -48,7 +49,7 @@ impl Engine {
             Some(r) => return Ok(((), r.propose(id, 0, &payload)?)),
         };
         tenant.applied_lsn = lsn;
-        map.insert(id.to_string(), Arc::new(RwLock::new(tenant)));
+        map.insert(id.to_string(), Arc::new(TenantLock::new(tenant)));
         Ok(((), lsn))
     }
 
