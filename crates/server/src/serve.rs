@@ -235,6 +235,7 @@ async fn checkpoint_loop(state: AppState, every: std::time::Duration) {
     tick.tick().await;
     loop {
         tick.tick().await;
+        let started = std::time::Instant::now();
         match state.run_each(|e| e.checkpoint()).await {
             Ok(reports) => {
                 let now = SystemTime::now();
@@ -245,6 +246,7 @@ async fn checkpoint_loop(state: AppState, every: std::time::Duration) {
                     tracing::info!(
                         snapshots = report.snapshots.len(),
                         segments_removed = report.segments_removed,
+                        elapsed_ms = started.elapsed().as_millis() as u64,
                         "checkpoint"
                     );
                 }
