@@ -138,8 +138,10 @@ impl Tenant {
                 ));
             }
         }
-        let digest = item.request_digest();
-        if let Some(key) = &item.idempotency_key {
+        // The request's digest matters only to an idempotency key: it is a
+        // hash of the whole text, so it is not taken for writes without one.
+        let digest = item.idempotency_key.as_ref().map(|_| item.request_digest());
+        if let (Some(key), Some(digest)) = (&item.idempotency_key, digest) {
             if key.is_empty() || key.len() > 256 {
                 return Err(Error::input("idempotency_key", "must be 1..=256 bytes"));
             }
@@ -244,7 +246,11 @@ impl Tenant {
             features_at: FeaturesAt::Here,
             packed: if self.config.retain_content { packed } else { PackedContent::default() },
         };
-        let idem = item.idempotency_key.clone().map(|key| IdemEntry { key, digest, outcome: outcome.clone() });
+        let idem = (item.idempotency_key.clone()).zip(digest).map(|(key, digest)| IdemEntry {
+            key,
+            digest,
+            outcome: outcome.clone(),
+        });
         let command = Command::Upsert { tenant: self.name.clone(), record: Box::new(record), idem: idem.map(Box::new) };
         let shadow = self.shadow.is_some().then_some((item.item_id, item.content));
         Ok(Plan::Write { command, outcome, shadow, band_keys: fp.band_keys })
