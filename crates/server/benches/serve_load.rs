@@ -21,7 +21,6 @@ use std::sync::Arc;
 
 use common::{pct, phase, Conn, Kind, ADMIN};
 use neardup_index::{Engine, EngineOptions, FsyncPolicy, StoreKind};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 fn main() {
@@ -40,39 +39,31 @@ fn main() {
         let body = r#"{"tenant_id":"bench","config":{"threshold":0.8}}"#;
         assert_eq!(c.request("POST", "/v1/tenants", ADMIN, body).await, 201);
         // A key with ingest and query scopes, read from a one-shot connection.
-        let key = {
-            let mut s = TcpStream::connect(&addr).await.unwrap();
-            let body = r#"{"scopes":["ingest","query"]}"#;
-            let req = format!(
-                "POST /v1/tenants/bench/keys HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                body.len()
-            );
-            s.write_all(req.as_bytes()).await.unwrap();
-            let mut raw = Vec::new();
-            s.read_to_end(&mut raw).await.unwrap();
-            let text = String::from_utf8_lossy(&raw);
-            let json = &text[text.find("\r\n\r\n").unwrap() + 4..];
-            let v: serde_json::Value = serde_json::from_str(json).unwrap();
-            v["api_key"].as_str().unwrap().to_string()
-        };
+        // A key with ingest and query scopes.
+        let (status, text) =
+            common::once(&addr, "POST", "/v1/tenants/bench/keys", ADMIN, r#"{"scopes":["ingest","query"]}"#).await;
+        assert_eq!(status, 201, "{text}");
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let key = v["api_key"].as_str().unwrap().to_string();
         println!("clients {clients}, {secs} s per phase, fsync always, fjall store, ~2 KB docs");
         let phases = std::env::var("NEARDUP_BENCH_PHASES").unwrap_or_else(|_| "upsert,batch,decide".into());
         let run = |p: &str| phases.split(',').any(|q| q.trim() == p);
         let fsyncs = engine_ref.log_fsyncs();
         if run("upsert") {
-        let (n, mut lat) = phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Upsert).await;
-        println!(
-            "upsert: {n} in {secs} s = {:.0}/s; latency p50 {:.2} ms p99 {:.2} ms; {} fsyncs",
-            n as f64 / secs as f64,
-            pct(&mut lat, 0.5),
-            pct(&mut lat, 0.99),
-            engine_ref.log_fsyncs() - fsyncs
-        );
+            let (n, mut lat) = phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Upsert).await;
+            println!(
+                "upsert: {n} in {secs} s = {:.0}/s; latency p50 {:.2} ms p99 {:.2} ms; {} fsyncs",
+                n as f64 / secs as f64,
+                pct(&mut lat, 0.5),
+                pct(&mut lat, 0.99),
+                engine_ref.log_fsyncs() - fsyncs
+            );
         }
         let fsyncs = engine_ref.log_fsyncs();
         if run("batch") {
-        let (n, mut lat) = phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Batch(batch)).await;
-        println!(
+            let (n, mut lat) =
+                phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Batch(batch)).await;
+            println!(
             "batch of {batch}: {n} batches in {secs} s = {:.0} docs/s; latency p50 {:.2} ms p99 {:.2} ms; {} fsyncs",
             (n * batch) as f64 / secs as f64,
             pct(&mut lat, 0.5),
@@ -81,13 +72,13 @@ fn main() {
         );
         }
         if run("decide") {
-        let (n, mut lat) = phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Decide).await;
-        println!(
-            "decide: {n} in {secs} s = {:.0}/s; latency p50 {:.2} ms p99 {:.2} ms (index of the items above)",
-            n as f64 / secs as f64,
-            pct(&mut lat, 0.5),
-            pct(&mut lat, 0.99)
-        );
+            let (n, mut lat) = phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Decide).await;
+            println!(
+                "decide: {n} in {secs} s = {:.0}/s; latency p50 {:.2} ms p99 {:.2} ms (index of the items above)",
+                n as f64 / secs as f64,
+                pct(&mut lat, 0.5),
+                pct(&mut lat, 0.99)
+            );
         }
         println!("items: {}", engine_ref.stats("bench").unwrap().live_items);
     });

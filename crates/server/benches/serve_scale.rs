@@ -37,7 +37,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{doc, pct, Conn, ADMIN};
+use common::{doc, joined, pct, Conn, ADMIN};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -183,23 +183,6 @@ impl Server {
     }
 }
 
-/// One request on a fresh connection, the whole response read; returns
-/// (status, body).
-async fn once(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).await.unwrap();
-    let req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {ADMIN}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).await.unwrap();
-    let text = String::from_utf8_lossy(&raw).to_string();
-    let status = text.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map_or(String::new(), |(_, b)| b.to_string());
-    (status, body)
-}
-
 /// A batch body for items `first..first + n`: ids `i{m}`, content
 /// `doc(11, m)` (words of `[w0-9 ]`, nothing to escape).
 fn batch_body(first: u64, n: u64, out: &mut String) {
@@ -243,7 +226,7 @@ fn main() {
     rt.block_on(async {
         let body =
             format!(r#"{{"tenant_id":"{TENANT}","config":{{"threshold":0.8,"limits":{{"max_items":{items}}}}}}}"#);
-        let (status, text) = once(&addr, "POST", "/v1/tenants", &body).await;
+        let (status, text) = common::once(&addr, "POST", "/v1/tenants", ADMIN, &body).await;
         assert_eq!(status, 201, "creating the tenant: {text}");
     });
 
@@ -267,11 +250,7 @@ fn main() {
                     let first = b * batch;
                     let n = batch.min(items - first);
                     batch_body(first, n, &mut body);
-                    let t = Instant::now();
-                    let path = format!("/v1/tenants/{TENANT}/items");
-                    let status = conn.request("POST", &path, ADMIN, &body).await;
-                    assert!(status < 300, "batch at item {first}: status {status}");
-                    lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                    conn.timed("POST", &format!("/v1/tenants/{TENANT}/items"), ADMIN, &body, &mut lat).await;
                     done.fetch_add(n, Ordering::Relaxed);
                 }
             }));
@@ -286,10 +265,7 @@ fn main() {
                 let path = format!("/v1/tenants/{TENANT}/decide");
                 while next.load(Ordering::Relaxed) < batches {
                     let body = format!(r#"{{"content":"{}"}}"#, doc(17, i));
-                    let t = Instant::now();
-                    let status = conn.request("POST", &path, ADMIN, &body).await;
-                    assert!(status < 300, "decide during the load: status {status}");
-                    lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                    conn.timed("POST", &path, ADMIN, &body, &mut lat).await;
                     i += 1;
                     tokio::time::sleep(Duration::from_millis(20)).await;
                 }
@@ -317,10 +293,7 @@ fn main() {
                 }
             }
         }
-        let mut all = Vec::new();
-        for t in tasks {
-            all.extend(t.await.unwrap());
-        }
+        let all = joined(tasks).await;
         let mut probe = probe.await.unwrap();
         let max = probe.iter().copied().fold(0.0, f64::max);
         println!(
@@ -378,7 +351,7 @@ fn main() {
     disk("after load");
 
     rt.block_on(async {
-        let (status, metrics) = once(&addr, "GET", "/metrics", "").await;
+        let (status, metrics) = common::once(&addr, "GET", "/metrics", ADMIN, "").await;
         assert_eq!(status, 200);
         for line in metrics.lines() {
             if line.starts_with("neardup_cost_")
@@ -409,19 +382,13 @@ fn main() {
                         } else {
                             (format!("/v1/tenants/{TENANT}/decide"), format!(r#"{{"content":"{}"}}"#, doc(13, c << 32 | i)))
                         };
-                        let t = Instant::now();
-                        let status = conn.request("POST", &path, ADMIN, &body).await;
-                        assert!(status < 300, "{path}: status {status}");
-                        lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                        conn.timed("POST", &path, ADMIN, &body, &mut lat).await;
                         i += 1;
                     }
                     lat
                 }));
             }
-            let mut all = Vec::new();
-            for t in tasks {
-                all.extend(t.await.unwrap());
-            }
+            let mut all = joined(tasks).await;
             println!(
                 "{label}: {} in {query_secs} s ({} clients); p50 {:.2} ms p99 {:.2} ms",
                 all.len(),
@@ -475,9 +442,9 @@ fn main() {
     let (server, listening) = Server::start(&bin, &data, checkpoint_secs, &log);
     let live = rt.block_on(async {
         loop {
-            let (status, _) = once(&server.addr, "GET", "/readyz", "").await;
+            let (status, _) = common::once(&server.addr, "GET", "/readyz", ADMIN, "").await;
             if status == 200 {
-                let (_, text) = once(&server.addr, "GET", &format!("/v1/tenants/{TENANT}"), "").await;
+                let (_, text) = common::once(&server.addr, "GET", &format!("/v1/tenants/{TENANT}"), ADMIN, "").await;
                 let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
                 break v["stats"]["live_items"].as_u64().or(v["live_items"].as_u64()).unwrap_or(0);
             }

@@ -85,12 +85,47 @@ impl Conn {
         }
     }
 
+    /// One request whose status must be a success; its latency (ms) is
+    /// pushed onto `lat`.
+    pub async fn timed(&mut self, method: &str, path: &str, token: &str, body: &str, lat: &mut Vec<f64>) {
+        let t = Instant::now();
+        let status = self.request(method, path, token, body).await;
+        assert!(status < 300, "{method} {path}: status {status}");
+        lat.push(t.elapsed().as_secs_f64() * 1000.0);
+    }
+
     async fn fill(&mut self) {
         let mut tmp = [0u8; 16384];
         let n = self.s.read(&mut tmp).await.unwrap();
         assert!(n > 0, "server closed the connection");
         self.buf.extend_from_slice(&tmp[..n]);
     }
+}
+
+/// One request on a fresh connection, the whole response read; returns
+/// (status, body).
+pub async fn once(addr: &str, method: &str, path: &str, token: &str, body: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw).await.unwrap();
+    let text = String::from_utf8_lossy(&raw).to_string();
+    let status = text.split_whitespace().nth(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map_or(String::new(), |(_, b)| b.to_string());
+    (status, body)
+}
+
+/// The latencies of client tasks, all of them.
+pub async fn joined(tasks: Vec<tokio::task::JoinHandle<Vec<f64>>>) -> Vec<f64> {
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    all
 }
 
 pub fn pct(v: &mut [f64], p: f64) -> f64 {
@@ -169,18 +204,12 @@ pub async fn phase(
                 }
                 let (path, body) = &mine[i % mine.len()];
                 let method = if kind == Kind::Upsert { "PUT" } else { "POST" };
-                let t = Instant::now();
-                let status = conn.request(method, path, &key, body).await;
-                assert!(status < 300, "status {status}");
-                lat.push(t.elapsed().as_secs_f64() * 1000.0);
+                conn.timed(method, path, &key, body, &mut lat).await;
                 i += 1;
             }
             lat
         }));
     }
-    let mut all = Vec::new();
-    for t in tasks {
-        all.extend(t.await.unwrap());
-    }
+    let all = joined(tasks).await;
     (all.len(), all)
 }
