@@ -6,6 +6,9 @@ use clap::{Parser, Subcommand};
 
 use crate::usage::UsageError;
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// `eprintln!` that cannot panic: a closed or broken standard error (a
 /// caller that closed fd 2) loses the message instead of aborting the run.
 macro_rules! eprintln {
