@@ -163,3 +163,64 @@ fn engine_answers_equal_the_recorded_ones() {
         assert!(text.contains(needle), "the recorded answers never show {needle}");
     }
 }
+
+/// Every upsert of the sequence (replacements, stale epochs, idempotency
+/// replays and conflicts, budgets, near copies of earlier items), sent in
+/// batches of 64 — written in groups, each group's items planned against
+/// the state before it — answers as the same upserts sent one by one. Log
+/// positions differ (a group shares one) and are left out.
+#[test]
+fn upserts_in_large_batches_answer_as_one_by_one() {
+    fn strip_lsn(v: &mut Value) {
+        match v {
+            Value::Object(m) => {
+                m.remove("lsn");
+                m.values_mut().for_each(strip_lsn);
+            }
+            Value::Array(a) => a.iter_mut().for_each(strip_lsn),
+            _ => {}
+        }
+    }
+    let ops: Value = serde_json::from_str(&std::fs::read_to_string(fixtures().join("ops.json")).unwrap()).unwrap();
+    let items: Vec<Item> = ops["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|op| match op["op"].as_str().unwrap() {
+            "upsert" => vec![item(&op["item"])],
+            "upsert_batch" => op["items"].as_array().unwrap().iter().map(item).collect(),
+            _ => vec![],
+        })
+        .collect();
+    assert!(items.len() > 400);
+    // Each distinct text again under a new id: longer groups (nothing is
+    // replaced), with the sequence's near copies in them.
+    let mut seen = std::collections::HashSet::new();
+    let fresh: Vec<Item> = (items.iter().filter(|it| seen.insert(it.content.clone())).enumerate())
+        .map(|(i, it)| Item::text(&format!("fresh-{i:04}"), &it.content))
+        .collect();
+    let items: Vec<Item> = items.iter().cloned().chain(fresh).collect();
+    for store in [StoreKind::Memory, StoreKind::Fjall] {
+        let answers = |batched: bool| -> Vec<Value> {
+            let dir = tempfile::tempdir().unwrap();
+            let e = open(dir.path(), store);
+            let mut c = config("default");
+            c.limits.max_items = 800;
+            e.create_tenant("t", c).unwrap();
+            let mut out: Vec<Value> = if batched {
+                items.chunks(64).flat_map(|b| e.upsert_batch("t", b.to_vec()).unwrap()).map(answer).collect()
+            } else {
+                items.iter().map(|i| answer(e.upsert("t", i.clone()))).collect()
+            };
+            out.iter_mut().for_each(strip_lsn);
+            out
+        };
+        let alone = answers(false);
+        let matched = alone.iter().filter(|a| a["decision"]["candidates"].as_array().is_some_and(|c| !c.is_empty()));
+        assert!(matched.count() > 20, "the sequence has near copies");
+        assert!(alone.iter().any(|a| a["error"].is_string()), "and refusals");
+        for (i, (b, a)) in answers(true).iter().zip(&alone).enumerate() {
+            assert_eq!(b, a, "{store:?}: upsert {i} ({})", items[i].item_id);
+        }
+    }
+}

@@ -29,13 +29,14 @@ fn engine_recall_and_candidate_cost_on_real_documents() {
         Engine::open(dir.path().join("data"), EngineOptions { fsync: FsyncPolicy::Os, ..EngineOptions::default() })
             .unwrap();
     let limits = TenantLimits { max_item_bytes: 64 << 20, ..TenantLimits::default() };
-    engine.create_tenant("real", TenantConfig { limits, ..TenantConfig::new(config.clone()) }).unwrap();
+    engine.create_tenant("real", TenantConfig { limits: limits.clone(), ..TenantConfig::new(config.clone()) }).unwrap();
 
     let mut found: HashMap<(usize, usize), f64> = HashMap::new();
-    let (mut seen, mut verified) = (Vec::new(), Vec::new());
+    let (mut seen, mut verified, mut alone) = (Vec::new(), Vec::new(), Vec::new());
     let index_of: HashMap<&str, usize> = docs.iter().enumerate().map(|(i, d)| (d.0.as_str(), i)).collect();
     for (i, (id, text)) in docs.iter().enumerate() {
         let out = engine.upsert("real", Item::text(id.clone(), text.clone())).unwrap();
+        alone.push(without_lsn(&out));
         seen.push(out.decision.candidates_seen as usize);
         verified.push(out.decision.candidates.len());
         for c in &out.decision.candidates {
@@ -71,4 +72,26 @@ fn engine_recall_and_candidate_cost_on_real_documents() {
         pct(&mut verified, 50)
     );
     assert!(verified_p99 <= 100, "verified candidates per query p99 {verified_p99}");
+
+    // The same documents in batches of 256, written in groups of documents
+    // that do not bear on each other: every answer is the one given to the
+    // document sent alone (log positions aside).
+    engine.create_tenant("batched", TenantConfig { limits, ..TenantConfig::new(config.clone()) }).unwrap();
+    let items: Vec<Item> = docs.iter().map(|(id, text)| Item::text(id.clone(), text.clone())).collect();
+    let batched: Vec<serde_json::Value> = items
+        .chunks(256)
+        .flat_map(|b| engine.upsert_batch("batched", b.to_vec()).unwrap())
+        .map(|r| without_lsn(&r.unwrap()))
+        .collect();
+    assert_eq!(batched.len(), alone.len());
+    for (i, (b, a)) in batched.iter().zip(&alone).enumerate() {
+        assert_eq!(b, a, "document {i} ({})", docs[i].0);
+    }
+}
+
+/// An upsert's answer as JSON, without its log position.
+fn without_lsn(o: &neardup_index::UpsertOutcome) -> serde_json::Value {
+    let mut v = serde_json::to_value(o).unwrap();
+    v.as_object_mut().unwrap().remove("lsn");
+    v
 }
