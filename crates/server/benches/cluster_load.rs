@@ -102,7 +102,7 @@ async fn run(count: usize, clients: usize, secs: u64, batch: usize) {
     for (name, kind, per, tenants) in phases {
         let (stop, max_lag) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
         let sampler = sample_lag(nodes.clone(), Arc::clone(&stop), Arc::clone(&max_lag));
-        let (n, mut lat) = phase(&addrs, &tenants, ADMIN, clients, secs, kind).await;
+        let mut p = phase(&addrs, &tenants, ADMIN, clients, secs, kind).await;
         stop.store(true, Ordering::Relaxed);
         sampler.await.unwrap();
         let settle = catch_up(&nodes).await;
@@ -110,9 +110,9 @@ async fn run(count: usize, clients: usize, secs: u64, batch: usize) {
             "nodes {count}: {name}{}: {:.0} docs/s acknowledged; latency p50 {:.2} ms p99 {:.2} ms; slowest replica \
              lag max {} commands, caught up {:.2} s after the phase",
             if per > 1 { format!(" ({per} per request)") } else { String::new() },
-            (n * per) as f64 / secs as f64,
-            pct(&mut lat, 0.5),
-            pct(&mut lat, 0.99),
+            p.rate(per),
+            pct(&mut p.lat, 0.5),
+            pct(&mut p.lat, 0.99),
             max_lag.load(Ordering::Relaxed),
             settle
         );

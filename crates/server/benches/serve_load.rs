@@ -19,6 +19,11 @@ mod common;
 
 use std::sync::Arc;
 
+/// The allocator the `neardup` binary ships with: this bench serves in
+/// process, so it must pick it too to measure what runs.
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use common::{pct, phase, Conn, Kind, ADMIN};
 use neardup_index::{Engine, EngineOptions, FsyncPolicy, StoreKind};
 use tokio::net::TcpStream;
@@ -50,34 +55,39 @@ fn main() {
         let run = |p: &str| phases.split(',').any(|q| q.trim() == p);
         let fsyncs = engine_ref.log_fsyncs();
         if run("upsert") {
-            let (n, mut lat) = phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Upsert).await;
+            let mut p = phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Upsert).await;
             println!(
-                "upsert: {n} in {secs} s = {:.0}/s; latency p50 {:.2} ms p99 {:.2} ms; {} fsyncs",
-                n as f64 / secs as f64,
-                pct(&mut lat, 0.5),
-                pct(&mut lat, 0.99),
+                "upsert: {} in {:.1} s = {:.0}/s; latency p50 {:.2} ms p99 {:.2} ms; {} fsyncs",
+                p.n,
+                p.secs,
+                p.rate(1),
+                pct(&mut p.lat, 0.5),
+                pct(&mut p.lat, 0.99),
                 engine_ref.log_fsyncs() - fsyncs
             );
         }
         let fsyncs = engine_ref.log_fsyncs();
         if run("batch") {
-            let (n, mut lat) =
-                phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Batch(batch)).await;
+            let mut p = phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Batch(batch)).await;
             println!(
-            "batch of {batch}: {n} batches in {secs} s = {:.0} docs/s; latency p50 {:.2} ms p99 {:.2} ms; {} fsyncs",
-            (n * batch) as f64 / secs as f64,
-            pct(&mut lat, 0.5),
-            pct(&mut lat, 0.99),
-            engine_ref.log_fsyncs() - fsyncs
-        );
+                "batch of {batch}: {} batches in {:.1} s = {:.0} docs/s; latency p50 {:.2} ms p99 {:.2} ms; {} fsyncs",
+                p.n,
+                p.secs,
+                p.rate(batch),
+                pct(&mut p.lat, 0.5),
+                pct(&mut p.lat, 0.99),
+                engine_ref.log_fsyncs() - fsyncs
+            );
         }
         if run("decide") {
-            let (n, mut lat) = phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Decide).await;
+            let mut p = phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Decide).await;
             println!(
-                "decide: {n} in {secs} s = {:.0}/s; latency p50 {:.2} ms p99 {:.2} ms (index of the items above)",
-                n as f64 / secs as f64,
-                pct(&mut lat, 0.5),
-                pct(&mut lat, 0.99)
+                "decide: {} in {:.1} s = {:.0}/s; latency p50 {:.2} ms p99 {:.2} ms (index of the items above)",
+                p.n,
+                p.secs,
+                p.rate(1),
+                pct(&mut p.lat, 0.5),
+                pct(&mut p.lat, 0.99)
             );
         }
         println!("items: {}", engine_ref.stats("bench").unwrap().live_items);
