@@ -200,3 +200,145 @@ fn sigkill_fjall_store() {
     }
     crash_loop(StoreKind::Fjall, 5);
 }
+
+const RESTORE_CHILD_ENV: &str = "NEARDUP_RESTORE_CHILD_DIR";
+
+/// The child of the restore test: restores the snapshot file named by
+/// `NEARDUP_RESTORE_SNAPSHOT` into tenant `t`, streaming it from disk, and
+/// says when it starts and when the restore was answered; then waits to be
+/// killed.
+#[test]
+fn restore_child() {
+    let Some(dir) = std::env::var_os(RESTORE_CHILD_ENV) else {
+        return;
+    };
+    let kind = match std::env::var("NEARDUP_CRASH_STORE").as_deref() {
+        Ok("fjall") => StoreKind::Fjall,
+        _ => StoreKind::Memory,
+    };
+    let e = Engine::open(&dir, opts(kind)).unwrap();
+    let mut snapshot = std::fs::File::open(std::env::var_os("NEARDUP_RESTORE_SNAPSHOT").unwrap()).unwrap();
+    println!("RESTORING");
+    e.restore_from("t", &mut snapshot).unwrap();
+    println!("ACK restore");
+    loop {
+        std::thread::sleep(Duration::from_secs(1));
+    }
+}
+
+/// SIGKILL at points spread over a streaming restore (a snapshot of 3,000
+/// items replacing a tenant of 40): a restart finds the tenant exactly as
+/// it was before or exactly as the snapshot has it — never a mix, never
+/// part of either — and the "after" state whenever the restore had been
+/// answered.
+fn restore_kills(kind: StoreKind) {
+    let texts = |prefix: &str, n: u64, from: u64| -> Vec<(String, String)> {
+        (0..n).map(|i| (format!("{prefix}{i}"), format!("{} and more words {}", text(from + i), text(i)))).collect()
+    };
+    let (before, after) = (texts("b", 40, 0), texts("a", 15_000, 100_000));
+    let ids = |items: &[(String, String)]| -> std::collections::BTreeSet<String> {
+        items.iter().map(|(id, _)| id.clone()).collect()
+    };
+    let work = tempfile::tempdir().unwrap();
+    let (base, source, file) = (work.path().join("base"), work.path().join("source"), work.path().join("after.snap"));
+    for (dir, items) in [(&base, &before), (&source, &after)] {
+        let e = Engine::open(dir, opts(kind)).unwrap();
+        e.create_tenant("t", TenantConfig::new(Config::seed_example())).unwrap();
+        e.upsert_batch("t", items.iter().map(|(id, t)| Item::text(id, t)).collect()).unwrap();
+        if dir == &source {
+            e.snapshot_to("t", &mut std::fs::File::create(&file).unwrap()).unwrap();
+        }
+    }
+    // How long a restore takes here, to spread the kills over it.
+    let timing = work.path().join("timing");
+    copy_dir(&base, &timing);
+    let started = Instant::now();
+    Engine::open(&timing, opts(kind)).unwrap().restore_from("t", &mut std::fs::File::open(&file).unwrap()).unwrap();
+    let took = started.elapsed();
+    let (mut befores, mut afters) = (0, 0);
+    // Kills the child `wait` into its restore; true when it left the "after" state.
+    let mut kill_at = |k: u32, wait: Duration| -> bool {
+        let dir = work.path().join(format!("kill-{k}"));
+        copy_dir(&base, &dir);
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "restore_child", "--nocapture", "--test-threads=1"])
+            .env(RESTORE_CHILD_ENV, &dir)
+            .env("NEARDUP_RESTORE_SNAPSHOT", &file)
+            .env("NEARDUP_CRASH_STORE", if kind == StoreKind::Fjall { "fjall" } else { "mem" })
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines().map_while(Result::ok);
+        // The harness starts the line ("test restore_child ... ") the child ends.
+        assert!(lines.any(|l| l.ends_with("RESTORING")), "the child did not start its restore");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let reader = std::thread::spawn(move || {
+            for l in lines {
+                let _ = tx.send(l);
+            }
+        });
+        std::thread::sleep(wait);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        reader.join().unwrap();
+        let answered = rx.try_iter().any(|l| l.ends_with("ACK restore"));
+        let e = Engine::open(&dir, opts(kind)).unwrap();
+        let live: std::collections::BTreeSet<String> = e.live_ids("t").unwrap().into_iter().collect();
+        let (state, items) = if live == ids(&after) {
+            afters += 1;
+            ("after", &after)
+        } else {
+            assert!(!answered, "{kind:?} kill {k}: the restore was answered, but the tenant is not the snapshot's");
+            let (b, a) = (ids(&before), ids(&after));
+            assert!(
+                live == b,
+                "{kind:?} kill {k}: neither the state before nor the snapshot's: {} live, {} of the {} before, {} of \
+                 the {} after",
+                live.len(),
+                live.intersection(&b).count(),
+                b.len(),
+                live.intersection(&a).count(),
+                a.len()
+            );
+            befores += 1;
+            ("before", &before)
+        };
+        for (id, t) in items.iter().step_by(97) {
+            let got = e.get("t", id).unwrap().unwrap_or_else(|| panic!("{kind:?} kill {k} ({state}): {id} unreadable"));
+            assert_eq!(got.content_bytes, t.len() as u64, "{kind:?} kill {k} ({state}): {id}");
+        }
+        let probe = &items[items.len() / 2];
+        let d = e.decide("t", &probe.1).unwrap();
+        assert_eq!(d.closest().map(|c| c.item_id.as_str()), Some(probe.0.as_str()), "{kind:?} kill {k} ({state})");
+        eprintln!("{kind:?} kill {k} after {wait:?} of a {took:?} restore: {state}");
+        state == "after"
+    };
+    // Eight kills spread over the whole restore, then eight between the
+    // last that left "before" and the first that left "after": the moment
+    // the restore commits, where a torn state would show.
+    let coarse: Vec<Duration> = (0..8).map(|k| took * (2 * k + 1) / 16).collect();
+    let outcomes: Vec<bool> = coarse.iter().enumerate().map(|(k, w)| kill_at(k as u32, *w)).collect();
+    let last_before = outcomes.iter().rposition(|a| !a).map_or(Duration::ZERO, |k| coarse[k]);
+    let first_after = outcomes.iter().position(|a| *a).map_or(took * 2, |k| coarse[k]);
+    for k in 0..8u32 {
+        kill_at(8 + k, last_before + (first_after.saturating_sub(last_before)) * (k + 1) / 9);
+    }
+    eprintln!("{kind:?}: {befores} before, {afters} after");
+}
+
+#[test]
+fn sigkill_during_a_streaming_restore_leaves_before_or_after_memory_store() {
+    if std::env::var_os(RESTORE_CHILD_ENV).is_some() || std::env::var_os(CHILD_ENV).is_some() {
+        return;
+    }
+    restore_kills(StoreKind::Memory);
+}
+
+#[test]
+fn sigkill_during_a_streaming_restore_leaves_before_or_after_fjall_store() {
+    if std::env::var_os(RESTORE_CHILD_ENV).is_some() || std::env::var_os(CHILD_ENV).is_some() {
+        return;
+    }
+    restore_kills(StoreKind::Fjall);
+}
