@@ -197,7 +197,7 @@ fn upserts_in_large_batches_answer_as_one_by_one() {
     // replaced), with the sequence's near copies in them.
     let mut seen = std::collections::HashSet::new();
     let fresh: Vec<Item> = (items.iter().filter(|it| seen.insert(it.content.clone())).enumerate())
-        .map(|(i, it)| Item::text(&format!("fresh-{i:04}"), &it.content))
+        .map(|(i, it)| Item::text(format!("fresh-{i:04}"), &it.content))
         .collect();
     let items: Vec<Item> = items.iter().cloned().chain(fresh).collect();
     for store in [StoreKind::Memory, StoreKind::Fjall] {
