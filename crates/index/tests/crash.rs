@@ -23,16 +23,30 @@ fn opts(kind: StoreKind) -> EngineOptions {
     EngineOptions { fsync: FsyncPolicy::Os, store: kind, ..EngineOptions::default() }
 }
 
+/// The store a child runs on, as its parent named it (`store_env`).
+fn child_store() -> StoreKind {
+    match std::env::var("NEARDUP_CRASH_STORE").as_deref() {
+        Ok("fjall") => StoreKind::Fjall,
+        _ => StoreKind::Memory,
+    }
+}
+
+/// How a parent names `kind` to its child.
+fn store_env(kind: StoreKind) -> &'static str {
+    if kind == StoreKind::Fjall {
+        "fjall"
+    } else {
+        "mem"
+    }
+}
+
 /// The child: runs until killed.
 #[test]
 fn crash_child() {
     let Some(dir) = std::env::var_os(CHILD_ENV) else {
         return;
     };
-    let kind = match std::env::var("NEARDUP_CRASH_STORE").as_deref() {
-        Ok("fjall") => StoreKind::Fjall,
-        _ => StoreKind::Memory,
-    };
+    let kind = child_store();
     let start: u64 = std::env::var("NEARDUP_CRASH_START").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
     let e = Engine::open(&dir, opts(kind)).unwrap();
     if e.tenants().unwrap().is_empty() {
@@ -68,7 +82,7 @@ fn run_iteration(dir: &std::path::Path, kind: StoreKind, start: u64, kill_after:
         .args(["--exact", "crash_child", "--nocapture", "--test-threads=1"])
         .env(CHILD_ENV, dir)
         .env("NEARDUP_CRASH_START", start.to_string())
-        .env("NEARDUP_CRASH_STORE", if kind == StoreKind::Fjall { "fjall" } else { "mem" })
+        .env("NEARDUP_CRASH_STORE", store_env(kind))
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -212,10 +226,7 @@ fn restore_child() {
     let Some(dir) = std::env::var_os(RESTORE_CHILD_ENV) else {
         return;
     };
-    let kind = match std::env::var("NEARDUP_CRASH_STORE").as_deref() {
-        Ok("fjall") => StoreKind::Fjall,
-        _ => StoreKind::Memory,
-    };
+    let kind = child_store();
     let e = Engine::open(&dir, opts(kind)).unwrap();
     let mut snapshot = std::fs::File::open(std::env::var_os("NEARDUP_RESTORE_SNAPSHOT").unwrap()).unwrap();
     println!("RESTORING");
@@ -264,7 +275,7 @@ fn restore_kills(kind: StoreKind) {
             .args(["--exact", "restore_child", "--nocapture", "--test-threads=1"])
             .env(RESTORE_CHILD_ENV, &dir)
             .env("NEARDUP_RESTORE_SNAPSHOT", &file)
-            .env("NEARDUP_CRASH_STORE", if kind == StoreKind::Fjall { "fjall" } else { "mem" })
+            .env("NEARDUP_CRASH_STORE", store_env(kind))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
