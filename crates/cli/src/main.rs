@@ -6,6 +6,8 @@ use clap::{Parser, Subcommand};
 
 use crate::usage::UsageError;
 
+/// mimalloc, huge pages off: measured against glibc's allocator in
+/// ARCHITECTURE.md ("The binary allocates with mimalloc").
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
