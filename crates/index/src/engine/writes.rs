@@ -173,6 +173,17 @@ impl Engine {
             {
                 break;
             }
+            // The same check as after planning, on the prefingerprint's band
+            // keys and content hash when they are current: an item that
+            // shares one with the group ends it unplanned, instead of being
+            // planned here for nothing and again in the next group.
+            if grouped
+                && pre.as_ref().filter(|p| p.version == t.version).is_some_and(|p| {
+                    p.fp.band_keys.iter().any(|k| bands.contains(k)) || hashes.contains(&p.fp.content_hash.0)
+                })
+            {
+                break;
+            }
             // An item that writes nothing — an answer or an error — was
             // judged against the state before the group's writes (its
             // decision, a budget): it is planned again after them, and
