@@ -30,6 +30,15 @@ fn new_label(left: &str, right: &str, label: Label, actor: &str, rationale: &str
     NewLabel { left: left.into(), right: right.into(), label, actor: actor.into(), rationale: rationale.into() }
 }
 
+/// An engine on `kind` in a fresh directory, with tenant `t` (the seed's
+/// configuration).
+fn with_tenant(kind: StoreKind) -> (tempfile::TempDir, Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path(), opts(kind)).unwrap();
+    e.create_tenant("t", seed_tenant()).unwrap();
+    (dir, e)
+}
+
 /// Runs `f` once per store kind.
 fn each_store(f: impl Fn(StoreKind)) {
     for kind in [StoreKind::Memory, StoreKind::Fjall] {
@@ -1360,9 +1369,7 @@ fn checkpoints_under_concurrent_writes_lose_and_duplicate_nothing() {
         format!("{} writer {w} item {i}", words.join(" "))
     };
     each_store(|kind| {
-        let dir = tempfile::tempdir().unwrap();
-        let e = Engine::open(dir.path(), opts(kind)).unwrap();
-        e.create_tenant("t", seed_tenant()).unwrap();
+        let (dir, e) = with_tenant(kind);
         let done = std::sync::atomic::AtomicBool::new(false);
         let (live, checkpoints) = std::thread::scope(|s| {
             let writers: Vec<_> = (0..4u64)
@@ -1443,9 +1450,7 @@ fn checkpoints_under_concurrent_writes_lose_and_duplicate_nothing() {
 #[test]
 fn a_batch_plans_each_item_once() {
     each_store(|kind| {
-        let dir = tempfile::tempdir().unwrap();
-        let e = Engine::open(dir.path(), opts(kind)).unwrap();
-        e.create_tenant("t", seed_tenant()).unwrap();
+        let (_dir, e) = with_tenant(kind);
         // Each text followed by its near copy: every copy ends a group.
         let batch: Vec<Item> = (0..20)
             .flat_map(|i| {
