@@ -178,9 +178,10 @@ impl Engine {
             // shares one with the group ends it unplanned, instead of being
             // planned here for nothing and again in the next group.
             if grouped
-                && pre.as_ref().filter(|p| p.version == t.version).is_some_and(|p| {
-                    p.fp.band_keys.iter().any(|k| bands.contains(k)) || hashes.contains(&p.fp.content_hash.0)
-                })
+                && pre
+                    .as_ref()
+                    .filter(|p| p.version == t.version)
+                    .is_some_and(|p| meets_group(&bands, &hashes, &p.fp.band_keys, &p.fp.content_hash.0))
             {
                 break;
             }
@@ -205,8 +206,6 @@ impl Engine {
             let Command::Upsert { record, idem, .. } = command else {
                 return Err(Error::state("an upsert was planned as another command"));
             };
-            // Band keys and the content hash are what the index reads for a
-            // query: two writes sharing none cannot find each other.
             let hash = record.content_hash;
             let upsert = BatchedUpsert { record, idem };
             let size = postcard::experimental::serialized_size(&upsert)
@@ -216,8 +215,7 @@ impl Engine {
             // the earlier ones reach.
             let bytes = upsert.record.content_bytes;
             if grouped
-                && (band_keys.iter().any(|k| bands.contains(k))
-                    || hashes.contains(&hash)
+                && (meets_group(&bands, &hashes, &band_keys, &hash)
                     || t.live_items + added_items + 1 > limits.max_items
                     || t.live_bytes + added_bytes + bytes > limits.max_bytes
                     || entry_bytes + size > max_entry)
@@ -375,6 +373,19 @@ impl Engine {
         let lsn = self.log_and_apply(t, cmd)?;
         Ok(LabelEvent { lsn, ..event })
     }
+}
+
+/// Whether a write with `band_keys` and content `hash` could find, or be
+/// found by, the writes already in a group (their `bands` and `hashes`):
+/// band keys and the content hash are all the index reads for a query, so
+/// two writes sharing none cannot find each other.
+fn meets_group(
+    bands: &std::collections::HashSet<u64>,
+    hashes: &std::collections::HashSet<[u8; 16]>,
+    band_keys: &[u64],
+    hash: &[u8; 16],
+) -> bool {
+    band_keys.iter().any(|k| bands.contains(k)) || hashes.contains(hash)
 }
 
 /// Answers `n` items a group at a time, single node or cluster:
