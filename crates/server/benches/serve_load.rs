@@ -58,7 +58,7 @@ fn main() {
             let mut p = phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Upsert).await;
             println!(
                 "upsert: {} in {:.1} s = {:.0}/s; latency p50 {:.2} ms p99 {:.2} ms; {} fsyncs",
-                p.n,
+                p.n(),
                 p.secs,
                 p.rate(1),
                 pct(&mut p.lat, 0.5),
@@ -71,7 +71,7 @@ fn main() {
             let mut p = phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Batch(batch)).await;
             println!(
                 "batch of {batch}: {} batches in {:.1} s = {:.0} docs/s; latency p50 {:.2} ms p99 {:.2} ms; {} fsyncs",
-                p.n,
+                p.n(),
                 p.secs,
                 p.rate(batch),
                 pct(&mut p.lat, 0.5),
@@ -83,7 +83,7 @@ fn main() {
             let mut p = phase(std::slice::from_ref(&addr), &["bench"], &key, clients, secs, Kind::Decide).await;
             println!(
                 "decide: {} in {:.1} s = {:.0}/s; latency p50 {:.2} ms p99 {:.2} ms (index of the items above)",
-                p.n,
+                p.n(),
                 p.secs,
                 p.rate(1),
                 pct(&mut p.lat, 0.5),

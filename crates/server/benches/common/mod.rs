@@ -169,20 +169,24 @@ pub fn bodies(tenant: &str, kind: Kind, c: usize, count: usize) -> Vec<(String, 
         .collect()
 }
 
-/// What one load phase did: `n` requests answered, their latencies (ms),
+/// What one load phase did: the latency (ms) of each request answered,
 /// and the seconds from the start until the last client stopped.
 pub struct Phase {
-    pub n: usize,
     pub lat: Vec<f64>,
     pub secs: f64,
 }
 
 impl Phase {
+    /// Requests answered.
+    pub fn n(&self) -> usize {
+        self.lat.len()
+    }
+
     /// Requests (times `per`, the documents in each) a second, over the
     /// time the clients ran: a client that used up its prepared requests
     /// stops early, and the rate is still true.
     pub fn rate(&self, per: usize) -> f64 {
-        (self.n * per) as f64 / self.secs.max(1e-9)
+        (self.n() * per) as f64 / self.secs.max(1e-9)
     }
 }
 
@@ -223,5 +227,5 @@ pub async fn phase(addrs: &[String], tenants: &[&str], key: &str, clients: usize
         }));
     }
     let lat = joined(tasks).await;
-    Phase { n: lat.len(), lat, secs: start.elapsed().as_secs_f64() }
+    Phase { lat, secs: start.elapsed().as_secs_f64() }
 }
