@@ -237,7 +237,7 @@ fn restore_child() {
     }
 }
 
-/// SIGKILL at points spread over a streaming restore (a snapshot of 3,000
+/// SIGKILL at points spread over a streaming restore (a snapshot of 15,000
 /// items replacing a tenant of 40): a restart finds the tenant exactly as
 /// it was before or exactly as the snapshot has it — never a mix, never
 /// part of either — and the "after" state whenever the restore had been
@@ -250,6 +250,7 @@ fn restore_kills(kind: StoreKind) {
     let ids = |items: &[(String, String)]| -> std::collections::BTreeSet<String> {
         items.iter().map(|(id, _)| id.clone()).collect()
     };
+    let (before_ids, after_ids) = (ids(&before), ids(&after));
     let work = tempfile::tempdir().unwrap();
     let (base, source, file) = (work.path().join("base"), work.path().join("source"), work.path().join("after.snap"));
     for (dir, items) in [(&base, &before), (&source, &after)] {
@@ -296,20 +297,20 @@ fn restore_kills(kind: StoreKind) {
         let answered = rx.try_iter().any(|l| l.ends_with("ACK restore"));
         let e = Engine::open(&dir, opts(kind)).unwrap();
         let live: std::collections::BTreeSet<String> = e.live_ids("t").unwrap().into_iter().collect();
-        let (state, items) = if live == ids(&after) {
+        let (state, items) = if live == after_ids {
             afters += 1;
             ("after", &after)
         } else {
             assert!(!answered, "{kind:?} kill {k}: the restore was answered, but the tenant is not the snapshot's");
-            let (b, a) = (ids(&before), ids(&after));
+            let (b, a) = (&before_ids, &after_ids);
             assert!(
-                live == b,
+                live == *b,
                 "{kind:?} kill {k}: neither the state before nor the snapshot's: {} live, {} of the {} before, {} of \
                  the {} after",
                 live.len(),
-                live.intersection(&b).count(),
+                live.intersection(b).count(),
                 b.len(),
-                live.intersection(&a).count(),
+                live.intersection(a).count(),
                 a.len()
             );
             befores += 1;
