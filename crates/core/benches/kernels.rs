@@ -134,6 +134,27 @@ fn kernels(c: &mut Criterion) {
     g.bench_function("jaccard", |b| {
         b.iter(|| features.windows(2).map(|w| neardup_core::jaccard(&w[0], &w[1])).sum::<f64>())
     });
+    // Near duplicates: each document with one word in 40 changed (Jaccard
+    // about 0.85), verified at 0.8 — the merge runs to the end.
+    let variants: Vec<Vec<u64>> = normalized
+        .iter()
+        .map(|n| {
+            let edited: Vec<&str> =
+                n.split(' ').enumerate().map(|(i, w)| if i % 40 == 7 { "edited" } else { w }).collect();
+            let mut out = Vec::new();
+            features_into(&edited.join(" "), ShingleKind::Word, 5, 1, 1_000_000, &mut out).unwrap();
+            out
+        })
+        .collect();
+    g.bench_function("verify/near_duplicates@0.8", |b| {
+        b.iter(|| {
+            features
+                .iter()
+                .zip(&variants)
+                .filter_map(|(x, y)| neardup_core::verify::jaccard_at_least(x, y, 0.8))
+                .count()
+        })
+    });
     g.bench_function("fingerprint/all", |b| {
         let mut f = Fingerprinter::new(Config::default().resolve().unwrap()).unwrap();
         b.iter(|| docs.iter().for_each(|d| drop(f.fingerprint(d))))
