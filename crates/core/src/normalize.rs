@@ -284,7 +284,34 @@ fn unicode_v1_runs<const RUNS: bool>(text: &str, out: &mut String, composed: boo
     let bytes = text.as_bytes();
     // Where the current fragment began, in `text` and in `out`.
     let (mut frag_start, mut frag_out) = (0usize, out.len());
+    let classify_block = block_classifier();
+    // Below this offset the block path is not tried again: it just found
+    // a byte it cannot take close ahead. After a few misses with no whole
+    // block between them (text in another script, with ASCII between its
+    // words) it waits longer and longer, up to 512 bytes.
+    let (mut no_block_until, mut misses) = (0, 0u32);
     while i < bytes.len() {
+        if RUNS && i >= no_block_until {
+            if let Some(chunk) = bytes.get(i..i + BLOCK) {
+                // Up to 64 plain bytes at once, ended by the first byte that
+                // needs this loop (or the block's end).
+                let block = classify_block(chunk);
+                let plain = block.special.trailing_zeros() as usize;
+                if plain >= 8 {
+                    if let Some(frag) = block.append(plain, i, out, &mut in_token) {
+                        (frag_start, frag_out) = frag;
+                    }
+                    i += plain;
+                    if plain == BLOCK {
+                        misses = 0;
+                    }
+                    continue;
+                }
+                misses += 1;
+                let wait = if misses > 2 { BLOCK << (misses - 3).min(3) } else { 0 };
+                no_block_until = i + plain + 1 + wait;
+            }
+        }
         let b = bytes[i];
         if b.is_ascii_alphanumeric() {
             // The common case: a run of ASCII letters and digits, copied
@@ -376,6 +403,159 @@ fn unicode_v1_runs<const RUNS: bool>(text: &str, out: &mut String, composed: boo
         }
         i = next;
     }
+}
+
+/// Bytes the block path classifies at once.
+const BLOCK: usize = 64;
+
+/// Up to [`BLOCK`] bytes of text classified at once, one bit per byte.
+struct Block {
+    /// The bytes with ASCII upper case lowered, padded so that a 32-byte
+    /// copy from any offset of the block stays inside.
+    lower: [u8; BLOCK + 32],
+    /// ASCII letters and digits.
+    alnum: u64,
+    /// ASCII whitespace (what ends a fragment).
+    space: u64,
+    /// Bytes the general loop must take: not ASCII, a hyphen, an apostrophe.
+    special: u64,
+}
+
+impl Block {
+    /// Appends the tokens of the block's first `plain` bytes (none of them
+    /// special) to `out` exactly as the general loop would, byte by byte:
+    /// a letter or digit continues or starts a token (lower-cased; a
+    /// separator first unless it continues one), any other byte ends it,
+    /// whitespace also starts a fragment. `at` is the block's offset in the
+    /// text; `in_token` is the loop's state, carried in and out. Returns
+    /// where the last fragment the bytes started begins, in the text and in
+    /// `out` (none when they hold no whitespace).
+    fn append(&self, plain: usize, at: usize, out: &mut String, in_token: &mut bool) -> Option<(usize, usize)> {
+        debug_assert!((8..=BLOCK).contains(&plain) && self.special & low_bits(plain) == 0);
+        let (alnum, space) = (self.alnum & low_bits(plain), self.space & low_bits(plain));
+        let last_space = (space != 0).then(|| 63 - space.leading_zeros() as usize);
+        // Room for every byte, a separator before each token and the last
+        // 32-byte copy's overrun.
+        out.reserve(plain + plain / 2 + 2 + 32);
+        // SAFETY: only ASCII bytes (letters, digits, spaces) are written,
+        // and only within the capacity reserved above: the string stays
+        // valid UTF-8.
+        let v = unsafe { out.as_mut_vec() };
+        let (dst, mut len) = (v.as_mut_ptr(), v.len());
+        let mut frag_out = None;
+        let mut m = alnum;
+        while m != 0 {
+            let start = m.trailing_zeros() as usize;
+            // `m >> start` brought zeros in at the top: the run ends.
+            let end = start + (!(m >> start)).trailing_zeros() as usize;
+            if last_space.is_some_and(|s| start > s) && frag_out.is_none() {
+                frag_out = Some(len);
+            }
+            if !(start == 0 && *in_token) && len > 0 {
+                // SAFETY: within the reserved capacity.
+                unsafe { dst.add(len).write(b' ') };
+                len += 1;
+            }
+            let mut from = start;
+            while from < end {
+                // SAFETY: `from < 64`, so 32 bytes from it lie inside
+                // `lower`; `len + (end - start)` plus an overrun of at most
+                // 31 bytes stays inside the reserved capacity.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(self.lower.as_ptr().add(from), dst.add(len + from - start), 32)
+                };
+                from += 32;
+            }
+            len += end - start;
+            m = if end >= 64 { 0 } else { m & (u64::MAX << end) };
+        }
+        // SAFETY: bytes up to `len` were written above (or were there).
+        unsafe { v.set_len(len) };
+        *in_token = alnum >> (plain - 1) & 1 == 1;
+        last_space.map(|s| (at + s + 1, frag_out.unwrap_or(len)))
+    }
+}
+
+/// The low `n` bits (n ≤ 64).
+#[inline]
+fn low_bits(n: usize) -> u64 {
+    if n >= 64 {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
+    }
+}
+
+/// The fastest block classifier this CPU runs (chosen at run time); each
+/// takes at least [`BLOCK`] bytes.
+fn block_classifier() -> fn(&[u8]) -> Block {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return |bytes| {
+                // SAFETY: the CPU supports AVX2, the only feature the function enables.
+                unsafe { classify_block_avx2(bytes) }
+            };
+        }
+    }
+    classify_block_swar
+}
+
+/// One bit per byte of `w` from the high bit of each of its bytes.
+#[inline]
+fn high_bits_mask(w: u64) -> u64 {
+    ((w >> 7) & (ONES)).wrapping_mul(0x0102_0408_1020_4080) >> 56
+}
+
+/// The portable classifier: eight bytes at a time, in general registers.
+fn classify_block_swar(bytes: &[u8]) -> Block {
+    let mut block = Block { lower: [0; BLOCK + 32], alnum: 0, space: 0, special: 0 };
+    for (k, chunk) in bytes[..BLOCK].chunks_exact(8).enumerate() {
+        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
+        let x = w & !HIGH;
+        let space =
+            (bytes_in_range(x, b' ', b' ') | bytes_in_range(x, b'\t', b'\n') | bytes_in_range(x, 0x0C, b'\r')) & !w;
+        let special = (w & HIGH) | bytes_in_range(x, b'-', b'-') | bytes_in_range(x, b'\'', b'\'');
+        block.alnum |= high_bits_mask(alnum_bytes(w)) << (8 * k);
+        block.space |= high_bits_mask(space) << (8 * k);
+        block.special |= high_bits_mask(special) << (8 * k);
+        block.lower[8 * k..8 * k + 8].copy_from_slice(&ascii_lower_word(w).to_le_bytes());
+    }
+    block
+}
+
+/// The AVX2 classifier: 32 bytes at a time (signed byte compares: a byte
+/// at or above 0x80 is negative, below every ASCII bound).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn classify_block_avx2(bytes: &[u8]) -> Block {
+    use std::arch::x86_64::*;
+    assert!(bytes.len() >= BLOCK);
+    let mut block = Block { lower: [0; BLOCK + 32], alnum: 0, space: 0, special: 0 };
+    let splat = |b: u8| _mm256_set1_epi8(b as i8);
+    // Bytes of `v` in `lo..=hi` (ASCII bounds).
+    let within = |v: __m256i, lo: u8, hi: u8| {
+        _mm256_and_si256(_mm256_cmpgt_epi8(v, splat(lo - 1)), _mm256_cmpgt_epi8(splat(hi + 1), v))
+    };
+    for half in 0..2 {
+        // SAFETY: `bytes` holds at least 64 bytes (asserted above).
+        let v = unsafe { _mm256_loadu_si256(bytes.as_ptr().add(32 * half).cast()) };
+        let lower = _mm256_or_si256(v, _mm256_and_si256(within(v, b'A', b'Z'), splat(0x20)));
+        let alnum = _mm256_or_si256(within(lower, b'a', b'z'), within(v, b'0', b'9'));
+        let space = _mm256_or_si256(
+            _mm256_cmpeq_epi8(v, splat(b' ')),
+            _mm256_or_si256(within(v, b'\t', b'\n'), within(v, 0x0C, b'\r')),
+        );
+        let special =
+            _mm256_or_si256(v, _mm256_or_si256(_mm256_cmpeq_epi8(v, splat(b'-')), _mm256_cmpeq_epi8(v, splat(b'\''))));
+        // SAFETY: 32 bytes at `32 * half` lie inside `lower` (96 bytes).
+        unsafe { _mm256_storeu_si256(block.lower.as_mut_ptr().add(32 * half).cast(), lower) };
+        let bits = |m: __m256i| u64::from(_mm256_movemask_epi8(m) as u32) << (32 * half);
+        block.alnum |= bits(alnum);
+        block.space |= bits(space);
+        block.special |= bits(special);
+    }
+    block
 }
 
 /// Continues a token from byte `i` of `bytes` (a `str`'s) for as long as
@@ -619,12 +799,60 @@ mod tests {
         "aZ9 \n-'’.дЖяЁΩωέΣςßİéÀñÇ\u{0301}ﬁＡ日ｶ²Աբשׁאहि\u{093F}\u{00AD}\u{2010}𝐀😀ǅ\u{212B}ŉ".chars().collect()
     }
 
+    #[test]
+    fn block_classifiers_agree_on_every_byte() {
+        let all: Vec<u8> = (0..=255u8).collect();
+        let mut x = 5u64;
+        let mut blocks: Vec<Vec<u8>> = all.chunks(64).map(<[u8]>::to_vec).collect();
+        blocks.extend((0..200).map(|_| {
+            (0..64)
+                .map(|_| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    all[(x >> 56) as usize]
+                })
+                .collect()
+        }));
+        for bytes in blocks {
+            let (want, got) = (classify_block_swar(&bytes), block_classifier()(&bytes));
+            assert_eq!(
+                (want.alnum, want.space, want.special, &want.lower[..]),
+                (got.alnum, got.space, got.special, &got.lower[..]),
+                "{bytes:?}"
+            );
+            for (n, &b) in bytes.iter().enumerate() {
+                let bit = |m: u64| m >> n & 1 == 1;
+                assert_eq!(bit(want.alnum), b.is_ascii_alphanumeric(), "{b}");
+                assert_eq!(bit(want.space), b.is_ascii_whitespace(), "{b}");
+                assert_eq!(bit(want.special), b >= 0x80 || b == b'-' || b == b'\'', "{b}");
+                assert_eq!(want.lower[n], b.to_ascii_lowercase(), "{b}");
+            }
+        }
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20000))]
         /// The fast runs append exactly what the general loop does, one
         /// character at a time.
         #[test]
         fn fast_runs_equal_the_general_loop(chars in proptest::collection::vec(proptest::sample::select(mixed_chars()), 0..40)) {
+            let s: String = chars.into_iter().collect();
+            let (mut fast, mut slow) = (String::new(), String::new());
+            for composed in [false, true] {
+                unicode_v1_runs::<true>(&s, &mut fast, composed);
+                unicode_v1_runs::<false>(&s, &mut slow, composed);
+                proptest::prop_assert_eq!(&fast, &slow, "{:?}", s);
+            }
+        }
+
+        /// Long, mostly plain ASCII text (what the block path takes, in
+        /// blocks cut anywhere by the odd hyphen, apostrophe or non-ASCII
+        /// character) normalizes exactly as the general loop does it.
+        #[test]
+        fn blocks_equal_the_general_loop(chars in proptest::collection::vec(proptest::sample::select(
+            "aaaaeeeetttoonnssrrhhlldcuBTAZMz0123456789          \n\n\t\r\x0b\x0c..,,;:!?\"()/-'é’дЖ日\u{00AD}ﬁ\u{0301}"
+                .chars()
+                .collect::<Vec<char>>(),
+        ), 0..400)) {
             let s: String = chars.into_iter().collect();
             let (mut fast, mut slow) = (String::new(), String::new());
             for composed in [false, true] {
