@@ -105,6 +105,7 @@ fn bad_input_is_reported_per_line_never_dropped_silently() {
     let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let lines: Vec<u64> = s["rejected"].as_array().unwrap().iter().map(|r| r["line"].as_u64().unwrap()).collect();
     assert_eq!(lines, vec![2, 3, 4, 7, 8]);
+    assert_eq!(s["rejected"][2]["reason"], "invalid UTF-8 at byte 24");
     // ok1, empty, empty2 are records; the two empty texts are identical after normalization.
     assert_eq!(s["records"], 3);
     assert_eq!(s["kept"], 2);
