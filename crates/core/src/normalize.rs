@@ -286,9 +286,9 @@ fn unicode_v1_runs<const RUNS: bool>(text: &str, out: &mut String, composed: boo
     let (mut frag_start, mut frag_out) = (0usize, out.len());
     let classify_block = block_classifier();
     // Below this offset the block path is not tried again: it just found
-    // a byte it cannot take close ahead. After a few misses with no whole
-    // block between them (text in another script, with ASCII between its
-    // words) it waits longer and longer, up to 512 bytes.
+    // a byte it cannot take close ahead. After a few misses with no half
+    // block taken between them (text in another script, with short ASCII
+    // runs between its words) it waits longer and longer, up to 512 bytes.
     let (mut no_block_until, mut misses) = (0, 0u32);
     while i < bytes.len() {
         if RUNS && i >= no_block_until {
@@ -302,7 +302,7 @@ fn unicode_v1_runs<const RUNS: bool>(text: &str, out: &mut String, composed: boo
                         (frag_start, frag_out) = frag;
                     }
                     i += plain;
-                    if plain == BLOCK {
+                    if plain >= BLOCK / 2 {
                         misses = 0;
                     }
                     continue;
