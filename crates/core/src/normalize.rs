@@ -504,7 +504,7 @@ fn block_classifier() -> fn(&[u8]) -> Block {
 /// One bit per byte of `w` from the high bit of each of its bytes.
 #[inline]
 fn high_bits_mask(w: u64) -> u64 {
-    ((w >> 7) & (ONES)).wrapping_mul(0x0102_0408_1020_4080) >> 56
+    ((w >> 7) & ONES).wrapping_mul(0x0102_0408_1020_4080) >> 56
 }
 
 /// The portable classifier: eight bytes at a time, in general registers.
@@ -829,19 +829,25 @@ mod tests {
         }
     }
 
+    /// The fast paths (runs, blocks) append exactly what the general loop
+    /// does, one character at a time, composed or not.
+    fn fast_paths_equal_the_general_loop(s: &str) -> Result<(), proptest::test_runner::TestCaseError> {
+        let (mut fast, mut slow) = (String::new(), String::new());
+        for composed in [false, true] {
+            unicode_v1_runs::<true>(s, &mut fast, composed);
+            unicode_v1_runs::<false>(s, &mut slow, composed);
+            proptest::prop_assert_eq!(&fast, &slow, "{:?}", s);
+        }
+        Ok(())
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20000))]
         /// The fast runs append exactly what the general loop does, one
         /// character at a time.
         #[test]
         fn fast_runs_equal_the_general_loop(chars in proptest::collection::vec(proptest::sample::select(mixed_chars()), 0..40)) {
-            let s: String = chars.into_iter().collect();
-            let (mut fast, mut slow) = (String::new(), String::new());
-            for composed in [false, true] {
-                unicode_v1_runs::<true>(&s, &mut fast, composed);
-                unicode_v1_runs::<false>(&s, &mut slow, composed);
-                proptest::prop_assert_eq!(&fast, &slow, "{:?}", s);
-            }
+            fast_paths_equal_the_general_loop(&chars.into_iter().collect::<String>())?;
         }
 
         /// Long, mostly plain ASCII text (what the block path takes, in
@@ -853,13 +859,7 @@ mod tests {
                 .chars()
                 .collect::<Vec<char>>(),
         ), 0..400)) {
-            let s: String = chars.into_iter().collect();
-            let (mut fast, mut slow) = (String::new(), String::new());
-            for composed in [false, true] {
-                unicode_v1_runs::<true>(&s, &mut fast, composed);
-                unicode_v1_runs::<false>(&s, &mut slow, composed);
-                proptest::prop_assert_eq!(&fast, &slow, "{:?}", s);
-            }
+            fast_paths_equal_the_general_loop(&chars.into_iter().collect::<String>())?;
         }
 
         /// Composing only the fragments that need it is exactly composing everything.
