@@ -1,5 +1,7 @@
-//! Normalizers and the whole fingerprint path never panic, and the
-//! optimistic NFKC path always equals composing the whole text first.
+//! Normalizers and the whole fingerprint path never panic, the fast paths
+//! of `unicode-v1` (runs, 64-byte blocks) append exactly what its general
+//! loop does, and the optimistic NFKC path always equals composing the
+//! whole text first.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use neardup_core::{Config, Fingerprinter, Normalizer};
@@ -11,6 +13,7 @@ fuzz_target!(|data: &[u8]| {
     assert!(seed.bytes().all(|b| b == b' ' || b.is_ascii_lowercase() || b.is_ascii_digit()));
     let uni = Normalizer::Unicode.normalize(text);
     assert!(!uni.starts_with(' ') && !uni.ends_with(' ') && !uni.contains("  "));
+    assert_eq!(uni, neardup_core::normalize::unicode_v1_reference(text), "the fast paths left the general loop");
     static FP: OnceLock<Fingerprinter> = OnceLock::new();
     let mut fp = FP.get_or_init(|| Fingerprinter::new(Config::default().resolve().unwrap()).unwrap()).clone();
     let f = fp.fingerprint(text);

@@ -74,6 +74,16 @@ impl Normalizer {
     }
 }
 
+/// `unicode-v1` by its general loop alone, one character at a time, with
+/// none of the fast paths (runs, blocks): the reference the fuzz target
+/// holds [`Normalizer::normalize`] to.
+#[doc(hidden)]
+pub fn unicode_v1_reference(text: &str) -> String {
+    let mut out = String::new();
+    unicode_v1_runs::<false>(text, &mut out, false);
+    out
+}
+
 /// Iterates the tokens of a normalized string.
 pub fn tokens(normalized: &str) -> impl Iterator<Item = &str> {
     normalized.split(' ').filter(|t| !t.is_empty())
