@@ -2,7 +2,8 @@
 //!
 //! What's measured: each stage of the pipeline over 64 seeded ~2.5 KB
 //! English-like documents in turn (normalize — also over Russian ones —,
-//! shingle, MinHash both schemes, band keys, exact Jaccard of neighbours),
+//! shingle, MinHash both schemes, band keys, exact Jaccard of neighbours and
+//! of near-duplicate pairs),
 //! one capped candidate query (ranking 2,000 candidates by the sketch) and
 //! the all-pairs oracle on 2,000 documents.
 //! How to run: `cargo bench -p neardup-core --bench kernels`.
