@@ -23,6 +23,10 @@ use unicode_normalization::{is_nfkc_quick, IsNormalized, UnicodeNormalization};
 
 use crate::error::{Error, Result};
 
+mod ascii;
+
+use ascii::{block_classifier, push_lower_alnum_run, BLOCK};
+
 /// A normalization version.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub enum Normalizer {
@@ -415,159 +419,6 @@ fn unicode_v1_runs<const RUNS: bool>(text: &str, out: &mut String, composed: boo
     }
 }
 
-/// Bytes the block path classifies at once.
-const BLOCK: usize = 64;
-
-/// Up to [`BLOCK`] bytes of text classified at once, one bit per byte.
-struct Block {
-    /// The bytes with ASCII upper case lowered, padded so that a 32-byte
-    /// copy from any offset of the block stays inside.
-    lower: [u8; BLOCK + 32],
-    /// ASCII letters and digits.
-    alnum: u64,
-    /// ASCII whitespace (what ends a fragment).
-    space: u64,
-    /// Bytes the general loop must take: not ASCII, a hyphen, an apostrophe.
-    special: u64,
-}
-
-impl Block {
-    /// Appends the tokens of the block's first `plain` bytes (none of them
-    /// special) to `out` exactly as the general loop would, byte by byte:
-    /// a letter or digit continues or starts a token (lower-cased; a
-    /// separator first unless it continues one), any other byte ends it,
-    /// whitespace also starts a fragment. `at` is the block's offset in the
-    /// text; `in_token` is the loop's state, carried in and out. Returns
-    /// where the last fragment the bytes started begins, in the text and in
-    /// `out` (none when they hold no whitespace).
-    fn append(&self, plain: usize, at: usize, out: &mut String, in_token: &mut bool) -> Option<(usize, usize)> {
-        debug_assert!((8..=BLOCK).contains(&plain) && self.special & low_bits(plain) == 0);
-        let (alnum, space) = (self.alnum & low_bits(plain), self.space & low_bits(plain));
-        let last_space = (space != 0).then(|| 63 - space.leading_zeros() as usize);
-        // Room for every byte, a separator before each token and the last
-        // 32-byte copy's overrun.
-        out.reserve(plain + plain / 2 + 2 + 32);
-        // SAFETY: only ASCII bytes (letters, digits, spaces) are written,
-        // and only within the capacity reserved above: the string stays
-        // valid UTF-8.
-        let v = unsafe { out.as_mut_vec() };
-        let (dst, mut len) = (v.as_mut_ptr(), v.len());
-        let mut frag_out = None;
-        let mut m = alnum;
-        while m != 0 {
-            let start = m.trailing_zeros() as usize;
-            // `m >> start` brought zeros in at the top: the run ends.
-            let end = start + (!(m >> start)).trailing_zeros() as usize;
-            if last_space.is_some_and(|s| start > s) && frag_out.is_none() {
-                frag_out = Some(len);
-            }
-            if !(start == 0 && *in_token) && len > 0 {
-                // SAFETY: within the reserved capacity.
-                unsafe { dst.add(len).write(b' ') };
-                len += 1;
-            }
-            let mut from = start;
-            while from < end {
-                // SAFETY: `from < 64`, so 32 bytes from it lie inside
-                // `lower`; `len + (end - start)` plus an overrun of at most
-                // 31 bytes stays inside the reserved capacity.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(self.lower.as_ptr().add(from), dst.add(len + from - start), 32)
-                };
-                from += 32;
-            }
-            len += end - start;
-            m = if end >= 64 { 0 } else { m & (u64::MAX << end) };
-        }
-        // SAFETY: bytes up to `len` were written above (or were there).
-        unsafe { v.set_len(len) };
-        *in_token = alnum >> (plain - 1) & 1 == 1;
-        last_space.map(|s| (at + s + 1, frag_out.unwrap_or(len)))
-    }
-}
-
-/// The low `n` bits (n ≤ 64).
-#[inline]
-fn low_bits(n: usize) -> u64 {
-    if n >= 64 {
-        u64::MAX
-    } else {
-        (1u64 << n) - 1
-    }
-}
-
-/// The fastest block classifier this CPU runs (chosen at run time); each
-/// takes at least [`BLOCK`] bytes.
-fn block_classifier() -> fn(&[u8]) -> Block {
-    #[cfg(target_arch = "x86_64")]
-    {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            return |bytes| {
-                // SAFETY: the CPU supports AVX2, the only feature the function enables.
-                unsafe { classify_block_avx2(bytes) }
-            };
-        }
-    }
-    classify_block_swar
-}
-
-/// One bit per byte of `w` from the high bit of each of its bytes.
-#[inline]
-fn high_bits_mask(w: u64) -> u64 {
-    ((w >> 7) & ONES).wrapping_mul(0x0102_0408_1020_4080) >> 56
-}
-
-/// The portable classifier: eight bytes at a time, in general registers.
-fn classify_block_swar(bytes: &[u8]) -> Block {
-    let mut block = Block { lower: [0; BLOCK + 32], alnum: 0, space: 0, special: 0 };
-    for (k, chunk) in bytes[..BLOCK].chunks_exact(8).enumerate() {
-        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-        let x = w & !HIGH;
-        let space =
-            (bytes_in_range(x, b' ', b' ') | bytes_in_range(x, b'\t', b'\n') | bytes_in_range(x, 0x0C, b'\r')) & !w;
-        let special = (w & HIGH) | bytes_in_range(x, b'-', b'-') | bytes_in_range(x, b'\'', b'\'');
-        block.alnum |= high_bits_mask(alnum_bytes(w)) << (8 * k);
-        block.space |= high_bits_mask(space) << (8 * k);
-        block.special |= high_bits_mask(special) << (8 * k);
-        block.lower[8 * k..8 * k + 8].copy_from_slice(&ascii_lower_word(w).to_le_bytes());
-    }
-    block
-}
-
-/// The AVX2 classifier: 32 bytes at a time (signed byte compares: a byte
-/// at or above 0x80 is negative, below every ASCII bound).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn classify_block_avx2(bytes: &[u8]) -> Block {
-    use std::arch::x86_64::*;
-    assert!(bytes.len() >= BLOCK);
-    let mut block = Block { lower: [0; BLOCK + 32], alnum: 0, space: 0, special: 0 };
-    let splat = |b: u8| _mm256_set1_epi8(b as i8);
-    // Bytes of `v` in `lo..=hi` (ASCII bounds).
-    let within = |v: __m256i, lo: u8, hi: u8| {
-        _mm256_and_si256(_mm256_cmpgt_epi8(v, splat(lo - 1)), _mm256_cmpgt_epi8(splat(hi + 1), v))
-    };
-    for half in 0..2 {
-        // SAFETY: `bytes` holds at least 64 bytes (asserted above).
-        let v = unsafe { _mm256_loadu_si256(bytes.as_ptr().add(32 * half).cast()) };
-        let lower = _mm256_or_si256(v, _mm256_and_si256(within(v, b'A', b'Z'), splat(0x20)));
-        let alnum = _mm256_or_si256(within(lower, b'a', b'z'), within(v, b'0', b'9'));
-        let space = _mm256_or_si256(
-            _mm256_cmpeq_epi8(v, splat(b' ')),
-            _mm256_or_si256(within(v, b'\t', b'\n'), within(v, 0x0C, b'\r')),
-        );
-        let special =
-            _mm256_or_si256(v, _mm256_or_si256(_mm256_cmpeq_epi8(v, splat(b'-')), _mm256_cmpeq_epi8(v, splat(b'\''))));
-        // SAFETY: 32 bytes at `32 * half` lie inside `lower` (96 bytes).
-        unsafe { _mm256_storeu_si256(block.lower.as_mut_ptr().add(32 * half).cast(), lower) };
-        let bits = |m: __m256i| u64::from(_mm256_movemask_epi8(m) as u32) << (32 * half);
-        block.alnum |= bits(alnum);
-        block.space |= bits(space);
-        block.special |= bits(special);
-    }
-    block
-}
-
 /// Continues a token from byte `i` of `bytes` (a `str`'s) for as long as
 /// its characters are ASCII letters and digits, or Basic Multilingual Plane
 /// word characters that are NFKC-stable and lower-case to one character —
@@ -607,56 +458,6 @@ fn simple_word_run(table: &BmpTable, bytes: &[u8], mut i: usize, out: &mut Strin
     i
 }
 
-const ONES: u64 = 0x0101_0101_0101_0101;
-const HIGH: u64 = 0x8080_8080_8080_8080;
-
-/// For bytes below 0x80: the high bit of each byte of the result is set
-/// iff that byte of `x` is in `lo..=hi` (no carry crosses a byte).
-#[inline]
-fn bytes_in_range(x: u64, lo: u8, hi: u8) -> u64 {
-    let at_least = x.wrapping_add(ONES * u64::from(0x80 - lo));
-    let above = x.wrapping_add(ONES * u64::from(0x7F - hi));
-    at_least & !above & HIGH
-}
-
-/// The high bit of each byte of `w` that is an ASCII letter or digit.
-#[inline]
-fn alnum_bytes(w: u64) -> u64 {
-    let x = w & !HIGH;
-    (bytes_in_range(x, b'0', b'9') | bytes_in_range(x | (ONES * 0x20), b'a', b'z')) & !w
-}
-
-/// `w` with its ASCII upper-case letters lower-cased (other bytes kept).
-#[inline]
-fn ascii_lower_word(w: u64) -> u64 {
-    let upper = bytes_in_range(w & !HIGH, b'A', b'Z') & !w;
-    w | upper >> 2
-}
-
-/// Appends the run of ASCII letters and digits that starts `bytes` (maybe
-/// empty), lower-cased, to `out`, eight bytes at a time; returns its length.
-#[inline]
-fn push_lower_alnum_run(bytes: &[u8], out: &mut String) -> usize {
-    let mut n = 0;
-    let mut buf = [0u8; 8];
-    while let Some(chunk) = bytes.get(n..n + 8) {
-        let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
-        let stop = !alnum_bytes(w) & HIGH;
-        let take = if stop == 0 { 8 } else { (stop.trailing_zeros() / 8) as usize };
-        buf = ascii_lower_word(w).to_le_bytes();
-        push_ascii(out, &buf[..take]);
-        n += take;
-        if take < 8 {
-            return n;
-        }
-    }
-    let rest = bytes[n..].iter().take_while(|b| b.is_ascii_alphanumeric()).count();
-    buf[..rest].copy_from_slice(&bytes[n..n + rest]);
-    buf[..rest].make_ascii_lowercase();
-    push_ascii(out, &buf[..rest]);
-    n + rest
-}
-
 /// Appends one whole UTF-8 character, given as its bytes.
 #[inline]
 fn push_utf8(out: &mut String, char_bytes: &[u8]) {
@@ -664,15 +465,6 @@ fn push_utf8(out: &mut String, char_bytes: &[u8]) {
     // SAFETY: the caller passes the bytes of one whole character of a
     // `str`, valid UTF-8 on their own.
     unsafe { out.as_mut_vec() }.extend_from_slice(char_bytes);
-}
-
-/// Appends ASCII bytes to `out` without re-validating them as UTF-8.
-#[inline]
-fn push_ascii(out: &mut String, ascii: &[u8]) {
-    assert!(ascii.is_ascii());
-    // SAFETY: ASCII bytes (checked above) are valid UTF-8 on their own, so
-    // the string stays valid.
-    unsafe { out.as_mut_vec() }.extend_from_slice(ascii);
 }
 
 /// Composes the fragment of `text` that starts at `start` and holds byte
@@ -713,38 +505,6 @@ mod tests {
                 assert_eq!($norm.normalize($input), $want);
             }
         };
-    }
-
-    #[test]
-    fn alnum_runs_match_the_byte_predicate() {
-        let mut rng = 0x1234_5678_9abc_def0u64;
-        for len in 0..40 {
-            for _ in 0..200 {
-                let bytes: Vec<u8> = (0..len)
-                    .map(|_| {
-                        rng ^= rng << 13;
-                        rng ^= rng >> 7;
-                        rng ^= rng << 17;
-                        // Mostly letters and digits, with every byte value possible.
-                        if rng % 4 == 0 {
-                            (rng >> 8) as u8
-                        } else {
-                            b"azAZ09mM5"[(rng >> 8) as usize % 9]
-                        }
-                    })
-                    .collect();
-                let want = bytes.iter().take_while(|b| b.is_ascii_alphanumeric()).count();
-                let mut out = String::from("x");
-                assert_eq!(push_lower_alnum_run(&bytes, &mut out), want, "{bytes:?}");
-                assert_eq!(out.as_bytes()[1..], bytes[..want].to_ascii_lowercase(), "{bytes:?}");
-            }
-        }
-        for b in 0..=255u8 {
-            assert_eq!(
-                push_lower_alnum_run(&[b'a', b'b', b'c', b'd', b'e', b'f', b'g', b], &mut String::new()),
-                7 + usize::from(b.is_ascii_alphanumeric())
-            );
-        }
     }
 
     t!(seed_basic, Normalizer::Seed, "Red Fox, runs  very-fast!", "red fox runs very fast");
@@ -807,36 +567,6 @@ mod tests {
     /// characters, NFKC-unstable, CJK, marks, four-byte), and separators.
     fn mixed_chars() -> Vec<char> {
         "aZ9 \n-'’.дЖяЁΩωέΣςßİéÀñÇ\u{0301}ﬁＡ日ｶ²Աբשׁאहि\u{093F}\u{00AD}\u{2010}𝐀😀ǅ\u{212B}ŉ".chars().collect()
-    }
-
-    #[test]
-    fn block_classifiers_agree_on_every_byte() {
-        let all: Vec<u8> = (0..=255u8).collect();
-        let mut x = 5u64;
-        let mut blocks: Vec<Vec<u8>> = all.chunks(64).map(<[u8]>::to_vec).collect();
-        blocks.extend((0..200).map(|_| {
-            (0..64)
-                .map(|_| {
-                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                    all[(x >> 56) as usize]
-                })
-                .collect()
-        }));
-        for bytes in blocks {
-            let (want, got) = (classify_block_swar(&bytes), block_classifier()(&bytes));
-            assert_eq!(
-                (want.alnum, want.space, want.special, &want.lower[..]),
-                (got.alnum, got.space, got.special, &got.lower[..]),
-                "{bytes:?}"
-            );
-            for (n, &b) in bytes.iter().enumerate() {
-                let bit = |m: u64| m >> n & 1 == 1;
-                assert_eq!(bit(want.alnum), b.is_ascii_alphanumeric(), "{b}");
-                assert_eq!(bit(want.space), b.is_ascii_whitespace(), "{b}");
-                assert_eq!(bit(want.special), b >= 0x80 || b == b'-' || b == b'\'', "{b}");
-                assert_eq!(want.lower[n], b.to_ascii_lowercase(), "{b}");
-            }
-        }
     }
 
     /// The fast paths (runs, blocks) append exactly what the general loop
