@@ -302,16 +302,15 @@ fn restore_kills(kind: StoreKind) {
             ("after", &after)
         } else {
             assert!(!answered, "{kind:?} kill {k}: the restore was answered, but the tenant is not the snapshot's");
-            let (b, a) = (&before_ids, &after_ids);
             assert!(
-                live == *b,
+                live == before_ids,
                 "{kind:?} kill {k}: neither the state before nor the snapshot's: {} live, {} of the {} before, {} of \
                  the {} after",
                 live.len(),
-                live.intersection(b).count(),
-                b.len(),
-                live.intersection(a).count(),
-                a.len()
+                live.intersection(&before_ids).count(),
+                before_ids.len(),
+                live.intersection(&after_ids).count(),
+                after_ids.len()
             );
             befores += 1;
             ("before", &before)
