@@ -132,19 +132,17 @@ impl Block {
                 unsafe { dst.add(len).write(b' ') };
                 len += 1;
             }
-            // 32 bytes at a time, the first copy outside the loop: most
-            // tokens are shorter, and a loop of copies alone is turned into
-            // a call to `memcpy` of the rounded length (measured: ~2 % of a
-            // dedup run, in the call's dispatch).
-            let mut from = start;
-            loop {
-                // SAFETY: `from < 64`, so 32 bytes from it lie inside
-                // `lower`; `len + (end - start)` plus an overrun of at most
-                // 31 bytes stays inside the reserved capacity.
-                unsafe { copy_32(self.lower.as_ptr().add(from), dst.add(len + from - start)) };
-                from += 32;
-                if from >= end {
-                    break;
+            // A token of a block is at most 64 bytes: one or two 32-byte
+            // copies, written out (a loop of copies alone is turned into a
+            // call to `memcpy` of the rounded length).
+            // SAFETY: `start < end <= 64`, so 32 bytes from `start`, and
+            // from `start + 32` when `end - start > 32`, lie inside `lower`
+            // (64 + 32 bytes); `len + (end - start)` plus an overrun of at
+            // most 31 bytes stays inside the reserved capacity.
+            unsafe {
+                copy_32(self.lower.as_ptr().add(start), dst.add(len));
+                if end - start > 32 {
+                    copy_32(self.lower.as_ptr().add(start + 32), dst.add(len + 32));
                 }
             }
             len += end - start;
