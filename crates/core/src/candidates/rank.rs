@@ -103,37 +103,35 @@ impl CandidateIndex {
         out.distinct = ranked.len();
         if ranked.len() > limits.max_candidates {
             out.over_cap = true;
-            let mut scored: Vec<(u32, u32, u16)> =
-                ranked.iter().map(|&(id, bands)| (self.agreement(q.sketch, id), id, bands)).collect();
-            let by_estimate =
-                |a: &(u32, u32, u16), b: &(u32, u32, u16)| b.0.cmp(&a.0).then(b.2.cmp(&a.2)).then(a.1.cmp(&b.1));
+            // Best first: agreement, then bands shared, falling; then id,
+            // rising — packed into one integer, so that selecting and
+            // sorting compare a word instead of three fields.
+            let mut scored: Vec<u64> =
+                ranked.iter().map(|&(id, bands)| rank_key(self.agreement(q.sketch, id), bands, id)).collect();
             let cap = limits.max_candidates;
-            scored.select_nth_unstable_by(cap, by_estimate);
+            scored.select_nth_unstable(cap);
             // Everything after position `cap` ranks at most as high as it.
-            let cut = self.estimate(scored[cap].0);
+            let cut = self.estimate(unpack(scored[cap]).0);
             let floor = self.floor(limits.threshold);
             out.cut_estimate = Some(cut);
             out.cut_close = cut >= floor;
+            let candidate = |key: u64| {
+                let (_, bands, id) = unpack(key);
+                Candidate { id, bands, same_content: self.hashes.row(id as usize)[0] == q.hash.0 }
+            };
             if out.cut_close {
                 // The next best, for a caller that must look further among a
                 // subset (a batch among its kept items) without asking again.
-                let mut close: Vec<(u32, u32, u16)> =
-                    scored[cap..].iter().copied().filter(|c| self.estimate(c.0) >= floor).collect();
-                close.sort_unstable_by(by_estimate);
+                let mut close: Vec<u64> =
+                    scored[cap..].iter().copied().filter(|&k| self.estimate(unpack(k).0) >= floor).collect();
+                close.sort_unstable();
                 out.close_cut_truncated = close.len() > cap;
                 close.truncate(cap);
-                out.close_cut = close
-                    .into_iter()
-                    .map(|(_, id, bands)| Candidate {
-                        id,
-                        bands,
-                        same_content: self.hashes.row(id as usize)[0] == q.hash.0,
-                    })
-                    .collect();
+                out.close_cut = close.into_iter().map(candidate).collect();
             }
             scored.truncate(cap);
-            scored.sort_unstable_by(by_estimate);
-            ranked = scored.into_iter().map(|(_, id, bands)| (id, bands)).collect();
+            scored.sort_unstable();
+            ranked = scored.into_iter().map(|k| (unpack(k).2, unpack(k).1)).collect();
         } else {
             ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         }
@@ -189,6 +187,21 @@ unsafe fn equal_bytes_avx2(a: &[u8], b: &[u8]) -> u32 {
     equal_bytes_blocks(a, b)
 }
 
+/// The ranking order as one integer, best lowest: agreement (at most
+/// [`crate::minhash::MAX_NUM_PERM`]) and bands shared falling, then id
+/// rising.
+#[inline]
+fn rank_key(agreement: u32, bands: u16, id: u32) -> u64 {
+    debug_assert!(agreement <= 0xFFFF);
+    u64::from(0xFFFF - agreement.min(0xFFFF)) << 48 | u64::from(0xFFFF - bands) << 32 | u64::from(id)
+}
+
+/// [`rank_key`]'s (agreement, bands, id).
+#[inline]
+fn unpack(key: u64) -> (u32, u16, u32) {
+    (0xFFFF - (key >> 48) as u32, 0xFFFF - (key >> 32) as u16, key as u32)
+}
+
 #[inline(always)]
 fn equal_bytes_blocks(a: &[u8], b: &[u8]) -> u32 {
     let n = a.len().min(b.len());
@@ -214,6 +227,25 @@ thread_local! {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rank_keys_order_as_the_three_fields() {
+        let mut x = 11u64;
+        let mut fields: Vec<(u32, u16, u32)> = (0..2000)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                ((x >> 60) as u32 * 68, (x >> 20) as u16 % 5, (x >> 33) as u32 % 700)
+            })
+            .chain([(1024, u16::MAX, u32::MAX), (0, 0, 0), (1024, 0, 0), (0, u16::MAX, u32::MAX)])
+            .collect();
+        for &f in &fields {
+            assert_eq!(unpack(rank_key(f.0, f.1, f.2)), f);
+        }
+        let mut keys: Vec<u64> = fields.iter().map(|&(a, b, id)| rank_key(a, b, id)).collect();
+        fields.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.cmp(&a.1)).then(a.2.cmp(&b.2)));
+        keys.sort_unstable();
+        assert_eq!(keys.into_iter().map(unpack).collect::<Vec<_>>(), fields);
+    }
 
     #[test]
     fn equal_bytes_counts_every_length() {
