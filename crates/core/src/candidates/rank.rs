@@ -131,7 +131,13 @@ impl CandidateIndex {
             }
             scored.truncate(cap);
             scored.sort_unstable();
-            ranked = scored.into_iter().map(|k| (unpack(k).2, unpack(k).1)).collect();
+            ranked = scored
+                .into_iter()
+                .map(|k| {
+                    let (_, bands, id) = unpack(k);
+                    (id, bands)
+                })
+                .collect();
         } else {
             ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         }
