@@ -101,6 +101,8 @@ impl CandidateIndex {
         });
         ranked.retain(|&(id, _)| keep(id) && self.within_hamming(q.sketch, id));
         out.distinct = ranked.len();
+        let same_content = |id: u32| self.hashes.row(id as usize)[0] == q.hash.0;
+        let candidate = |id: u32, bands: u16| Candidate { id, bands, same_content: same_content(id) };
         if ranked.len() > limits.max_candidates {
             out.over_cap = true;
             // Best first: agreement, then bands shared, falling; then id,
@@ -115,10 +117,6 @@ impl CandidateIndex {
             let floor = self.floor(limits.threshold);
             out.cut_estimate = Some(cut);
             out.cut_close = cut >= floor;
-            let candidate = |key: u64| {
-                let (_, bands, id) = unpack(key);
-                Candidate { id, bands, same_content: self.hashes.row(id as usize)[0] == q.hash.0 }
-            };
             if out.cut_close {
                 // The next best, for a caller that must look further among a
                 // subset (a batch among its kept items) without asking again.
@@ -127,7 +125,13 @@ impl CandidateIndex {
                 close.sort_unstable();
                 out.close_cut_truncated = close.len() > cap;
                 close.truncate(cap);
-                out.close_cut = close.into_iter().map(candidate).collect();
+                out.close_cut = close
+                    .into_iter()
+                    .map(|k| {
+                        let (_, bands, id) = unpack(k);
+                        candidate(id, bands)
+                    })
+                    .collect();
             }
             scored.truncate(cap);
             scored.sort_unstable();
@@ -141,16 +145,13 @@ impl CandidateIndex {
         } else {
             ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         }
-        out.ids = ranked
-            .into_iter()
-            .map(|(id, bands)| Candidate { id, bands, same_content: self.hashes.row(id as usize)[0] == q.hash.0 })
-            .collect();
+        out.ids = ranked.into_iter().map(|(id, bands)| candidate(id, bands)).collect();
         let (copies, screened) = self.postings.screened_bucket(self.lsh.bands as usize, hash_key(&q.hash.0));
         out.count_screen(screened, copies.is_empty());
         let same = copies[..visible(copies)]
             .iter()
             .copied()
-            .filter(|&id| Some(id) != q.exclude && self.hashes.row(id as usize)[0] == q.hash.0 && keep(id))
+            .filter(|&id| Some(id) != q.exclude && same_content(id) && keep(id))
             .take(limits.max_candidates);
         let banded = out.ids.len();
         for id in same {
