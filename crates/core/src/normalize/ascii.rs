@@ -40,19 +40,9 @@ pub(super) fn push_lower_alnum_run(bytes: &[u8], out: &mut String) -> usize {
         let w = u64::from_le_bytes(chunk.try_into().expect("eight bytes"));
         let stop = !alnum_bytes(w) & HIGH;
         let take = if stop == 0 { 8 } else { (stop.trailing_zeros() / 8) as usize };
-        // All eight bytes are written, the first `take` kept: a copy of a
-        // length known only at run time would be a call to `memcpy`.
-        out.reserve(8);
-        // SAFETY: eight bytes fit in the capacity reserved above; the
-        // length grows only over the first `take`, ASCII letters and digits
-        // (`stop` marks the first other byte), so the string stays valid
-        // UTF-8 whatever the bytes past it are.
-        unsafe {
-            let v = out.as_mut_vec();
-            let len = v.len();
-            v.as_mut_ptr().add(len).cast::<[u8; 8]>().write_unaligned(ascii_lower_word(w).to_le_bytes());
-            v.set_len(len + take);
-        }
+        // SAFETY: the first `take` bytes are ASCII letters and digits
+        // (`stop` marks the first other byte).
+        unsafe { push_head(out, ascii_lower_word(w).to_le_bytes(), take) };
         n += take;
         if take < 8 {
             return n;
@@ -61,18 +51,32 @@ pub(super) fn push_lower_alnum_run(bytes: &[u8], out: &mut String) -> usize {
     let rest = bytes[n..].iter().take_while(|b| b.is_ascii_alphanumeric()).count();
     let mut buf = [0u8; 8];
     buf[..rest].copy_from_slice(&bytes[n..n + rest]);
-    buf[..rest].make_ascii_lowercase();
-    push_ascii(out, &buf[..rest]);
+    buf.make_ascii_lowercase();
+    assert!(buf[..rest].is_ascii());
+    // SAFETY: the first `rest` bytes are ASCII (checked above).
+    unsafe { push_head(out, buf, rest) };
     n + rest
 }
 
-/// Appends ASCII bytes to `out` without re-validating them as UTF-8.
-#[inline]
-fn push_ascii(out: &mut String, ascii: &[u8]) {
-    assert!(ascii.is_ascii());
-    // SAFETY: ASCII bytes (checked above) are valid UTF-8 on their own, so
-    // the string stays valid.
-    unsafe { out.as_mut_vec() }.extend_from_slice(ascii);
+/// Appends the first `keep` of `bytes` to `out`, storing all `N` at once
+/// past its end: a copy of a length known only at run time would be a call
+/// to `memcpy`, which costs more than the short copies it makes here.
+///
+/// # Safety
+/// `keep <= N`, and `bytes[..keep]` is valid UTF-8 on its own.
+#[inline(always)]
+pub(super) unsafe fn push_head<const N: usize>(out: &mut String, bytes: [u8; N], keep: usize) {
+    debug_assert!(keep <= N && std::str::from_utf8(&bytes[..keep]).is_ok());
+    out.reserve(N);
+    // SAFETY: `N` bytes fit in the capacity reserved above; the length
+    // grows only over the first `keep`, valid UTF-8 as the caller
+    // promises, so the string stays valid whatever the bytes past it are.
+    unsafe {
+        let v = out.as_mut_vec();
+        let len = v.len();
+        v.as_mut_ptr().add(len).cast::<[u8; N]>().write_unaligned(bytes);
+        v.set_len(len + keep);
+    }
 }
 
 /// Bytes the block path classifies at once.

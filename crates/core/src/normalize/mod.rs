@@ -459,29 +459,18 @@ fn simple_word_run(table: &BmpTable, bytes: &[u8], mut i: usize, out: &mut Strin
 }
 
 /// Appends one whole two- or three-byte UTF-8 character, given as its
-/// bytes: the bytes are stored one by one, since a copy of a length known
-/// only at run time is a call to `memcpy` (~1 % of a dedup run on text in
-/// other scripts).
+/// bytes, through [`ascii::push_head`] (a copy of a length known only at
+/// run time is a call to `memcpy`: ~1 % of a dedup run on text in other
+/// scripts).
 #[inline]
 fn push_utf8(out: &mut String, char_bytes: &[u8]) {
     debug_assert!(std::str::from_utf8(char_bytes).is_ok_and(|s| s.chars().count() == 1));
     let n = char_bytes.len();
     assert!((2..=3).contains(&n));
-    out.reserve(3);
+    let bytes = [char_bytes[0], char_bytes[1], if n == 3 { char_bytes[2] } else { 0 }];
     // SAFETY: the caller passes the bytes of one whole character of a
-    // `str`, valid UTF-8 on their own; the length grows only over them,
-    // within the capacity reserved above.
-    unsafe {
-        let v = out.as_mut_vec();
-        let len = v.len();
-        let dst = v.as_mut_ptr().add(len);
-        dst.write(char_bytes[0]);
-        dst.add(1).write(char_bytes[1]);
-        if n == 3 {
-            dst.add(2).write(char_bytes[2]);
-        }
-        v.set_len(len + n);
-    }
+    // `str`, valid UTF-8 on their own; they are the first `n`.
+    unsafe { ascii::push_head(out, bytes, n) };
 }
 
 /// Composes the fragment of `text` that starts at `start` and holds byte
