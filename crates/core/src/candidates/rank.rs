@@ -15,6 +15,33 @@ impl CandidateIndex {
         }
     }
 
+    /// The [`rank_key`] of every `(id, bands)` against `sketch`. A dense
+    /// neighbourhood (templated pages) ranks thousands of candidates per
+    /// query, so the one-byte sketches are compared in one loop compiled
+    /// for AVX2 where the CPU has it, not a dispatching call per candidate.
+    fn rank_keys(&self, sketch: &[u8], ranked: &[(u32, u16)]) -> Vec<u64> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if self.rank_bytes == 1 && avx2_popcnt() {
+                // SAFETY: the CPU supports AVX2 and POPCNT, the features the function enables.
+                return unsafe { self.rank_keys_avx2(sketch, ranked) };
+            }
+        }
+        ranked.iter().map(|&(id, bands)| rank_key(self.agreement(sketch, id), bands, id)).collect()
+    }
+
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx2,popcnt")]
+    unsafe fn rank_keys_avx2(&self, sketch: &[u8], ranked: &[(u32, u16)]) -> Vec<u64> {
+        let mut keys = Vec::with_capacity(ranked.len());
+        for &(id, bands) in ranked {
+            // SAFETY: this function's caller checked AVX2 and POPCNT.
+            let agreement = unsafe { equal_bytes_avx2(sketch, self.sketch(id)) };
+            keys.push(rank_key(agreement, bands, id));
+        }
+        keys
+    }
+
     /// Estimated Jaccard from an agreement count. MinHash: b-bit minwise
     /// hashing, agreement probability `J + (1 - J) / 2^b`. SimHash: the
     /// values are bits, kept whole, and agreement maps to Jaccard through
@@ -64,14 +91,21 @@ impl CandidateIndex {
                 counts.resize(self.flags.len(), 0);
             }
             let mut distinct: Vec<u32> = Vec::new();
+            // Every id is written past the end of `distinct`, which grows
+            // by one only for an id not seen before: no branch on that
+            // (which, in a dense neighbourhood, goes either way at random).
             let mut count = |ids: &[u32]| {
+                distinct.reserve(ids.len());
+                let spare = distinct.spare_capacity_mut();
+                let mut new = 0;
                 for &id in ids {
                     let c = &mut counts[id as usize];
-                    if *c == 0 {
-                        distinct.push(id);
-                    }
+                    spare[new].write(id);
+                    new += usize::from(*c == 0);
                     *c += 1;
                 }
+                // SAFETY: the first `new` spare slots were written above.
+                unsafe { distinct.set_len(distinct.len() + new) };
             };
             for (band, &key) in q.band_keys.iter().enumerate() {
                 let (bucket, screened) = self.postings.screened_bucket(band, key);
@@ -108,8 +142,7 @@ impl CandidateIndex {
             // Best first: agreement, then bands shared, falling; then id,
             // rising — packed into one integer, so that selecting and
             // sorting compare a word instead of three fields.
-            let mut scored: Vec<u64> =
-                ranked.iter().map(|&(id, bands)| rank_key(self.agreement(q.sketch, id), bands, id)).collect();
+            let mut scored = self.rank_keys(q.sketch, &ranked);
             let cap = limits.max_candidates;
             scored.select_nth_unstable(cap);
             // Everything after position `cap` ranks at most as high as it.
@@ -173,25 +206,51 @@ pub(super) struct Query<'a> {
     pub(super) before: Option<u32>,
 }
 
-/// Equal bytes at equal positions of two slices of one length (up to
-/// 255 · 32 bytes). Counted in 32-byte blocks with byte counters, which the
-/// compiler turns into vector compares; compiled for AVX2 where the CPU has
-/// it (chosen at run time) and for the baseline otherwise.
+/// Equal bytes at equal positions of two slices (over the shorter one's
+/// length): compared 32 bytes at a time with AVX2 where the CPU has it
+/// (chosen at run time), one by one otherwise.
 fn equal_bytes(a: &[u8], b: &[u8]) -> u32 {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") {
-            // SAFETY: the CPU supports AVX2, the only feature the function enables.
+        if avx2_popcnt() {
+            // SAFETY: the CPU supports AVX2 and POPCNT, the features the function enables.
             return unsafe { equal_bytes_avx2(a, b) };
         }
     }
-    equal_bytes_blocks(a, b)
+    equal_bytes_tail(a, b)
 }
 
+/// The CPU has what [`equal_bytes_avx2`] needs (every AVX2 CPU has POPCNT;
+/// both are checked).
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[inline]
+fn avx2_popcnt() -> bool {
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt")
+}
+
+/// [`equal_bytes`] by 32-byte blocks: a byte compare gives a 32-bit mask of
+/// the equal positions, counted by its ones.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt")]
+#[inline]
 unsafe fn equal_bytes_avx2(a: &[u8], b: &[u8]) -> u32 {
-    equal_bytes_blocks(a, b)
+    use std::arch::x86_64::*;
+    let n = a.len().min(b.len());
+    let (mut i, mut count) = (0usize, 0u32);
+    while i + 32 <= n {
+        // SAFETY: `i + 32 <= n`, the length of both slices' compared prefix.
+        let (x, y) =
+            unsafe { (_mm256_loadu_si256(a.as_ptr().add(i).cast()), _mm256_loadu_si256(b.as_ptr().add(i).cast())) };
+        count += (_mm256_movemask_epi8(_mm256_cmpeq_epi8(x, y)) as u32).count_ones();
+        i += 32;
+    }
+    count + equal_bytes_tail(&a[i..n], &b[i..n])
+}
+
+/// [`equal_bytes`] one byte at a time.
+#[inline]
+fn equal_bytes_tail(a: &[u8], b: &[u8]) -> u32 {
+    a.iter().zip(b).map(|(x, y)| u32::from(x == y)).sum()
 }
 
 /// The ranking order as one integer, best lowest: agreement (at most
@@ -207,22 +266,6 @@ fn rank_key(agreement: u32, bands: u16, id: u32) -> u64 {
 #[inline]
 fn unpack(key: u64) -> (u32, u16, u32) {
     (0xFFFF - (key >> 48) as u32, 0xFFFF - (key >> 32) as u16, key as u32)
-}
-
-#[inline(always)]
-fn equal_bytes_blocks(a: &[u8], b: &[u8]) -> u32 {
-    let n = a.len().min(b.len());
-    let (a, b) = (&a[..n], &b[..n]);
-    let mut acc = [0u8; 32];
-    let (ca, cb) = (a.chunks_exact(32), b.chunks_exact(32));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for i in 0..32 {
-            acc[i] = acc[i].wrapping_add(u8::from(x[i] == y[i]));
-        }
-    }
-    let tail: u32 = ra.iter().zip(rb).map(|(x, y)| u32::from(x == y)).sum();
-    acc.iter().map(|&c| u32::from(c)).sum::<u32>() + tail
 }
 
 thread_local! {
@@ -261,6 +304,7 @@ mod tests {
             let b: Vec<u8> = (0..n).map(|i| if i % 3 == 0 { (i * 7 % 251) as u8 } else { 255 }).collect();
             let want = a.iter().zip(&b).filter(|(x, y)| x == y).count() as u32;
             assert_eq!(equal_bytes(&a, &b), want, "n {n}");
+            assert_eq!(equal_bytes_tail(&a, &b), want, "n {n}");
             assert_eq!(equal_bytes(&a, &a), n as u32);
         }
     }
