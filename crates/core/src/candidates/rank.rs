@@ -297,15 +297,64 @@ mod tests {
         assert_eq!(keys.into_iter().map(unpack).collect::<Vec<_>>(), fields);
     }
 
+    /// Bytes from a four-letter alphabet, so that about a quarter of the
+    /// positions of two such slices agree.
+    fn bytes(x: &mut u64, n: usize) -> Vec<u8> {
+        (0..n)
+            .map(|_| {
+                *x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                (*x >> 61) as u8 & 3
+            })
+            .collect()
+    }
+
     #[test]
-    fn equal_bytes_counts_every_length() {
-        for n in [0, 1, 31, 32, 33, 64, 128, 200, 1024] {
-            let a: Vec<u8> = (0..n).map(|i| (i * 7 % 251) as u8).collect();
-            let b: Vec<u8> = (0..n).map(|i| if i % 3 == 0 { (i * 7 % 251) as u8 } else { 255 }).collect();
-            let want = a.iter().zip(&b).filter(|(x, y)| x == y).count() as u32;
-            assert_eq!(equal_bytes(&a, &b), want, "n {n}");
-            assert_eq!(equal_bytes_tail(&a, &b), want, "n {n}");
+    fn every_path_counts_as_the_byte_by_byte_count() {
+        let mut x = 5u64;
+        let lengths = [(0, 0), (1, 3), (31, 31), (32, 32), (33, 40), (100, 128), (128, 128), (200, 199), (1024, 1024)];
+        for (n, m) in lengths {
+            let (a, b) = (bytes(&mut x, n), bytes(&mut x, m));
+            let want = a.iter().zip(&b).filter(|(p, q)| p == q).count() as u32;
+            assert_eq!(equal_bytes_tail(&a, &b), want, "{n} {m}");
+            assert_eq!(equal_bytes(&a, &b), want, "{n} {m}");
             assert_eq!(equal_bytes(&a, &a), n as u32);
+            #[cfg(target_arch = "x86_64")]
+            {
+                if avx2_popcnt() {
+                    // SAFETY: checked just above.
+                    assert_eq!(unsafe { equal_bytes_avx2(&a, &b) }, want, "{n} {m}");
+                }
+            }
         }
+    }
+
+    #[test]
+    fn ranking_keys_count_every_sketch_byte() {
+        // 128 one-byte sketch values: the vector loop's 32-byte body runs.
+        let lsh = crate::lsh::LshParams::new(16, 8).unwrap();
+        let mut idx = CandidateIndex::new(lsh, 9, 128, 8).unwrap();
+        let mut x = 3u64;
+        let signature = |x: &mut u64| -> Vec<u32> {
+            bytes(x, 128).into_iter().enumerate().map(|(i, b)| (i as u32) << 8 | u32::from(b)).collect()
+        };
+        let mut ranked = Vec::new();
+        for n in 0..50u16 {
+            let sig = signature(&mut x);
+            let mut keys = Vec::new();
+            crate::lsh::band_keys_into(idx.lsh(), idx.seed(), &sig, &mut keys).unwrap();
+            let id = idx
+                .insert(crate::candidates::ItemKeys {
+                    band_keys: &keys,
+                    content_hash: ContentHash([n as u8; 16]),
+                    signature: &sig,
+                })
+                .unwrap();
+            ranked.push((id, n % 7));
+        }
+        let query = idx.sketch_of(&signature(&mut x));
+        let want: Vec<u64> =
+            ranked.iter().map(|&(id, bands)| rank_key(equal_bytes_tail(&query, idx.sketch(id)), bands, id)).collect();
+        assert!(want.iter().all(|&k| (16..=48).contains(&unpack(k).0)), "about a quarter of 128 agree");
+        assert_eq!(idx.rank_keys(&query, &ranked), want);
     }
 }
