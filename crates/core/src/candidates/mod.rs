@@ -471,11 +471,12 @@ mod tests {
         k
     }
 
-    fn h(n: u8) -> ContentHash {
+    pub(super) fn h(n: u8) -> ContentHash {
         ContentHash([n; 16])
     }
 
-    fn add(idx: &mut CandidateIndex, sig: &[u32], hash: ContentHash) -> u32 {
+    /// Inserts the item with signature `sig` (band keys made from it).
+    pub(super) fn add(idx: &mut CandidateIndex, sig: &[u32], hash: ContentHash) -> u32 {
         let k = keys(idx, sig);
         idx.insert(ItemKeys { band_keys: &k, content_hash: hash, signature: sig }).unwrap()
     }

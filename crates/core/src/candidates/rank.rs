@@ -276,6 +276,7 @@ thread_local! {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{add, h};
     use super::*;
 
     #[test]
@@ -339,16 +340,7 @@ mod tests {
         };
         let mut ranked = Vec::new();
         for n in 0..50u16 {
-            let sig = signature(&mut x);
-            let mut keys = Vec::new();
-            crate::lsh::band_keys_into(idx.lsh(), idx.seed(), &sig, &mut keys).unwrap();
-            let id = idx
-                .insert(crate::candidates::ItemKeys {
-                    band_keys: &keys,
-                    content_hash: ContentHash([n as u8; 16]),
-                    signature: &sig,
-                })
-                .unwrap();
+            let id = add(&mut idx, &signature(&mut x), h(n as u8));
             ranked.push((id, n % 7));
         }
         let query = idx.sketch_of(&signature(&mut x));
