@@ -255,6 +255,7 @@ impl Batch {
         // item-by-item pass would have seen.
         let t1 = Instant::now();
         let mut staged: Vec<(u32, u64, bool)> = Vec::with_capacity(lines.len());
+        let mut loader = self.index.loader();
         for (line, result) in lines.iter().zip(parsed) {
             let (id, fp) = match result {
                 Ok(x) => x,
@@ -277,13 +278,25 @@ impl Batch {
             }
             self.bytes += line.len() as u64;
             let degraded = fp.degraded.is_some();
-            let item = self.index.insert(fp)?;
+            let item = loader.insert(fp)?;
             self.id_to_item.insert(external.clone(), item);
             self.ids.push(external);
             self.kept.push(false);
             self.uf.push();
             staged.push((item, line.number, degraded));
         }
+        // The chunk's postings, a table per job: on the pool when it has
+        // more than one thread (the tables share nothing, and each is filed
+        // in id order, so the buckets are the same either way), else here,
+        // beside the pool's fingerprinting of the chunks ahead.
+        loader.file_with(|jobs| {
+            if rayon::current_num_threads() > 1 {
+                jobs.into_par_iter().for_each(neardup_core::Filing::run);
+            } else {
+                jobs.into_iter().for_each(neardup_core::Filing::run);
+            }
+        });
+        drop(loader);
         self.timings.index_s += t1.elapsed().as_secs_f64();
 
         let t2 = Instant::now();

@@ -4,7 +4,7 @@
 //! index; the service's tenants hold a bare [`CandidateIndex`] and keep
 //! features in their store.
 
-use crate::candidates::{Candidate, CandidateIndex, CandidateSet};
+use crate::candidates::{Candidate, CandidateIndex, CandidateSet, Filing, RowLoader};
 use crate::config::Params;
 use crate::error::Result;
 use crate::fingerprint::Fingerprint;
@@ -123,6 +123,13 @@ impl MemoryIndex {
         Ok(id)
     }
 
+    /// A loader of many fingerprints at once, for a batch: ids are handed
+    /// out as [`MemoryIndex::insert`] would, and the postings are filed
+    /// when [`Loader::file_with`] is called (or the loader is dropped).
+    pub fn loader(&mut self) -> Loader<'_> {
+        Loader { rows: self.index.loader(), features: &mut self.features }
+    }
+
     /// Adds an item saved earlier as an image row (see
     /// [`crate::candidates::IndexView::row`]) with its canonical features,
     /// without recomputing its signature; returns its id.
@@ -154,5 +161,31 @@ impl MemoryIndex {
     /// The candidate index underneath (for metrics such as bucket sizes).
     pub fn candidate_index(&self) -> &CandidateIndex {
         &self.index
+    }
+}
+
+/// Many fingerprints added to a [`MemoryIndex`] at once (see
+/// [`MemoryIndex::loader`]): items are appended as they come, their
+/// postings filed a table at a time, so a batch can file the tables on
+/// several threads.
+#[derive(Debug)]
+pub struct Loader<'a> {
+    rows: RowLoader<'a>,
+    features: &'a mut Vec<Vec<u64>>,
+}
+
+impl Loader<'_> {
+    /// Adds `fp` (consumed) and returns its id, as [`MemoryIndex::insert`].
+    pub fn insert(&mut self, fp: Fingerprint) -> Result<u32> {
+        let id = self.rows.insert((&fp).into())?;
+        debug_assert_eq!(id as usize, self.features.len());
+        self.features.push(fp.features);
+        Ok(id)
+    }
+
+    /// Files the postings of the items added so far (see
+    /// [`RowLoader::file_with`]).
+    pub fn file_with(&mut self, run: impl FnOnce(Vec<Filing<'_>>)) {
+        self.rows.file_with(run);
     }
 }

@@ -44,13 +44,13 @@ pub mod unionfind;
 pub mod verify;
 
 pub use candidates::{
-    fold_key, Candidate, CandidateIndex, CandidateSet, ImageRow, IndexView, ItemKeys, RowLoader, MAX_ITEM_ID,
+    fold_key, Candidate, CandidateIndex, CandidateSet, Filing, ImageRow, IndexView, ItemKeys, RowLoader, MAX_ITEM_ID,
 };
 pub use config::{Config, Params, DEFAULT_RECALL_TARGET, DEFAULT_SEED, FORMAT_VERSION};
 pub use error::{Error, ErrorKind, Result};
 pub use fingerprint::{Degraded, Fingerprint, Fingerprinter, StoredFingerprint};
 pub use hash::ContentHash;
-pub use index::{Match, MemoryIndex};
+pub use index::{Loader, Match, MemoryIndex};
 pub use lsh::{LshParams, QueryLimits};
 pub use minhash::{MinHasher, SignatureScheme};
 pub use normalize::Normalizer;

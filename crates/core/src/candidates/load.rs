@@ -1,9 +1,10 @@
 //! Items from image rows: one at a time ([`CandidateIndex::insert_row`])
-//! or many at once ([`RowLoader`], what a restart uses).
+//! or many at once ([`RowLoader`], what a restart and a batch chunk use).
 
-use super::{fold_key, posting_keys, CandidateIndex, BANDED, LIVE, MAX_ITEM_ID};
+use super::{fold_key, posting_keys, CandidateIndex, ItemKeys, BANDED, LIVE, MAX_ITEM_ID};
 use crate::error::{Error, Result};
 use crate::hash::ContentHash;
+use crate::lsh::postings::Table;
 
 /// Rows filed in the posting tables per table and per round of a
 /// [`RowLoader`] (8 bytes each, `bands + 1` tables: ~80 MB at 18 bands;
@@ -14,7 +15,7 @@ const LOAD_ROUND: usize = if cfg!(test) { 700 } else { 1 << 19 };
 /// appended at once (ids in row order, as [`CandidateIndex::insert_row`]
 /// gives them), and its postings are filed in rounds of [`LOAD_ROUND`]
 /// rows, each table's in the order of its slots
-/// (`Postings::insert_sorted`) — the same buckets, in the same order, as
+/// (`Table::insert_sorted`) — the same buckets, in the same order, as
 /// row-by-row inserts, at a fraction of the cache misses once the tables
 /// outgrow the caches. Dropping the loader files what is left, so the
 /// index is whole whenever the loader is gone.
@@ -40,12 +41,56 @@ impl RowLoader<'_> {
         Ok(id)
     }
 
-    fn file(&mut self) {
-        for (table, pairs) in self.pending.iter_mut().enumerate() {
-            self.index.postings.insert_sorted(table, pairs);
-            pairs.clear();
-        }
+    /// Adds an item and returns its id, as [`CandidateIndex::insert`]
+    /// would; its postings are filed with the rest.
+    pub fn insert(&mut self, keys: ItemKeys<'_>) -> Result<u32> {
+        self.index.check_keys(&keys)?;
+        let (folded, sketch) = self.index.row_of(keys.band_keys, keys.signature);
+        self.insert_row(&folded, &sketch, keys.content_hash)
+    }
+
+    /// Files every queued posting now, as one job per posting table handed
+    /// to `run`, which may run them on several threads at once: the tables
+    /// share nothing, and each job files its table's postings in id order,
+    /// so the buckets come out as filing them one by one would. A job `run`
+    /// leaves undone is filed when the loader is dropped.
+    pub fn file_with(&mut self, run: impl FnOnce(Vec<Filing<'_>>)) {
+        let jobs = self
+            .index
+            .postings
+            .tables_mut()
+            .iter_mut()
+            .zip(&mut self.pending)
+            .filter(|(_, pairs)| !pairs.is_empty())
+            .map(|(table, pairs)| Filing { table, pairs })
+            .collect();
+        run(jobs);
         self.queued = 0;
+    }
+
+    fn file(&mut self) {
+        self.file_with(|jobs| jobs.into_iter().for_each(Filing::run));
+    }
+}
+
+/// One posting table's share of a [`RowLoader`]'s filing (see
+/// [`RowLoader::file_with`]); nothing is filed until it runs.
+pub struct Filing<'a> {
+    table: &'a mut Table,
+    pairs: &'a mut Vec<(u32, u32)>,
+}
+
+impl std::fmt::Debug for Filing<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Filing").field("postings", &self.pairs.len()).finish_non_exhaustive()
+    }
+}
+
+impl Filing<'_> {
+    /// Files the table's queued postings.
+    pub fn run(self) {
+        self.table.insert_sorted(self.pairs);
+        self.pairs.clear();
     }
 }
 

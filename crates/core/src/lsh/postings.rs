@@ -47,15 +47,24 @@ impl Hasher for MixHasher {
     }
 }
 
-/// Several posting tables sharing one list arena.
+/// Several posting tables, each with its own list arena and screen, so
+/// that the tables can be filled at the same time ([`Postings::tables_mut`]).
 #[derive(Clone)]
 pub(crate) struct Postings {
-    tables: Vec<HashMap<u32, u32, MixState>>,
+    tables: Vec<Table>,
+    /// Bits per key of the screens; 0 without.
+    screen_bits: u32,
+}
+
+/// One posting table: key → the ids filed under it.
+#[derive(Clone)]
+pub(crate) struct Table {
+    map: HashMap<u32, u32, MixState>,
     lists: Vec<Vec<u32>>,
     free_lists: Vec<u32>,
-    /// One membership screen per table ([`Screen`]), or none.
-    screens: Vec<Screen>,
-    /// Bits per key of the screens; 0 without.
+    /// Its membership screen ([`Screen`]), if the tables have them.
+    screen: Option<Screen>,
+    /// Bits per key of the screen; 0 without.
     screen_bits: u32,
 }
 
@@ -74,45 +83,131 @@ impl Postings {
     /// `tables` empty tables.
     pub(crate) fn new(tables: usize) -> Postings {
         let secret = std::collections::hash_map::RandomState::new().hash_one(0x006c_7368_u64);
-        Postings {
-            tables: (0..tables).map(|_| HashMap::with_hasher(MixState(secret))).collect(),
+        let table = Table {
+            map: HashMap::with_hasher(MixState(secret)),
             lists: Vec::new(),
             free_lists: Vec::new(),
-            screens: Vec::new(),
+            screen: None,
             screen_bits: 0,
-        }
+        };
+        Postings { tables: vec![table; tables], screen_bits: 0 }
     }
 
     /// Puts a membership screen of `bits_per_key` bits in front of every
     /// table (none for 0), built from the keys already filed.
     pub(crate) fn set_screen(&mut self, bits_per_key: u32) {
         self.screen_bits = bits_per_key;
-        self.screens = if bits_per_key == 0 {
-            Vec::new()
-        } else {
-            self.tables.iter().map(|m| Screen::rebuilt(m.keys().copied(), bits_per_key)).collect()
-        };
+        for t in &mut self.tables {
+            t.screen_bits = bits_per_key;
+            t.screen = (bits_per_key != 0).then(|| Screen::rebuilt(t.map.keys().copied(), bits_per_key));
+        }
     }
 
     /// Room for `additional` more keys in every table without growing (a
     /// restart knows how many rows it loads: no table rehashes on the way).
     pub(crate) fn reserve(&mut self, additional: usize) {
-        for map in &mut self.tables {
-            map.reserve(additional);
+        for t in &mut self.tables {
+            t.map.reserve(additional);
         }
     }
 
     /// Files `id` (below [`LIST_BIT`]) under `key` in `table`, after the ids
-    /// already there. One probe of the table (`entry`): at millions of keys
-    /// each probe is a cache miss.
+    /// already there (see [`Table::insert`]).
     pub(crate) fn insert(&mut self, table: usize, key: u32, id: u32) {
+        self.tables[table].insert(key, id);
+    }
+
+    /// Every table, each to be filled on its own (at the same time, by
+    /// several threads: they share nothing).
+    pub(crate) fn tables_mut(&mut self) -> &mut [Table] {
+        &mut self.tables
+    }
+
+    /// Removes `id` from `key`'s bucket in `table`; false when it was not there.
+    pub(crate) fn remove(&mut self, table: usize, key: u32, id: u32) -> bool {
+        self.tables[table].remove(key, id)
+    }
+
+    /// The ids filed under `key` in `table`, in insertion order, through
+    /// the table's screen when it has one: a key the screen has never seen
+    /// is answered without reading the table.
+    pub(crate) fn screened_bucket(&self, table: usize, key: u32) -> (&[u32], Screened) {
+        let t = &self.tables[table];
+        let screened = match &t.screen {
+            None => Screened::Unscreened,
+            Some(s) if s.may_contain(key) => Screened::Passed,
+            Some(_) => return (&[], Screened::Skipped),
+        };
+        (t.bucket(key), screened)
+    }
+
+    /// The largest buckets of tables `0..tables` as `(table, key, size)`,
+    /// largest first (ties by table, then key).
+    pub(crate) fn largest(&self, tables: usize, top: usize) -> Vec<(u32, u32, usize)> {
+        let mut all: Vec<(u32, u32, usize)> = Vec::new();
+        for (i, t) in self.tables.iter().enumerate().take(tables) {
+            for (&key, &slot) in &t.map {
+                if slot & LIST_BIT != 0 {
+                    all.push((i as u32, key, t.lists[(slot & !LIST_BIT) as usize].len()));
+                }
+            }
+        }
+        all.sort_unstable_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
+        all.truncate(top);
+        all
+    }
+
+    /// How many buckets of the first `tables` tables hold 1, 2–3, 4–7, ...
+    /// entries: element `i` counts the buckets of size in `[2^i, 2^(i+1))`.
+    pub(crate) fn size_histogram(&self, tables: usize) -> Vec<u64> {
+        let mut bins = vec![0u64; 33];
+        for t in self.tables.iter().take(tables) {
+            for &slot in t.map.values() {
+                let size = if slot & LIST_BIT != 0 { t.lists[(slot & !LIST_BIT) as usize].len() } else { 1 };
+                if size > 0 {
+                    bins[size.ilog2() as usize] += 1;
+                }
+            }
+        }
+        while bins.len() > 1 && bins.last() == Some(&0) {
+            bins.pop();
+        }
+        bins
+    }
+
+    /// Heap bytes held, from capacities: hashbrown keeps `buckets` slots of
+    /// 8 bytes (key and value) plus one control byte each.
+    pub(crate) fn heap_bytes(&self) -> u64 {
+        let tables: usize = self
+            .tables
+            .iter()
+            .map(|t| {
+                let cap = t.map.capacity();
+                let buckets = if cap == 0 { 0 } else { (cap * 8 / 7).next_power_of_two() };
+                let lists: usize = t.lists.iter().map(|l| 24 + l.capacity() * 4).sum();
+                buckets * 9 + lists + t.free_lists.capacity() * 4
+            })
+            .sum();
+        tables as u64 + self.screen_bytes()
+    }
+
+    /// Heap bytes of the screens.
+    pub(crate) fn screen_bytes(&self) -> u64 {
+        self.tables.iter().filter_map(|t| t.screen.as_ref()).map(Screen::heap_bytes).sum()
+    }
+}
+
+impl Table {
+    /// Files `id` (below [`LIST_BIT`]) under `key`, after the ids already
+    /// there. One probe of the table (`entry`): at millions of keys each
+    /// probe is a cache miss.
+    pub(crate) fn insert(&mut self, key: u32, id: u32) {
         debug_assert!(id < LIST_BIT);
-        let Postings { tables, lists, free_lists, screens, screen_bits } = self;
-        let map = &mut tables[table];
+        let Table { map, lists, free_lists, screen, screen_bits } = self;
         match map.entry(key) {
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(id);
-                if let Some(screen) = screens.get_mut(table) {
+                if let Some(screen) = screen {
                     screen.insert(key);
                     if screen.is_full() {
                         *screen = Screen::rebuilt(map.keys().copied(), *screen_bits);
@@ -141,35 +236,35 @@ impl Postings {
         }
     }
 
-    /// Files many `(key, id)` pairs in `table` — ids ascending as given,
-    /// each id once — exactly as inserting them one by one would, but in
-    /// the order of the table slots they land in: millions of inserts into
-    /// a table far larger than the caches then walk it once instead of
-    /// jumping at random (a restart files every row of an index image this
-    /// way). Equal keys keep their ids' order, so every bucket lists its ids
-    /// as an insert-by-insert load would.
-    pub(crate) fn insert_sorted(&mut self, table: usize, pairs: &[(u32, u32)]) {
-        let map = &self.tables[table];
+    /// Files many `(key, id)` pairs — ids ascending as given, each id once
+    /// — exactly as inserting them one by one would, but in the order of
+    /// the table slots they land in: many inserts into a table far larger
+    /// than the caches then walk it once instead of jumping at random (a
+    /// restart files every row of an index image this way, a batch each
+    /// chunk). Equal keys keep their ids' order, so every bucket lists its
+    /// ids as an insert-by-insert load would.
+    pub(crate) fn insert_sorted(&mut self, pairs: &[(u32, u32)]) {
+        // Room first, so the slots sorted by are the slots filed into.
+        self.map.reserve(pairs.len());
         // The table's slot count after `reserve` (hashbrown keeps it a power
         // of two at most 7/8 full); a slot is the hash's low bits.
-        let mask = (map.capacity().max(1) * 8 / 7 + 1).next_power_of_two() as u64 - 1;
-        let hasher = map.hasher().clone();
+        let mask = (self.map.capacity().max(1) * 8 / 7 + 1).next_power_of_two() as u64 - 1;
+        let hasher = self.map.hasher().clone();
         let mut order: Vec<(u64, u32, u32)> = pairs.iter().map(|&(k, id)| (hasher.hash_one(k) & mask, id, k)).collect();
         order.sort_unstable();
         for (_, id, key) in order {
-            self.insert(table, key, id);
+            self.insert(key, id);
         }
     }
 
-    /// Removes `id` from `key`'s bucket in `table`; false when it was not there.
-    pub(crate) fn remove(&mut self, table: usize, key: u32, id: u32) -> bool {
-        let map = &mut self.tables[table];
-        let Some(slot) = map.get(&key).copied() else {
+    /// Removes `id` from `key`'s bucket; false when it was not there.
+    fn remove(&mut self, key: u32, id: u32) -> bool {
+        let Some(slot) = self.map.get(&key).copied() else {
             return false;
         };
         if slot & LIST_BIT == 0 {
             if slot == id {
-                map.remove(&key);
+                self.map.remove(&key);
                 return true;
             }
             return false;
@@ -188,83 +283,17 @@ impl Postings {
             list.clear();
             list.shrink_to(4);
             self.free_lists.push(li as u32);
-            map.insert(key, last);
+            self.map.insert(key, last);
         }
         found
     }
 
-    /// The ids filed under `key` in `table`, in insertion order, through
-    /// the table's screen when it has one: a key the screen has never seen
-    /// is answered without reading the table.
-    pub(crate) fn screened_bucket(&self, table: usize, key: u32) -> (&[u32], Screened) {
-        let screened = match self.screens.get(table) {
-            None => Screened::Unscreened,
-            Some(s) if s.may_contain(key) => Screened::Passed,
-            Some(_) => return (&[], Screened::Skipped),
-        };
-        (self.table_bucket(table, key), screened)
-    }
-
-    fn table_bucket(&self, table: usize, key: u32) -> &[u32] {
-        match self.tables[table].get(&key) {
+    /// The ids filed under `key`, in insertion order.
+    fn bucket(&self, key: u32) -> &[u32] {
+        match self.map.get(&key) {
             None => &[],
             Some(slot) if *slot & LIST_BIT != 0 => &self.lists[(*slot & !LIST_BIT) as usize],
             Some(slot) => std::slice::from_ref(slot),
         }
-    }
-
-    /// The largest buckets of tables `0..tables` as `(table, key, size)`,
-    /// largest first (ties by table, then key).
-    pub(crate) fn largest(&self, tables: usize, top: usize) -> Vec<(u32, u32, usize)> {
-        let mut all: Vec<(u32, u32, usize)> = Vec::new();
-        for (t, map) in self.tables.iter().enumerate().take(tables) {
-            for (&key, &slot) in map {
-                if slot & LIST_BIT != 0 {
-                    all.push((t as u32, key, self.lists[(slot & !LIST_BIT) as usize].len()));
-                }
-            }
-        }
-        all.sort_unstable_by(|a, b| b.2.cmp(&a.2).then(a.0.cmp(&b.0)).then(a.1.cmp(&b.1)));
-        all.truncate(top);
-        all
-    }
-
-    /// How many buckets of the first `tables` tables hold 1, 2–3, 4–7, ...
-    /// entries: element `i` counts the buckets of size in `[2^i, 2^(i+1))`.
-    pub(crate) fn size_histogram(&self, tables: usize) -> Vec<u64> {
-        let mut bins = vec![0u64; 33];
-        for map in self.tables.iter().take(tables) {
-            for &slot in map.values() {
-                let size = if slot & LIST_BIT != 0 { self.lists[(slot & !LIST_BIT) as usize].len() } else { 1 };
-                if size > 0 {
-                    bins[size.ilog2() as usize] += 1;
-                }
-            }
-        }
-        while bins.len() > 1 && bins.last() == Some(&0) {
-            bins.pop();
-        }
-        bins
-    }
-
-    /// Heap bytes held, from capacities: hashbrown keeps `buckets` slots of
-    /// 8 bytes (key and value) plus one control byte each.
-    pub(crate) fn heap_bytes(&self) -> u64 {
-        let maps: usize = self
-            .tables
-            .iter()
-            .map(|m| {
-                let cap = m.capacity();
-                let buckets = if cap == 0 { 0 } else { (cap * 8 / 7).next_power_of_two() };
-                buckets * 9
-            })
-            .sum();
-        let lists: usize = self.lists.iter().map(|l| 24 + l.capacity() * 4).sum();
-        (maps + lists + self.free_lists.capacity() * 4) as u64 + self.screen_bytes()
-    }
-
-    /// Heap bytes of the screens.
-    pub(crate) fn screen_bytes(&self) -> u64 {
-        self.screens.iter().map(Screen::heap_bytes).sum()
     }
 }
