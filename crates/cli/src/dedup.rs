@@ -564,6 +564,10 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     } else if !a.quiet {
         print_summary(&summary);
     }
+    // The process ends next, and the system takes the index back at exit
+    // far faster than freeing its millions of allocations one by one
+    // (~3 % of a run's wall time on 100k records). Everything was written.
+    std::mem::forget(batch);
     Ok(if summary.rejected.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(3) })
 }
 
