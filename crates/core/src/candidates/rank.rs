@@ -3,6 +3,7 @@
 
 use super::{hash_key, Candidate, CandidateIndex, CandidateSet};
 use crate::hash::{fmix64, ContentHash};
+use crate::lsh::postings::Screened;
 use crate::lsh::QueryLimits;
 
 impl CandidateIndex {
@@ -77,6 +78,9 @@ impl CandidateIndex {
 
     pub(super) fn query(&self, q: &Query<'_>, limits: QueryLimits, keep: &dyn Fn(u32) -> bool) -> CandidateSet {
         let mut out = CandidateSet::default();
+        // Asked for item `b` against the items before it: a table where `b`
+        // found its bucket empty holds none of them, and is not read.
+        let may_share = |table: usize| q.before.is_none_or(|b| self.postings.joined(table, b));
         let visible = |bucket: &'_ [u32]| -> usize {
             match q.before {
                 None => bucket.len(),
@@ -108,6 +112,9 @@ impl CandidateIndex {
                 unsafe { distinct.set_len(distinct.len() + new) };
             };
             for (band, &key) in q.band_keys.iter().enumerate() {
+                if !may_share(band) {
+                    continue;
+                }
                 let (bucket, screened) = self.postings.screened_bucket(band, key);
                 out.count_screen(screened, bucket.is_empty());
                 let bucket = &bucket[..visible(bucket)];
@@ -179,7 +186,12 @@ impl CandidateIndex {
             ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         }
         out.ids = ranked.into_iter().map(|(id, bands)| candidate(id, bands)).collect();
-        let (copies, screened) = self.postings.screened_bucket(self.lsh.bands as usize, hash_key(&q.hash.0));
+        let content = self.lsh.bands as usize;
+        let (copies, screened) = if may_share(content) {
+            self.postings.screened_bucket(content, hash_key(&q.hash.0))
+        } else {
+            (&[][..], Screened::Unscreened)
+        };
         out.count_screen(screened, copies.is_empty());
         let same = copies[..visible(copies)]
             .iter()
@@ -203,6 +215,8 @@ pub(super) struct Query<'a> {
     pub(super) hash: ContentHash,
     pub(super) sketch: &'a [u8],
     pub(super) exclude: Option<u32>,
+    /// Only ids below this one: set only when asking for an indexed item
+    /// with its own keys (the tables' `joined` bits are that item's).
     pub(super) before: Option<u32>,
 }
 

@@ -66,6 +66,11 @@ pub(crate) struct Table {
     screen: Option<Screen>,
     /// Bits per key of the screen; 0 without.
     screen_bits: u32,
+    /// Bit `id` is set when `id` was filed under a key that already held
+    /// ids. Ids are filed in increasing order under each key, so a clear
+    /// bit means no smaller id shares the item's bucket, ever: a batch's
+    /// query of an item against the items before it skips that bucket.
+    joined: Vec<u64>,
 }
 
 /// What a table's screen did for one bucket read.
@@ -89,6 +94,7 @@ impl Postings {
             free_lists: Vec::new(),
             screen: None,
             screen_bits: 0,
+            joined: Vec::new(),
         };
         Postings { tables: vec![table; tables], screen_bits: 0 }
     }
@@ -141,6 +147,14 @@ impl Postings {
         (t.bucket(key), screened)
     }
 
+    /// Whether `id` was filed in `table` under a key that already held
+    /// ids; false means its bucket holds no smaller id.
+    #[inline]
+    pub(crate) fn joined(&self, table: usize, id: u32) -> bool {
+        let joined = &self.tables[table].joined;
+        joined.get(id as usize / 64).is_some_and(|w| w >> (id % 64) & 1 != 0)
+    }
+
     /// The largest buckets of tables `0..tables` as `(table, key, size)`,
     /// largest first (ties by table, then key).
     pub(crate) fn largest(&self, tables: usize, top: usize) -> Vec<(u32, u32, usize)> {
@@ -185,7 +199,7 @@ impl Postings {
                 let cap = t.map.capacity();
                 let buckets = if cap == 0 { 0 } else { (cap * 8 / 7).next_power_of_two() };
                 let lists: usize = t.lists.iter().map(|l| 24 + l.capacity() * 4).sum();
-                buckets * 9 + lists + t.free_lists.capacity() * 4
+                buckets * 9 + lists + t.free_lists.capacity() * 4 + t.joined.capacity() * 8
             })
             .sum();
         tables as u64 + self.screen_bytes()
@@ -203,7 +217,7 @@ impl Table {
     /// probe is a cache miss.
     pub(crate) fn insert(&mut self, key: u32, id: u32) {
         debug_assert!(id < LIST_BIT);
-        let Table { map, lists, free_lists, screen, screen_bits } = self;
+        let Table { map, lists, free_lists, screen, screen_bits, joined } = self;
         match map.entry(key) {
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(id);
@@ -215,6 +229,11 @@ impl Table {
                 }
             }
             std::collections::hash_map::Entry::Occupied(mut o) => {
+                let word = id as usize / 64;
+                if joined.len() <= word {
+                    joined.resize(word + 1, 0);
+                }
+                joined[word] |= 1 << (id % 64);
                 let slot = o.get_mut();
                 if *slot & LIST_BIT != 0 {
                     lists[(*slot & !LIST_BIT) as usize].push(id);
