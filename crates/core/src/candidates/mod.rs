@@ -413,8 +413,9 @@ impl CandidateIndex {
     /// The candidates item `id` had just before it was inserted (only ids
     /// below it), exactly as [`CandidateIndex::candidates`] answered then,
     /// provided nothing was removed since (but for the screen counters: a
-    /// table where the item found its bucket empty is not read at all). Lets a batch insert a chunk, then
-    /// query all of it in parallel. An unknown or removed `id` has none.
+    /// table where the item found its bucket empty is not read at all).
+    /// Lets a batch insert a chunk, then query all of it in parallel. An
+    /// unknown or removed `id` has none.
     pub fn candidates_before(&self, id: u32, limits: QueryLimits) -> CandidateSet {
         self.candidates_before_where(id, limits, &|_| true)
     }

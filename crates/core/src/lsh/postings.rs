@@ -52,8 +52,6 @@ impl Hasher for MixHasher {
 #[derive(Clone)]
 pub(crate) struct Postings {
     tables: Vec<Table>,
-    /// Bits per key of the screens; 0 without.
-    screen_bits: u32,
 }
 
 /// One posting table: key → the ids filed under it.
@@ -96,13 +94,12 @@ impl Postings {
             screen_bits: 0,
             joined: Vec::new(),
         };
-        Postings { tables: vec![table; tables], screen_bits: 0 }
+        Postings { tables: vec![table; tables] }
     }
 
     /// Puts a membership screen of `bits_per_key` bits in front of every
     /// table (none for 0), built from the keys already filed.
     pub(crate) fn set_screen(&mut self, bits_per_key: u32) {
-        self.screen_bits = bits_per_key;
         for t in &mut self.tables {
             t.screen_bits = bits_per_key;
             t.screen = (bits_per_key != 0).then(|| Screen::rebuilt(t.map.keys().copied(), bits_per_key));
