@@ -96,7 +96,11 @@ impl Filing<'_> {
 
 impl Drop for RowLoader<'_> {
     fn drop(&mut self) {
-        self.file();
+        // Not while a filing job unwinds: its table's postings are part
+        // filed, and filing them again would list ids twice.
+        if !std::thread::panicking() {
+            self.file();
+        }
     }
 }
 

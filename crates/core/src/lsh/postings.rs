@@ -260,7 +260,8 @@ impl Table {
     /// chunk). Equal keys keep their ids' order, so every bucket lists its
     /// ids as an insert-by-insert load would.
     pub(crate) fn insert_sorted(&mut self, pairs: &[(u32, u32)]) {
-        // Room first, so the slots sorted by are the slots filed into.
+        // Room first, so the table does not grow (and move every slot)
+        // while it is being filed.
         self.map.reserve(pairs.len());
         // The table's slot count after `reserve` (hashbrown keeps it a power
         // of two at most 7/8 full); a slot is the hash's low bits.
