@@ -44,8 +44,7 @@ impl RowLoader<'_> {
     /// Adds an item and returns its id, as [`CandidateIndex::insert`]
     /// would; its postings are filed with the rest.
     pub fn insert(&mut self, keys: ItemKeys<'_>) -> Result<u32> {
-        self.index.check_keys(&keys)?;
-        let (folded, sketch) = self.index.row_of(keys.band_keys, keys.signature);
+        let (folded, sketch) = self.index.checked_row(&keys)?;
         self.insert_row(&folded, &sketch, keys.content_hash)
     }
 

@@ -343,6 +343,13 @@ impl CandidateIndex {
         Ok(())
     }
 
+    /// The image row (folded keys, sketch) of an item with `keys`, once
+    /// they fit this index: what every insert of keys files.
+    fn checked_row(&self, keys: &ItemKeys<'_>) -> Result<(Vec<u32>, Vec<u8>)> {
+        self.check_keys(keys)?;
+        Ok(self.row_of(keys.band_keys, keys.signature))
+    }
+
     /// The sketch of a signature: the low `rank_bytes` bytes of each value.
     fn sketch_of(&self, signature: &[u32]) -> Vec<u8> {
         // One loop per width, so each compiles to a plain narrowing copy
@@ -361,8 +368,7 @@ impl CandidateIndex {
     /// Adds an item and returns its id, the next in insertion order. An
     /// item without band keys is matched by content hash only.
     pub fn insert(&mut self, keys: ItemKeys<'_>) -> Result<u32> {
-        self.check_keys(&keys)?;
-        let (folded, sketch) = self.row_of(keys.band_keys, keys.signature);
+        let (folded, sketch) = self.checked_row(&keys)?;
         self.insert_row(&folded, &sketch, keys.content_hash)
     }
 
