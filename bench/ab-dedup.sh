@@ -10,7 +10,14 @@ set -euo pipefail
 a=$1 b=$2 corpus=$3 threads=${4:-1} runs=${5:-5}
 shift $(( $# < 5 ? $# : 5 ))
 best_a=0 best_b=0
-rate() { local bin=$1; shift; "$bin" dedup "$corpus" --threads "$threads" --json -q "$@" | python3 -c 'import json,sys; print(json.load(sys.stdin)["mb_per_s"])'; }
+# The summary is read after the run ends: a reader started beside it (a
+# pipe into python3) takes CPU from a run that uses every core.
+rate() {
+    local bin=$1 out
+    shift
+    out=$("$bin" dedup "$corpus" --threads "$threads" --json -q "$@")
+    python3 -c 'import json,sys; print(json.load(sys.stdin)["mb_per_s"])' <<<"$out"
+}
 for _ in $(seq "$runs"); do
     ra=$(rate "$a" "$@"); rb=$(rate "$b" "$@")
     best_a=$(python3 -c "print(max($best_a, $ra))"); best_b=$(python3 -c "print(max($best_b, $rb))")
