@@ -152,6 +152,12 @@ impl Sources {
 const CHUNK_RECORDS: usize = 4096;
 const CHUNK_BYTES: usize = 8 << 20;
 
+/// An input's first chunk is 2^RAMP_SHIFT times smaller than a full one,
+/// the next twice as large, and so on up to full size: the pool starts on
+/// the first records within milliseconds, not after a full chunk is read
+/// (8 MB of long records took the reader 25 ms, the pool idle meanwhile).
+const RAMP_SHIFT: u32 = 5;
+
 /// Reads every input in order on a separate thread (so reading overlaps
 /// processing) and hands each chunk to `f`, in order. Records are numbered
 /// across the run; `sources`, when given, learns where each input begins.
@@ -208,12 +214,14 @@ fn read_one(
             let counter = Arc::new(AtomicU64::new(0));
             let (mut reader, _) = open_input(&input.name, Arc::clone(&counter))?;
             let (mut reported, base) = (0u64, *next);
+            let mut shift = RAMP_SHIFT;
             loop {
                 let (mut lines, mut rejects) = (Vec::new(), Vec::new());
                 let t = Instant::now();
-                let more =
-                    read_chunk(&mut reader, next, CHUNK_RECORDS, CHUNK_BYTES, opts.max_line, &mut lines, &mut rejects)
-                        .map_err(|e| anyhow::anyhow!("{e} (after line {} of {})", *next - base, input.name))?;
+                let (records, bytes) = (CHUNK_RECORDS >> shift, CHUNK_BYTES >> shift);
+                shift = shift.saturating_sub(1);
+                let more = read_chunk(&mut reader, next, records, bytes, opts.max_line, &mut lines, &mut rejects)
+                    .map_err(|e| anyhow::anyhow!("{e} (after line {} of {})", *next - base, input.name))?;
                 *read_s += t.elapsed().as_secs_f64();
                 let read = counter.load(Ordering::Relaxed);
                 let chunk = Chunk { lines, rejects, rows: None, input: index, progress: read - reported };

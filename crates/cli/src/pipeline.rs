@@ -3,8 +3,9 @@
 //! Records arrive in chunks. Per chunk: parse and fingerprint in parallel →
 //! candidates and insertion, in input order (each item is compared with
 //! every earlier item) → exact verification in parallel → decisions in input
-//! order. Up to three chunks are fingerprinted at once, as tasks of the
-//! thread pool, while earlier ones are inserted, verified and decided.
+//! order. Up to three chunks are fingerprinted at once, as small tasks of
+//! the thread pool (a few hundred KB of input each, handed to it a few at a
+//! time), while earlier ones are inserted, verified and decided.
 //! One pass, bounded chunk memory; the index holds features of every item
 //! seen.
 //!
@@ -22,6 +23,8 @@
 //! search is partial too is a kept item "unresolved".
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
 use neardup_core::{CandidateSet, Fingerprinter, Match, MemoryIndex, Params};
@@ -92,38 +95,167 @@ type Parsed = Vec<Result<(Option<String>, neardup_core::Fingerprint), String>>;
 /// finishes its longest record, few enough to bound memory.
 const CHUNKS_IN_FLIGHT: u64 = 3;
 
-/// A chunk back from the first stage.
-struct Fingerprinted {
-    seq: u64,
-    chunk: Chunk,
-    parsed: Parsed,
-    seconds: f64,
+/// A chunk is fingerprinted as tasks of about this many bytes of input (or
+/// [`TASK_LINES`] lines), each a task of the pool of its own.
+const TASK_BYTES: usize = 256 << 10;
+const TASK_LINES: usize = 256;
+
+/// A chunk back from the first stage: its number, once all its tasks are done.
+type Fingerprinted = u64;
+
+/// A chunk in the first stage, held by the pipeline until its turn.
+struct InFlight {
+    chunk: Arc<Chunk>,
+    rejects: Vec<Reject>,
+    tasks: Arc<Tasks>,
 }
 
-/// The parallel first stage: parse and fingerprint a chunk.
+/// The results of a chunk's tasks, each in its slot, and how many tasks
+/// are still running.
+struct Tasks {
+    slots: Vec<Mutex<(Parsed, f64)>>,
+    left: AtomicUsize,
+}
+
+impl Tasks {
+    /// The chunk's results in line order, and the seconds its tasks took,
+    /// summed; once every task is done.
+    fn take(&self) -> (Parsed, f64) {
+        let mut parsed = Vec::new();
+        let mut seconds = 0.0;
+        for slot in &self.slots {
+            let (part, s) = std::mem::take(&mut *slot.lock().unwrap_or_else(PoisonError::into_inner));
+            parsed.extend(part);
+            seconds += s;
+        }
+        (parsed, seconds)
+    }
+}
+
+/// The parallel first stage: parse and fingerprint lines.
 struct Fingerprinting {
-    fingerprinter: Fingerprinter,
+    /// One per thread of the pool, and one for a caller outside it, so
+    /// that no task clones one.
+    fingerprinters: Vec<Mutex<Fingerprinter>>,
     text_field: String,
     id_field: String,
 }
 
 impl Fingerprinting {
-    /// The chunk's lines parsed and fingerprinted on every core, and the
-    /// seconds it took.
+    /// The lines parsed and fingerprinted on this thread, and the seconds
+    /// it took.
     fn run(&self, lines: &[Line]) -> (Parsed, f64) {
         let t = Instant::now();
+        let last = self.fingerprinters.len() - 1;
+        let at = rayon::current_thread_index().map_or(last, |i| i.min(last));
+        let mut fpr = self.fingerprinters[at].lock().unwrap_or_else(PoisonError::into_inner);
         let (tf, idf) = (self.text_field.as_str(), self.id_field.as_str());
         let parsed = lines
-            .par_iter()
-            .map_init(
-                || self.fingerprinter.clone(),
-                |fpr, line| {
-                    let rec = line.record(tf, idf)?;
-                    Ok((rec.id.map(|c| c.into_owned()), fpr.fingerprint(&rec.text)))
-                },
-            )
+            .iter()
+            .map(|line| {
+                let rec = line.record(tf, idf)?;
+                Ok((rec.id.map(|c| c.into_owned()), fpr.fingerprint(&rec.text)))
+            })
             .collect();
         (parsed, t.elapsed().as_secs_f64())
+    }
+
+    /// Fingerprints `chunk` as tasks of ~[`TASK_BYTES`] handed to the pool
+    /// in order through `feeder`; none waits for another, so chunks finish
+    /// in about the order they were started in. (A chunk that was one task
+    /// splitting its lines across the pool finished behind later chunks: a
+    /// thread waiting inside the split for its partner took up the next
+    /// chunk's task, and had to finish it before returning.) The last task
+    /// to finish sends `seq` on `done`.
+    fn start(
+        self: &Arc<Self>,
+        feeder: &Arc<Feeder>,
+        seq: u64,
+        chunk: Arc<Chunk>,
+        done: &std::sync::mpsc::Sender<Fingerprinted>,
+    ) -> Arc<Tasks> {
+        let mut ranges = Vec::new();
+        let (mut from, mut bytes) = (0, 0);
+        for (i, line) in chunk.lines.iter().enumerate() {
+            bytes += line.len();
+            if bytes >= TASK_BYTES || i + 1 - from >= TASK_LINES {
+                ranges.push(from..i + 1);
+                (from, bytes) = (i + 1, 0);
+            }
+        }
+        if from < chunk.lines.len() || ranges.is_empty() {
+            ranges.push(from..chunk.lines.len());
+        }
+        let tasks = Arc::new(Tasks {
+            slots: ranges.iter().map(|_| Mutex::new((Vec::new(), 0.0))).collect(),
+            left: AtomicUsize::new(ranges.len()),
+        });
+        let jobs = ranges
+            .into_iter()
+            .enumerate()
+            .map(|(slot, range)| {
+                let (stage, chunk, tasks, done) =
+                    (Arc::clone(self), Arc::clone(&chunk), Arc::clone(&tasks), done.clone());
+                Box::new(move || {
+                    let result = stage.run(&chunk.lines[range]);
+                    *tasks.slots[slot].lock().unwrap_or_else(PoisonError::into_inner) = result;
+                    if tasks.left.fetch_sub(1, Ordering::AcqRel) == 1 {
+                        // The receiver is gone only when the run already failed.
+                        let _ = done.send(seq);
+                    }
+                }) as Job
+            })
+            .collect();
+        feeder.push(jobs);
+        tasks
+    }
+}
+
+/// A task of the first stage.
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Hands the first stage's tasks to the pool a few at a time. What the
+/// pool is given from outside waits in one first-in, first-out queue: with
+/// every task of the chunks in flight in it, a chunk's filing and
+/// verification (pool work too) waited behind all of them. The pool holds
+/// at most `limit` of these tasks at once; each, when done, hands it the
+/// next.
+struct Feeder {
+    queue: Mutex<std::collections::VecDeque<Job>>,
+    /// Tasks handed to the pool and not yet finished.
+    out: AtomicUsize,
+    limit: usize,
+}
+
+impl Feeder {
+    fn new(limit: usize) -> Arc<Feeder> {
+        Arc::new(Feeder { queue: Mutex::default(), out: AtomicUsize::new(0), limit: limit.max(1) })
+    }
+
+    fn push(self: &Arc<Self>, jobs: Vec<Job>) {
+        self.queue.lock().unwrap_or_else(PoisonError::into_inner).extend(jobs);
+        self.top_up();
+    }
+
+    /// Hands the pool queued tasks until it holds `limit` of them.
+    fn top_up(self: &Arc<Self>) {
+        loop {
+            let job = {
+                let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
+                if self.out.load(Ordering::Acquire) >= self.limit {
+                    return;
+                }
+                let Some(job) = queue.pop_front() else { return };
+                self.out.fetch_add(1, Ordering::AcqRel);
+                job
+            };
+            let feeder = Arc::clone(self);
+            rayon::spawn_fifo(move || {
+                job();
+                feeder.out.fetch_sub(1, Ordering::AcqRel);
+                feeder.top_up();
+            });
+        }
     }
 }
 
@@ -172,10 +304,10 @@ impl Batch {
 
     /// Runs the inputs through the pipeline: `f` sees each chunk with its
     /// outcomes, in input order. Each chunk is parsed and fingerprinted as
-    /// a task of the thread pool as soon as it is read, up to
-    /// [`CHUNKS_IN_FLIGHT`] at once, so a long record at the end of one
-    /// chunk does not leave the other cores idle: they take up the next
-    /// chunk meanwhile. Chunks are inserted, verified and decided strictly
+    /// tasks of the thread pool as soon as it is read, up to
+    /// [`CHUNKS_IN_FLIGHT`] chunks at once, so a long record at the end of
+    /// one chunk does not leave the other cores idle: they take up the next
+    /// chunk's tasks meanwhile. Chunks are inserted, verified and decided strictly
     /// in input order, so the results do not depend on the thread count.
     /// The chunk's rejects are moved to `rejects` before `f` sees it.
     /// Returns the time spent reading.
@@ -189,39 +321,40 @@ impl Batch {
     where
         F: FnMut(&Batch, &Chunk, &[Outcome]) -> anyhow::Result<()>,
     {
-        let stage = std::sync::Arc::new(Fingerprinting {
-            fingerprinter: self.fingerprinter.clone(),
+        let threads = rayon::current_num_threads();
+        let stage = Arc::new(Fingerprinting {
+            fingerprinters: (0..=threads).map(|_| Mutex::new(self.fingerprinter.clone())).collect(),
             text_field: self.text_field.clone(),
             id_field: self.id_field.clone(),
         });
+        let feeder = Feeder::new(threads);
         let (tx, rx) = std::sync::mpsc::channel::<Fingerprinted>();
         let (mut sent, mut received, mut next) = (0u64, 0u64, 0u64);
-        let mut ready = std::collections::BTreeMap::new();
+        let mut in_flight = std::collections::BTreeMap::new();
+        let mut ready = std::collections::BTreeSet::new();
         let sources = self.sources.clone();
-        let read_s = for_each_chunk(inputs, opts, sources.as_deref(), |chunk| {
-            let (stage, tx, seq) = (std::sync::Arc::clone(&stage), tx.clone(), sent);
-            rayon::spawn(move || {
-                let (parsed, seconds) = stage.run(&chunk.lines);
-                // The receiver is gone only when the run already failed.
-                let _ = tx.send(Fingerprinted { seq, chunk, parsed, seconds });
-            });
+        let read_s = for_each_chunk(inputs, opts, sources.as_deref(), |mut chunk| {
+            let chunk_rejects = std::mem::take(&mut chunk.rejects);
+            let chunk = Arc::new(chunk);
+            let tasks = stage.start(&feeder, sent, Arc::clone(&chunk), &tx);
+            in_flight.insert(sent, InFlight { chunk, rejects: chunk_rejects, tasks });
             sent += 1;
             // Take every finished chunk; wait for one while too many are out.
             loop {
-                let chunk = if sent - received >= CHUNKS_IN_FLIGHT { rx.recv().ok() } else { rx.try_recv().ok() };
-                let Some(chunk) = chunk else { break };
+                let seq = if sent - received >= CHUNKS_IN_FLIGHT { rx.recv().ok() } else { rx.try_recv().ok() };
+                let Some(seq) = seq else { break };
                 received += 1;
-                ready.insert(chunk.seq, chunk);
-                self.apply_ready(&mut ready, &mut next, rejects, &mut f)?;
+                ready.insert(seq);
+                self.apply_ready(&mut in_flight, &mut ready, &mut next, rejects, &mut f)?;
             }
             Ok(())
         })?;
         drop(tx);
         while received < sent {
-            let chunk = rx.recv().map_err(|_| anyhow::anyhow!("a fingerprinting task ended without its result"))?;
+            let seq = rx.recv().map_err(|_| anyhow::anyhow!("a fingerprinting task ended without its result"))?;
             received += 1;
-            ready.insert(chunk.seq, chunk);
-            self.apply_ready(&mut ready, &mut next, rejects, &mut f)?;
+            ready.insert(seq);
+            self.apply_ready(&mut in_flight, &mut ready, &mut next, rejects, &mut f)?;
         }
         Ok(read_s)
     }
@@ -229,7 +362,8 @@ impl Batch {
     /// Applies the fingerprinted chunks that are next in input order.
     fn apply_ready<F>(
         &mut self,
-        ready: &mut std::collections::BTreeMap<u64, Fingerprinted>,
+        in_flight: &mut std::collections::BTreeMap<u64, InFlight>,
+        ready: &mut std::collections::BTreeSet<u64>,
         next: &mut u64,
         rejects: &mut Vec<Reject>,
         f: &mut F,
@@ -237,10 +371,15 @@ impl Batch {
     where
         F: FnMut(&Batch, &Chunk, &[Outcome]) -> anyhow::Result<()>,
     {
-        while let Some(Fingerprinted { mut chunk, parsed, seconds, .. }) = ready.remove(next) {
+        while ready.remove(next) {
+            let Some(InFlight { chunk, rejects: mut chunk_rejects, tasks }) = in_flight.remove(next) else {
+                anyhow::bail!("chunk {next} finished fingerprinting but was never started");
+            };
             *next += 1;
-            self.timings.fingerprint_s += seconds;
-            rejects.append(&mut chunk.rejects);
+            let (parsed, seconds) = tasks.take();
+            // Tasks' seconds, summed, over the threads that ran them.
+            self.timings.fingerprint_s += seconds / rayon::current_num_threads() as f64;
+            rejects.append(&mut chunk_rejects);
             let outcomes = self.apply(&chunk.lines, parsed, rejects)?;
             f(self, &chunk, &outcomes)?;
         }
