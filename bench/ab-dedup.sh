@@ -1,26 +1,38 @@
 #!/usr/bin/env bash
 # A/B throughput of two `neardup` binaries on the same corpus, in one run:
-# runs alternate (A, B, A, B, ...) so that machine load hits both alike, and
-# the best of N runs of each is compared. A ratio measured this way holds on
-# a shared machine where absolute times do not.
+# runs alternate (A, B, then B, A, ...) so that machine load hits both alike.
+# Prints the best and the median of N runs of each, the B/A ratios, and in
+# how many rounds B was the faster. A ratio measured this way holds on a
+# shared machine where absolute times do not. Throughput is the `--json`
+# summary's `mb_per_s` (timed inside the process: no start-up, no exit),
+# read after the run ends: a reader started beside it (a pipe into python3)
+# takes CPU from a run that uses every core.
 #
 # Usage: bench/ab-dedup.sh A_BIN B_BIN CORPUS.jsonl [THREADS] [RUNS] [EXTRA DEDUP FLAGS...]
-# Prints one Markdown table row per binary and the B/A ratio.
 set -euo pipefail
 a=$1 b=$2 corpus=$3 threads=${4:-1} runs=${5:-5}
 shift $(( $# < 5 ? $# : 5 ))
-best_a=0 best_b=0
-# The summary is read after the run ends: a reader started beside it (a
-# pipe into python3) takes CPU from a run that uses every core.
 rate() {
     local bin=$1 out
     shift
     out=$("$bin" dedup "$corpus" --threads "$threads" --json -q "$@")
     python3 -c 'import json,sys; print(json.load(sys.stdin)["mb_per_s"])' <<<"$out"
 }
-for _ in $(seq "$runs"); do
-    ra=$(rate "$a" "$@"); rb=$(rate "$b" "$@")
-    best_a=$(python3 -c "print(max($best_a, $ra))"); best_b=$(python3 -c "print(max($best_b, $rb))")
-    echo "  run: A $ra MB/s, B $rb MB/s" >&2
+ra=() rb=()
+for i in $(seq "$runs"); do
+    if (( i % 2 )); then
+        ra+=("$(rate "$a" "$@")"); rb+=("$(rate "$b" "$@")")
+    else
+        rb+=("$(rate "$b" "$@")"); ra+=("$(rate "$a" "$@")")
+    fi
+    echo "  run: A ${ra[-1]} MB/s, B ${rb[-1]} MB/s" >&2
 done
-echo "| $(basename "$corpus") | $threads | A $best_a | B $best_b | B/A $(python3 -c "print(f'{$best_b/$best_a:.3f}')") |"
+python3 - "$corpus" "$threads" "${ra[*]}" "${rb[*]}" <<'PY'
+import os, statistics, sys
+corpus, threads = sys.argv[1], sys.argv[2]
+a, b = (list(map(float, x.split())) for x in sys.argv[3:5])
+wins = sum(y > x for x, y in zip(a, b))
+print(f"| {os.path.basename(corpus)} | {threads} | A best {max(a):.1f}, median {statistics.median(a):.1f} "
+      f"| B best {max(b):.1f}, median {statistics.median(b):.1f} "
+      f"| B/A {max(b)/max(a):.3f} best, {statistics.median(b)/statistics.median(a):.3f} median | B faster in {wins} of {len(a)} |")
+PY
