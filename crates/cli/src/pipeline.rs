@@ -134,8 +134,7 @@ impl Tasks {
 
 /// The parallel first stage: parse and fingerprint lines.
 struct Fingerprinting {
-    /// One per thread of the pool, and one for a caller outside it, so
-    /// that no task clones one.
+    /// One per thread of the pool, so that no task clones one.
     fingerprinters: Vec<Mutex<Fingerprinter>>,
     text_field: String,
     id_field: String,
@@ -146,6 +145,7 @@ impl Fingerprinting {
     /// it took.
     fn run(&self, lines: &[Line]) -> (Parsed, f64) {
         let t = Instant::now();
+        // Tasks run on the pool; a caller from another pool shares the last.
         let last = self.fingerprinters.len() - 1;
         let at = rayon::current_thread_index().map_or(last, |i| i.min(last));
         let mut fpr = self.fingerprinters[at].lock().unwrap_or_else(PoisonError::into_inner);
@@ -214,48 +214,74 @@ impl Fingerprinting {
 /// A task of the first stage.
 type Job = Box<dyn FnOnce() + Send>;
 
-/// Hands the first stage's tasks to the pool a few at a time. What the
-/// pool is given from outside waits in one first-in, first-out queue: with
-/// every task of the chunks in flight in it, a chunk's filing and
-/// verification (pool work too) waited behind all of them. The pool holds
-/// at most `limit` of these tasks at once; each, when done, hands it the
-/// next.
+/// Hands the first stage's tasks to the pool a few at a time, from a
+/// thread of its own. What the pool is given from outside waits in one
+/// first-in, first-out queue: with every task of the chunks in flight in
+/// it, a chunk's filing and verification (pool work too, given from the
+/// pipeline's thread) waited behind all of them. So the pool holds at most
+/// `limit` of these tasks at once, and a task's end wakes the feeder to hand
+/// it the next — from outside the pool: handed over from a pool thread, it
+/// would go to that thread's own queue, which the thread serves before
+/// anything given from outside.
 struct Feeder {
-    queue: Mutex<std::collections::VecDeque<Job>>,
-    /// Tasks handed to the pool and not yet finished.
-    out: AtomicUsize,
+    state: Mutex<Feed>,
+    wake: std::sync::Condvar,
     limit: usize,
 }
 
+/// The feeder's queue, and how many of its tasks the pool holds.
+#[derive(Default)]
+struct Feed {
+    queue: std::collections::VecDeque<Job>,
+    out: usize,
+    closed: bool,
+}
+
 impl Feeder {
-    fn new(limit: usize) -> Arc<Feeder> {
-        Arc::new(Feeder { queue: Mutex::default(), out: AtomicUsize::new(0), limit: limit.max(1) })
+    fn lock(&self) -> std::sync::MutexGuard<'_, Feed> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn push(self: &Arc<Self>, jobs: Vec<Job>) {
-        self.queue.lock().unwrap_or_else(PoisonError::into_inner).extend(jobs);
-        self.top_up();
+    fn push(&self, jobs: Vec<Job>) {
+        self.lock().queue.extend(jobs);
+        self.wake.notify_one();
     }
 
-    /// Hands the pool queued tasks until it holds `limit` of them.
-    fn top_up(self: &Arc<Self>) {
-        loop {
-            let job = {
-                let mut queue = self.queue.lock().unwrap_or_else(PoisonError::into_inner);
-                if self.out.load(Ordering::Acquire) >= self.limit {
-                    return;
-                }
-                let Some(job) = queue.pop_front() else { return };
-                self.out.fetch_add(1, Ordering::AcqRel);
-                job
-            };
-            let feeder = Arc::clone(self);
-            rayon::spawn_fifo(move || {
-                job();
-                feeder.out.fetch_sub(1, Ordering::AcqRel);
-                feeder.top_up();
-            });
+    /// Stops the feeder thread; tasks not yet handed over are dropped.
+    fn close(&self) {
+        let mut feed = self.lock();
+        feed.closed = true;
+        feed.queue.clear();
+        drop(feed);
+        self.wake.notify_one();
+    }
+
+    /// The feeder thread: hands the pool queued tasks while it holds fewer
+    /// than `limit`, until closed.
+    fn run(self: &Arc<Self>) {
+        let mut feed = self.lock();
+        while !feed.closed {
+            while feed.out < self.limit {
+                let Some(job) = feed.queue.pop_front() else { break };
+                feed.out += 1;
+                let feeder = Arc::clone(self);
+                rayon::spawn_fifo(move || {
+                    job();
+                    feeder.lock().out -= 1;
+                    feeder.wake.notify_one();
+                });
+            }
+            feed = self.wake.wait(feed).unwrap_or_else(PoisonError::into_inner);
         }
+    }
+}
+
+/// Closes the feeder when the run ends, however it ends.
+struct CloseOnDrop(Arc<Feeder>);
+
+impl Drop for CloseOnDrop {
+    fn drop(&mut self) {
+        self.0.close();
     }
 }
 
@@ -316,43 +342,65 @@ impl Batch {
         inputs: &[Input],
         opts: &ReadOptions,
         rejects: &mut Vec<Reject>,
-        mut f: F,
+        f: F,
     ) -> anyhow::Result<f64>
     where
         F: FnMut(&Batch, &Chunk, &[Outcome]) -> anyhow::Result<()>,
     {
         let threads = rayon::current_num_threads();
         let stage = Arc::new(Fingerprinting {
-            fingerprinters: (0..=threads).map(|_| Mutex::new(self.fingerprinter.clone())).collect(),
+            fingerprinters: (0..threads).map(|_| Mutex::new(self.fingerprinter.clone())).collect(),
             text_field: self.text_field.clone(),
             id_field: self.id_field.clone(),
         });
-        let feeder = Feeder::new(threads);
+        // One task more than threads: a thread done with one finds the next
+        // already given while the feeder wakes.
+        let feeder = Arc::new(Feeder { state: Mutex::default(), wake: std::sync::Condvar::new(), limit: threads + 1 });
+        std::thread::scope(|scope| {
+            let feeding = Arc::clone(&feeder);
+            scope.spawn(move || feeding.run());
+            let _close = CloseOnDrop(Arc::clone(&feeder));
+            self.run_fed(&stage, &feeder, inputs, opts, rejects, f)
+        })
+    }
+
+    /// [`Batch::run`] with its first stage and feeder started.
+    fn run_fed<F>(
+        &mut self,
+        stage: &Arc<Fingerprinting>,
+        feeder: &Arc<Feeder>,
+        inputs: &[Input],
+        opts: &ReadOptions,
+        rejects: &mut Vec<Reject>,
+        mut f: F,
+    ) -> anyhow::Result<f64>
+    where
+        F: FnMut(&Batch, &Chunk, &[Outcome]) -> anyhow::Result<()>,
+    {
         let (tx, rx) = std::sync::mpsc::channel::<Fingerprinted>();
-        let (mut sent, mut received, mut next) = (0u64, 0u64, 0u64);
+        let (mut sent, mut next) = (0u64, 0u64);
         let mut in_flight = std::collections::BTreeMap::new();
         let mut ready = std::collections::BTreeSet::new();
         let sources = self.sources.clone();
         let read_s = for_each_chunk(inputs, opts, sources.as_deref(), |mut chunk| {
             let chunk_rejects = std::mem::take(&mut chunk.rejects);
             let chunk = Arc::new(chunk);
-            let tasks = stage.start(&feeder, sent, Arc::clone(&chunk), &tx);
+            let tasks = stage.start(feeder, sent, Arc::clone(&chunk), &tx);
             in_flight.insert(sent, InFlight { chunk, rejects: chunk_rejects, tasks });
             sent += 1;
-            // Take every finished chunk; wait for one while too many are out.
+            // Take every finished chunk; wait for one while too many are
+            // not yet applied (chunks done out of order count: memory).
             loop {
-                let seq = if sent - received >= CHUNKS_IN_FLIGHT { rx.recv().ok() } else { rx.try_recv().ok() };
+                let seq = if sent - next >= CHUNKS_IN_FLIGHT { rx.recv().ok() } else { rx.try_recv().ok() };
                 let Some(seq) = seq else { break };
-                received += 1;
                 ready.insert(seq);
                 self.apply_ready(&mut in_flight, &mut ready, &mut next, rejects, &mut f)?;
             }
             Ok(())
         })?;
         drop(tx);
-        while received < sent {
+        while next < sent {
             let seq = rx.recv().map_err(|_| anyhow::anyhow!("a fingerprinting task ended without its result"))?;
-            received += 1;
             ready.insert(seq);
             self.apply_ready(&mut in_flight, &mut ready, &mut next, rejects, &mut f)?;
         }
