@@ -35,10 +35,12 @@ use crate::input::for_each_chunk;
 use crate::jsonl::{Line, Reject};
 use neardup_core::unionfind::UnionFind;
 
-/// Where the time went, per phase (wall clock).
+/// Where the time went, per phase (wall clock; phases overlap).
 #[derive(Debug, Default, Clone, serde::Serialize)]
 pub struct Timings {
     pub read_s: f64,
+    /// The fingerprinting tasks' seconds, summed, over the pool's threads:
+    /// the wall time they would take with every thread busy.
     pub fingerprint_s: f64,
     pub index_s: f64,
     pub verify_s: f64,
