@@ -84,6 +84,9 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
         Ok(())
     })?;
     let fast_path_s = started.elapsed().as_secs_f64();
+    // In input order, as `dedup` reports them: a chunk's reading rejects
+    // come before its parsing rejects, and chunk sizes vary.
+    rejects.sort_by_key(|r| r.line);
     if let Some(s) = &sources {
         s.place_rejects(&mut rejects);
     }

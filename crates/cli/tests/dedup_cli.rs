@@ -400,3 +400,27 @@ fn bench_floor_reports_both_floors() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("give one file"), "{}", text(&out.stderr));
 }
+
+/// `eval` reports rejected lines in input order, as `dedup` does: a chunk's
+/// over-long lines (found while reading) used to come before its malformed
+/// ones (found while parsing).
+#[test]
+fn eval_reports_rejects_in_line_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("rejects.jsonl");
+    let input = format!(
+        "{{\"text\": broken}}\n{{\"text\": \"{}\"}}\n{{\"text\": \"a fine record with words to shingle\"}}\n",
+        "x".repeat(80)
+    );
+    std::fs::write(&path, input).unwrap();
+    let out = neardup(&["eval", path.to_str().unwrap(), "--max-line-bytes", "60"], None);
+    let err = text(&out.stderr);
+    // 3: some lines were rejected.
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    let lines: Vec<u64> = err
+        .lines()
+        .filter_map(|l| l.strip_prefix("neardup: line "))
+        .map(|l| l.split(':').next().unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(lines, [1, 2], "{err}");
+}
