@@ -99,6 +99,19 @@ impl SplitMix64 {
     }
 }
 
+/// Slots a std `HashMap` of this `capacity()` has: hashbrown keeps a power
+/// of two, fillable to `slots - 1` below eight slots and to `slots / 8 * 7`
+/// from eight up (0 for an unallocated map). For memory accounting and for
+/// ordering work by slot; a map with removals may report a smaller
+/// capacity, and so fewer slots.
+pub fn map_slots(capacity: usize) -> usize {
+    match capacity {
+        0 => 0,
+        1..8 => (capacity + 1).next_power_of_two(),
+        _ => (capacity * 8 / 7).next_power_of_two(),
+    }
+}
+
 /// The 64-bit finaliser of MurmurHash3: a bijective avalanche mix.
 #[inline]
 pub fn fmix64(mut k: u64) -> u64 {
@@ -111,6 +124,22 @@ pub fn fmix64(mut k: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn map_slots_are_the_counts_std_maps_report_capacities_for() {
+        for n in 0..5000 {
+            let capacity = std::collections::HashMap::<u32, u32>::with_capacity(n).capacity();
+            let slots = map_slots(capacity);
+            if capacity == 0 {
+                assert_eq!(slots, 0);
+                continue;
+            }
+            assert!(slots.is_power_of_two(), "{n}: {capacity} -> {slots}");
+            let fillable = if slots < 8 { slots - 1 } else { slots / 8 * 7 };
+            assert_eq!(fillable, capacity, "{n}: {capacity} -> {slots}");
+        }
+    }
+
     use super::*;
 
     #[test]

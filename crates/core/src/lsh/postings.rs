@@ -193,8 +193,7 @@ impl Postings {
             .tables
             .iter()
             .map(|t| {
-                let cap = t.map.capacity();
-                let buckets = if cap == 0 { 0 } else { (cap * 8 / 7).next_power_of_two() };
+                let buckets = crate::hash::map_slots(t.map.capacity());
                 let lists: usize = t.lists.iter().map(|l| 24 + l.capacity() * 4).sum();
                 buckets * 9 + lists + t.free_lists.capacity() * 4 + t.joined.capacity() * 8
             })
@@ -263,14 +262,10 @@ impl Table {
         // Room first, so the table does not grow (and move every slot)
         // while it is being filed.
         self.map.reserve(pairs.len());
-        // The table's slot count after `reserve`: hashbrown keeps a power of
-        // two, fillable to capacity `slots - 1` below eight slots and
-        // `slots / 8 * 7` from eight up; a slot is the hash's low bits. (The
-        // mask only orders the filing for locality: a count that is off,
-        // after removals say, files the same buckets.)
-        let capacity = self.map.capacity();
-        let slots = if capacity < 8 { capacity + 1 } else { capacity * 8 / 7 };
-        let mask = slots.next_power_of_two() as u64 - 1;
+        // A slot is the hash's low bits. (The mask only orders the filing
+        // for locality: a slot count that is off, after removals say, files
+        // the same buckets.)
+        let mask = crate::hash::map_slots(self.map.capacity()).max(1) as u64 - 1;
         let hasher = self.map.hasher().clone();
         let mut order: Vec<(u64, u32, u32)> = pairs.iter().map(|&(k, id)| (hasher.hash_one(k) & mask, id, k)).collect();
         order.sort_unstable();

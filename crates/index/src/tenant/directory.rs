@@ -174,8 +174,7 @@ impl Directory {
 
     /// Heap bytes held, from capacities.
     pub(crate) fn heap_bytes(&self) -> u64 {
-        let cap = self.by_hash.capacity();
-        let buckets = if cap == 0 { 0 } else { (cap * 8 / 7).next_power_of_two() };
+        let buckets = neardup_core::hash::map_slots(self.by_hash.capacity());
         let overflow: usize = self.overflow.keys().map(|k| k.len() + 40).sum();
         self.arena.heap_bytes() + self.at.heap_bytes() + (buckets * 9 + overflow) as u64
     }
