@@ -102,9 +102,6 @@ const CHUNKS_IN_FLIGHT: u64 = 3;
 const TASK_BYTES: usize = 256 << 10;
 const TASK_LINES: usize = 256;
 
-/// A chunk back from the first stage: its number, once all its tasks are done.
-type Fingerprinted = u64;
-
 /// A chunk in the first stage, held by the pipeline until its turn.
 struct InFlight {
     chunk: Arc<Chunk>,
@@ -113,13 +110,17 @@ struct InFlight {
 }
 
 /// The results of a chunk's tasks, each in its slot, and how many tasks
-/// are still running.
+/// are still running: the chunk is ready when none is.
 struct Tasks {
     slots: Vec<Mutex<(Parsed, f64)>>,
     left: AtomicUsize,
 }
 
 impl Tasks {
+    fn done(&self) -> bool {
+        self.left.load(Ordering::Acquire) == 0
+    }
+
     /// The chunk's results in line order, and the seconds its tasks took,
     /// summed; once every task is done.
     fn take(&self) -> (Parsed, f64) {
@@ -168,13 +169,12 @@ impl Fingerprinting {
     /// splitting its lines across the pool finished behind later chunks: a
     /// thread waiting inside the split for its partner took up the next
     /// chunk's task, and had to finish it before returning.) The last task
-    /// to finish sends `seq` on `done`.
+    /// to finish wakes the pipeline through `done`.
     fn start(
         self: &Arc<Self>,
         feeder: &Arc<Feeder>,
-        seq: u64,
         chunk: Arc<Chunk>,
-        done: &std::sync::mpsc::Sender<Fingerprinted>,
+        done: &std::sync::mpsc::Sender<()>,
     ) -> Arc<Tasks> {
         let mut ranges = Vec::new();
         let (mut from, mut bytes) = (0, 0);
@@ -203,7 +203,7 @@ impl Fingerprinting {
                     *tasks.slots[slot].lock().unwrap_or_else(PoisonError::into_inner) = result;
                     if tasks.left.fetch_sub(1, Ordering::AcqRel) == 1 {
                         // The receiver is gone only when the run already failed.
-                        let _ = done.send(seq);
+                        let _ = done.send(());
                     }
                 }) as Job
             })
@@ -379,41 +379,43 @@ impl Batch {
     where
         F: FnMut(&Batch, &Chunk, &[Outcome]) -> anyhow::Result<()>,
     {
-        let (tx, rx) = std::sync::mpsc::channel::<Fingerprinted>();
+        // A finished chunk's wake-up; which chunks are done, their tasks say.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
         let (mut sent, mut next) = (0u64, 0u64);
         let mut in_flight = std::collections::BTreeMap::new();
-        let mut ready = std::collections::BTreeSet::new();
         let sources = self.sources.clone();
         let read_s = for_each_chunk(inputs, opts, sources.as_deref(), |mut chunk| {
             let chunk_rejects = std::mem::take(&mut chunk.rejects);
             let chunk = Arc::new(chunk);
-            let tasks = stage.start(feeder, sent, Arc::clone(&chunk), &tx);
+            let tasks = stage.start(feeder, Arc::clone(&chunk), &tx);
             in_flight.insert(sent, InFlight { chunk, rejects: chunk_rejects, tasks });
             sent += 1;
             // Take every finished chunk; wait for one while too many are
             // not yet applied (chunks done out of order count: memory).
             loop {
-                let seq = if sent - next >= CHUNKS_IN_FLIGHT { rx.recv().ok() } else { rx.try_recv().ok() };
-                let Some(seq) = seq else { break };
-                ready.insert(seq);
-                self.apply_ready(&mut in_flight, &mut ready, &mut next, rejects, &mut f)?;
+                let woken = if sent - next >= CHUNKS_IN_FLIGHT { rx.recv().ok() } else { rx.try_recv().ok() };
+                if woken.is_none() {
+                    break;
+                }
+                self.apply_ready(&mut in_flight, &mut next, rejects, &mut f)?;
             }
             Ok(())
         })?;
         drop(tx);
+        // The chunk at `next` was not done when last looked at, so its
+        // wake-up is still to come (one left behind by a chunk applied
+        // before its wake-up was read only makes a round find nothing new).
         while next < sent {
-            let seq = rx.recv().map_err(|_| anyhow::anyhow!("a fingerprinting task ended without its result"))?;
-            ready.insert(seq);
-            self.apply_ready(&mut in_flight, &mut ready, &mut next, rejects, &mut f)?;
+            rx.recv().map_err(|_| anyhow::anyhow!("a fingerprinting task ended without its result"))?;
+            self.apply_ready(&mut in_flight, &mut next, rejects, &mut f)?;
         }
         Ok(read_s)
     }
 
-    /// Applies the fingerprinted chunks that are next in input order.
+    /// Applies the chunks that are next in input order and done.
     fn apply_ready<F>(
         &mut self,
         in_flight: &mut std::collections::BTreeMap<u64, InFlight>,
-        ready: &mut std::collections::BTreeSet<u64>,
         next: &mut u64,
         rejects: &mut Vec<Reject>,
         f: &mut F,
@@ -421,9 +423,10 @@ impl Batch {
     where
         F: FnMut(&Batch, &Chunk, &[Outcome]) -> anyhow::Result<()>,
     {
-        while ready.remove(next) {
-            let Some(InFlight { chunk, rejects: mut chunk_rejects, tasks }) = in_flight.remove(next) else {
-                anyhow::bail!("chunk {next} finished fingerprinting but was never started");
+        loop {
+            let InFlight { chunk, rejects: mut chunk_rejects, tasks } = match in_flight.entry(*next) {
+                std::collections::btree_map::Entry::Occupied(c) if c.get().tasks.done() => c.remove(),
+                _ => break,
             };
             *next += 1;
             let (parsed, seconds) = tasks.take();
