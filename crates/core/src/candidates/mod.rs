@@ -305,6 +305,16 @@ impl CandidateIndex {
         self.flag(id) & LIVE != 0
     }
 
+    /// Asks the cache for item `id`'s flags and content hash ahead of a
+    /// read (a hint: see [`crate::pages::prefetch`]); nothing for an
+    /// unknown id.
+    pub fn prefetch_entries(&self, id: u32) {
+        if (id as usize) < self.flags.len() {
+            self.flags.prefetch(id as usize);
+            self.hashes.prefetch(id as usize);
+        }
+    }
+
     /// The content hash of a live item.
     pub fn content_hash(&self, id: u32) -> Option<ContentHash> {
         self.is_live(id).then(|| ContentHash(self.hashes.row(id as usize)[0]))

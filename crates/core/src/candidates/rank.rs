@@ -28,14 +28,33 @@ impl CandidateIndex {
                 return unsafe { self.rank_keys_avx2(sketch, ranked) };
             }
         }
-        ranked.iter().map(|&(id, bands)| rank_key(self.agreement(sketch, id), bands, id)).collect()
+        ranked
+            .iter()
+            .enumerate()
+            .map(|(i, &(id, bands))| {
+                self.prefetch_sketch(ranked, i);
+                rank_key(self.agreement(sketch, id), bands, id)
+            })
+            .collect()
+    }
+
+    /// Candidates' sketches lie anywhere in the index: each is asked into
+    /// the cache a few candidates before it is compared, so that the
+    /// comparisons do not wait on memory one after another.
+    #[inline(always)]
+    fn prefetch_sketch(&self, ranked: &[(u32, u16)], i: usize) {
+        const AHEAD: usize = 8;
+        if let Some(&(id, _)) = ranked.get(i + AHEAD) {
+            self.sketches.prefetch(id as usize);
+        }
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,popcnt")]
     unsafe fn rank_keys_avx2(&self, sketch: &[u8], ranked: &[(u32, u16)]) -> Vec<u64> {
         let mut keys = Vec::with_capacity(ranked.len());
-        for &(id, bands) in ranked {
+        for (i, &(id, bands)) in ranked.iter().enumerate() {
+            self.prefetch_sketch(ranked, i);
             // SAFETY: this function's caller checked AVX2 and POPCNT.
             let agreement = unsafe { equal_bytes_avx2(sketch, self.sketch(id)) };
             keys.push(rank_key(agreement, bands, id));
