@@ -113,6 +113,11 @@ pub struct InputArgs {
     #[arg(long, default_value_t = 256 << 20, help_heading = "Input")]
     pub max_line_bytes: usize,
     /// Worker threads (default: all cores).
+    ///
+    /// They parse, fingerprint and verify. A reader thread and the thread
+    /// that inserts, decides and writes run beside them, so where a core is
+    /// free `--threads 1` uses a little more than one (~1.1); to confine a
+    /// run to one core, start it under `taskset -c 0`.
     #[arg(long, help_heading = "Input")]
     pub threads: Option<usize>,
 }
