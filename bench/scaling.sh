@@ -11,7 +11,9 @@
 # run on a machine with a spare core uses more than one core (~1.1). With
 # PIN=1 a run of T threads is confined to T cores (`taskset`, the first T
 # of the cores this script may use): the speed-up is then two cores over
-# one, every thread of the run included.
+# one, every thread of the run included. Where the first two CPUs are
+# hyperthreads of one physical core (`lscpu -e` shows their CORE), that is
+# what is measured: pin a list of your own with `taskset` instead.
 #
 # Usage: [PIN=1] bench/scaling.sh BIN CORPUS.jsonl [RUNS] [T1] [T2] [EXTRA DEDUP FLAGS...]
 # Defaults: 7 runs, 1 and 2 threads, not pinned.
@@ -20,6 +22,16 @@ bin=$1 corpus=$2 runs=${3:-7} t1=${4:-1} t2=${5:-2}
 shift $(( $# < 5 ? $# : 5 ))
 # The cores this script may run on, in order.
 mapfile -t cores < <(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)), sep="\n")')
+case ${PIN:-0} in
+    0 | 1) ;;
+    *) echo "scaling.sh: PIN is 0 or 1, not '$PIN'" >&2; exit 2 ;;
+esac
+for t in "$t1" "$t2"; do
+    if ! [[ $t =~ ^[1-9][0-9]*$ ]]; then
+        echo "scaling.sh: a thread count is a positive integer, not '$t'" >&2
+        exit 2
+    fi
+done
 unit=threads
 if [[ ${PIN:-0} == 1 ]]; then
     unit=cores

@@ -115,9 +115,9 @@ pub struct InputArgs {
     /// Worker threads (default: all cores).
     ///
     /// They parse, fingerprint and verify. A reader thread and the thread
-    /// that inserts, decides and writes run beside them, so where a core is
-    /// free `--threads 1` uses a little more than one (~1.1); to confine a
-    /// run to one core, start it under `taskset -c 0`.
+    /// that keeps the index and the results run beside them, so where a
+    /// core is free `--threads 1` uses a little more than one (~1.1); to
+    /// confine a run to one core, start it under `taskset -c 0`.
     #[arg(long, help_heading = "Input")]
     pub threads: Option<usize>,
 }

@@ -116,7 +116,7 @@ impl MemoryIndex {
     /// follows the rest of a run it has seen start). Hints only.
     #[inline]
     fn prefetch_candidates(&self, candidates: &[Candidate], k: usize) {
-        /// Features asked for ahead: 16 cache lines.
+        /// Features asked for ahead: their first kilobyte.
         const HEAD: usize = 128;
         if let Some(c) = candidates.get(k + 2) {
             self.index.prefetch_entries(c.id);

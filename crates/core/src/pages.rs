@@ -69,12 +69,26 @@ impl<T: Copy + Default> Pages<T> {
         }
     }
 
+    /// Row `i`, or `None` past the end.
+    #[inline]
+    pub fn get(&self, i: usize) -> Option<&[T]> {
+        let (page, at) = (i / PAGE_ROWS, (i % PAGE_ROWS) * self.width);
+        match self.full.get(page) {
+            Some(p) => p.get(at..at + self.width),
+            None if page == self.full.len() => self.tail.get(at..at + self.width),
+            None => None,
+        }
+    }
+
     /// Asks the CPU to bring row `i` into its cache ahead of a read: a
-    /// hint that changes no result. For loops over rows in an order the
-    /// hardware prefetcher cannot guess (candidate ids).
+    /// hint that changes no result (nothing past the end). For loops over
+    /// rows in an order the hardware prefetcher cannot guess (candidate
+    /// ids).
     #[inline]
     pub fn prefetch(&self, i: usize) {
-        prefetch(self.row(i));
+        if let Some(row) = self.get(i) {
+            prefetch(row);
+        }
     }
 
     /// Replaces row `i` (copying its page first if a view shares it).
@@ -122,12 +136,16 @@ pub fn prefetch<T>(values: &[T]) {
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
         const LINE: usize = 64;
+        let bytes = std::mem::size_of_val(values);
+        if bytes == 0 {
+            return;
+        }
         let start = values.as_ptr().cast::<u8>();
         let misalign = start as usize % LINE;
         // The line holding the first byte, then each line up to the last.
         let first = start.wrapping_sub(misalign);
         let mut at = 0;
-        while at < misalign + std::mem::size_of_val(values) {
+        while at < misalign + bytes {
             // SAFETY: a prefetch is a hint: it reads nothing into the
             // program and never faults, whatever the address.
             unsafe { _mm_prefetch::<_MM_HINT_T0>(first.wrapping_add(at).cast()) };
@@ -164,5 +182,26 @@ mod tests {
         let flat: Vec<u32> = view.chunks().flatten().copied().collect();
         assert_eq!(flat.len(), n * 3);
         assert_eq!(&flat[21..24], [7, 8, 9]);
+    }
+
+    #[test]
+    fn get_is_row_within_and_none_past_the_end() {
+        let mut p: Pages<u8> = Pages::new(2);
+        assert_eq!(p.get(0), None);
+        let n = PAGE_ROWS + 5;
+        for i in 0..n {
+            p.push(&[i as u8, 1]);
+        }
+        for i in [0, 1, PAGE_ROWS - 1, PAGE_ROWS, n - 1] {
+            assert_eq!(p.get(i), Some(p.row(i)));
+            p.prefetch(i);
+        }
+        // Past the end, in the last page and pages beyond it.
+        for i in [n, PAGE_ROWS * 2 - 1, PAGE_ROWS * 2, PAGE_ROWS * 3 + 1, usize::MAX / 4] {
+            assert_eq!(p.get(i), None, "{i}");
+            p.prefetch(i);
+        }
+        prefetch::<u64>(&[]);
+        prefetch(&[0u64; 100][3..]);
     }
 }

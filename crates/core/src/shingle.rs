@@ -251,7 +251,11 @@ mod tests {
         // All in one bucket, in falling order; and a mix with repeats.
         let crafted: Vec<u64> = (0..3000u64).rev().collect();
         let mixed: Vec<u64> = spread.iter().map(|v| (v % 700) << 54).collect();
-        for input in [spread, crafted, mixed, vec![3, 1, 2]] {
+        // At and around the length where the bucket sort takes over, and
+        // with every value repeated.
+        let around: Vec<Vec<u64>> = [63, 64, 65, 100].iter().map(|&n| spread[..n].to_vec()).collect();
+        let repeated: Vec<u64> = spread[..700].iter().chain(&spread[..700]).copied().collect();
+        for input in [spread, crafted, mixed, vec![3, 1, 2], repeated].into_iter().chain(around) {
             let mut want = input.clone();
             want.sort_unstable();
             let mut got = input;

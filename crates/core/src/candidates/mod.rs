@@ -309,10 +309,8 @@ impl CandidateIndex {
     /// read (a hint: see [`crate::pages::prefetch`]); nothing for an
     /// unknown id.
     pub fn prefetch_entries(&self, id: u32) {
-        if (id as usize) < self.flags.len() {
-            self.flags.prefetch(id as usize);
-            self.hashes.prefetch(id as usize);
-        }
+        self.flags.prefetch(id as usize);
+        self.hashes.prefetch(id as usize);
     }
 
     /// The content hash of a live item.
