@@ -59,6 +59,9 @@ struct FloorReport {
     bytes: u64,
     records: u64,
     threads: usize,
+    /// CPUs this process may run on (fewer than the machine's under
+    /// `taskset`): a one-thread run with a CPU to spare uses ~1.1 of them.
+    cpus: usize,
     /// Best floor run, MB/s of JSONL input.
     floor_mb_per_s: f64,
     /// Best dedup run, MB/s of JSONL input.
@@ -132,6 +135,7 @@ fn floor(a: FloorArgs) -> anyhow::Result<ExitCode> {
         bytes,
         records,
         threads: rayon::current_num_threads(),
+        cpus: std::thread::available_parallelism().map_or(1, usize::from),
         floor_mb_per_s: mb / best(&floor_runs),
         dedup_mb_per_s: mb / best(&dedup_runs),
         ratio: best(&floor_runs) / best(&dedup_runs),
@@ -147,11 +151,12 @@ fn floor(a: FloorArgs) -> anyhow::Result<ExitCode> {
         println!("{}", serde_json::to_string(&report)?);
     } else {
         println!(
-            "{}: {:.1} MB, {} records, {} threads\n  floor             {:8.1} MB/s  (read, JSON, split words, xxh3 of every word {width}-gram)\n  normalizing floor {:8.1} MB/s  (the same on the text normalized {})\n  dedup             {:8.1} MB/s\n  ratio             {:8.3}  (dedup / floor, best of {})\n  normalizing ratio {:8.3}  (dedup / normalizing floor)",
+            "{}: {:.1} MB, {} records, {} threads on {} CPUs\n  floor             {:8.1} MB/s  (read, JSON, split words, xxh3 of every word {width}-gram)\n  normalizing floor {:8.1} MB/s  (the same on the text normalized {})\n  dedup             {:8.1} MB/s\n  ratio             {:8.3}  (dedup / floor, best of {})\n  normalizing ratio {:8.3}  (dedup / normalizing floor)",
             report.input,
             mb,
             report.records,
             report.threads,
+            report.cpus,
             report.floor_mb_per_s,
             report.normalizing_floor_mb_per_s,
             normalizer.version(),

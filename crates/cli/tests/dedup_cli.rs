@@ -393,6 +393,9 @@ fn bench_floor_reports_both_floors() {
         assert!(rate(k) > 0.0, "{k}: {v}");
     }
     assert_eq!(v["normalizing_floor_runs_s"].as_array().unwrap().len(), 2);
+    // The CPUs the run could use, as the process sees them.
+    let cpus = std::thread::available_parallelism().map_or(1, usize::from) as u64;
+    assert_eq!(v["cpus"].as_u64(), Some(cpus), "{v}");
     let ratio = rate("dedup_mb_per_s") / rate("normalizing_floor_mb_per_s");
     assert!((rate("normalizing_ratio") - ratio).abs() < 1e-9 * ratio.max(1.0), "{v}");
     // Several inputs, or standard input, cannot be read again: refused.
