@@ -61,11 +61,11 @@ impl<T: Copy + Default> Pages<T> {
     ///
     /// # Panics
     /// When `i >= len()` (a caller's bug, never input-driven).
+    #[inline]
     pub fn row(&self, i: usize) -> &[T] {
-        let (page, at) = (i / PAGE_ROWS, (i % PAGE_ROWS) * self.width);
-        match self.full.get(page) {
-            Some(p) => &p[at..at + self.width],
-            None => &self.tail[at..at + self.width],
+        match self.get(i) {
+            Some(row) => row,
+            None => panic!("row {i} of {} rows", self.len()),
         }
     }
 
