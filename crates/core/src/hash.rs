@@ -124,6 +124,7 @@ pub fn fmix64(mut k: u64) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn map_slots_are_the_counts_std_maps_report_capacities_for() {
@@ -139,8 +140,6 @@ mod tests {
             assert_eq!(fillable, capacity, "{n}: {capacity} -> {slots}");
         }
     }
-
-    use super::*;
 
     #[test]
     fn content_hash_hex_round_trip() {
