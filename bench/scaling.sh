@@ -23,7 +23,8 @@ shift $(( $# < 5 ? $# : 5 ))
 # The cores this script may run on, in order.
 mapfile -t cores < <(python3 -c 'import os; print(*sorted(os.sched_getaffinity(0)), sep="\n")')
 case ${PIN:-0} in
-    0 | 1) ;;
+    0) unit=threads ;;
+    1) unit=cores ;;
     *) echo "scaling.sh: PIN is 0 or 1, not '$PIN'" >&2; exit 2 ;;
 esac
 for t in "$t1" "$t2"; do
@@ -32,9 +33,7 @@ for t in "$t1" "$t2"; do
         exit 2
     fi
 done
-unit=threads
-if [[ ${PIN:-0} == 1 ]]; then
-    unit=cores
+if [[ $unit == cores ]]; then
     for t in "$t1" "$t2"; do
         if (( t > ${#cores[@]} )); then
             echo "scaling.sh: PIN=1 needs $t cores, this process may use ${#cores[@]}" >&2
