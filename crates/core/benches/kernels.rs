@@ -72,8 +72,8 @@ fn document_from(words: &[&str], seed: u64, bytes: usize) -> String {
     while s.len() < bytes {
         let w = words[(rng.next() % words.len() as u64) as usize];
         s.push_str(w);
-        s.push_str(if rng.next() % 11 == 0 { ". " } else { " " });
-        if rng.next() % 7 == 0 {
+        s.push_str(if rng.next().is_multiple_of(11) { ". " } else { " " });
+        if rng.next().is_multiple_of(7) {
             s.push_str(&format!("x{} ", rng.next() % 5000));
         }
     }

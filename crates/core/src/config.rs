@@ -165,7 +165,7 @@ impl Config {
             ));
         }
         let n = self.num_perm;
-        if self.signature.is_simhash() && n % 64 != 0 {
+        if self.signature.is_simhash() && !n.is_multiple_of(64) {
             return Err(Error::config(
                 "num_perm",
                 format!("simhash signs in blocks of 64 bits: num_perm must be a multiple of 64, got {n}"),
@@ -191,13 +191,13 @@ impl Config {
                 LshParams::new(b, n / b)?
             }
             (Some(b), None) => {
-                if b == 0 || n % b != 0 {
+                if b == 0 || !n.is_multiple_of(b) {
                     return Err(Error::config("bands", format!("num_perm {n} must divide evenly into {b} bands")));
                 }
                 LshParams::new(b, n / b)?
             }
             (None, Some(r)) => {
-                if r == 0 || n % r != 0 {
+                if r == 0 || !n.is_multiple_of(r) {
                     return Err(Error::config(
                         "rows",
                         format!("num_perm {n} must divide evenly into bands of {r} rows"),

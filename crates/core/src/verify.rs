@@ -123,7 +123,7 @@ unsafe fn count_common_avx2(a: &[u64], b: &[u64], need: usize) -> Option<usize> 
     let (mut i, mut j, mut count) = (0usize, 0usize, 0usize);
     let mut step = 0u32;
     while i + 4 <= a.len() && j + 4 <= b.len() {
-        if step % 16 == 0 && count + (a.len() - i).min(b.len() - j) < need {
+        if step.is_multiple_of(16) && count + (a.len() - i).min(b.len() - j) < need {
             return None;
         }
         step += 1;

@@ -34,7 +34,7 @@ fn corpus(n: usize, seed: u64) -> Vec<String> {
     let mut r = Rng(seed);
     let mut out: Vec<String> = Vec::with_capacity(n);
     for i in 0..n {
-        if i > 10 && r.next() % 10 == 0 {
+        if i > 10 && r.next().is_multiple_of(10) {
             let base = out[(r.next() % i as u64) as usize].clone();
             out.push(format!("{base} w{}", r.next() % 5000));
         } else {

@@ -27,7 +27,7 @@ use neardup_core::Config;
 use neardup_index::{Engine, EngineOptions, FsyncPolicy, Item, Query, StoreKind, TenantConfig};
 
 fn text(i: u64) -> String {
-    let base = if i > 10 && i % 10 == 0 { i / 3 } else { i };
+    let base = if i > 10 && i.is_multiple_of(10) { i / 3 } else { i };
     let mut x = base.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ 0x5eed;
     let mut out = String::with_capacity(2000);
     for w in 0..310u64 {

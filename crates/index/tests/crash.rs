@@ -64,11 +64,11 @@ fn crash_child() {
             e.tombstone("t", &format!("i{}", i - 1), 1).unwrap();
             println!("ACK tombstone i{}", i - 1);
         }
-        if i % 25 == 0 {
+        if i.is_multiple_of(25) {
             e.checkpoint().unwrap();
             println!("ACK checkpoint");
         }
-        if i % 40 == 0 {
+        if i.is_multiple_of(40) {
             e.compact("t").unwrap();
             println!("ACK compact");
         }

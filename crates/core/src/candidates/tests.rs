@@ -143,12 +143,12 @@ fn loaded_items_answer_what_they_were_asked_before_insertion() {
     // Bands 0 and 2 shared in small groups, bands 1 and 3 the item's own
     // for most items; every seventh item has no band keys at all.
     let sig = |i: u32| -> Vec<u32> {
-        let own = if i % 3 == 0 { i % 17 } else { 1_000 + i };
+        let own = if i.is_multiple_of(3) { i % 17 } else { 1_000 + i };
         vec![i % 5, own, i % 9, own + 7, i % 13, own, i % 4, own]
     };
     let item = |idx: &CandidateIndex, i: u32| -> (Vec<u64>, Vec<u32>, ContentHash) {
-        let hash = if i % 2 == 0 { h((i % 6) as u8) } else { h((100 + i % 150) as u8) };
-        if i % 7 == 0 {
+        let hash = if i.is_multiple_of(2) { h((i % 6) as u8) } else { h((100 + i % 150) as u8) };
+        if i.is_multiple_of(7) {
             (Vec::new(), Vec::new(), hash)
         } else {
             (keys(idx, &sig(i)), sig(i), hash)

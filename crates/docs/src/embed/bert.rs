@@ -52,7 +52,7 @@ impl BertConfig {
         if self.hidden_act != "gelu" {
             return Err(format!("hidden_act {:?} is not supported (only \"gelu\")", self.hidden_act));
         }
-        if self.num_attention_heads == 0 || self.hidden_size % self.num_attention_heads != 0 {
+        if self.num_attention_heads == 0 || !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return Err(format!(
                 "hidden_size {} is not divisible by num_attention_heads {}",
                 self.hidden_size, self.num_attention_heads

@@ -49,7 +49,7 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<(String, TextEncoding), Error> {
 }
 
 fn decode_utf16(encoding: &'static encoding_rs::Encoding, body: &[u8]) -> Result<String, Error> {
-    if body.len() % 2 != 0 {
+    if !body.len().is_multiple_of(2) {
         return Err(binary(format!("{} BOM but an odd number of bytes", encoding.name())));
     }
     encoding
