@@ -1,9 +1,11 @@
 //! The ASCII paths of `unicode-v1`: bytes classified eight at a time in
 //! general registers, runs of letters and digits copied lower-cased, and
-//! the block path that takes 64 plain bytes at once (AVX2 or the portable
-//! classifier, chosen at run time). Each appends exactly what the general
-//! loop in the parent module would, byte by byte; the parent's tests hold
-//! them to it.
+//! the block path that takes 64 plain bytes at once. The block step is
+//! chosen at run time: AVX-512 (one register, one compressing store),
+//! AVX2 (a byte shuffle per eight bytes) or the portable one (tokens
+//! appended one by one, the reference the others are tested against).
+//! Each appends exactly what the general loop in the parent module would,
+//! byte by byte; the parent's tests hold them to it.
 
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH: u64 = 0x8080_8080_8080_8080;
@@ -29,6 +31,20 @@ fn alnum_bytes(w: u64) -> u64 {
 fn ascii_lower_word(w: u64) -> u64 {
     let upper = bytes_in_range(w & !HIGH, b'A', b'Z') & !w;
     w | upper >> 2
+}
+
+/// `w` with its ASCII letters and digits lower-cased and every other byte a
+/// space (what [`Block::lower`] holds).
+#[inline]
+fn spaced_lower_word(w: u64) -> u64 {
+    let keep = high_bits_to_bytes(alnum_bytes(w));
+    (ascii_lower_word(w) & keep) | ((ONES * u64::from(b' ')) & !keep)
+}
+
+/// Each byte 0xFF where `high` has its high bit set, 0 elsewhere.
+#[inline]
+fn high_bits_to_bytes(high: u64) -> u64 {
+    (high >> 7).wrapping_mul(0xFF)
 }
 
 /// Appends the run of ASCII letters and digits that starts `bytes` (maybe
@@ -84,8 +100,9 @@ pub(super) const BLOCK: usize = 64;
 
 /// Up to [`BLOCK`] bytes of text classified at once, one bit per byte.
 pub(super) struct Block {
-    /// The bytes with ASCII upper case lowered, padded so that a 32-byte
-    /// copy from any offset of the block stays inside.
+    /// The bytes as a token holds them: ASCII letters and digits lower-cased,
+    /// every other byte a space; padded so that a 32-byte copy from any
+    /// offset of the block stays inside.
     lower: [u8; BLOCK + 32],
     /// ASCII letters and digits.
     alnum: u64,
@@ -159,6 +176,215 @@ impl Block {
     }
 }
 
+/// What a block's first `plain` bytes append, as masks over the block: the
+/// same bytes [`Block::append`] writes token by token, found at once, so
+/// that a compressing store can write them without a branch per token.
+struct Plan {
+    /// The bytes of [`Block::lower`] to append, in order: the letters and
+    /// digits, and before each token that starts after the block's first
+    /// byte the byte before it (not a letter or digit: a space there).
+    keep: u64,
+    /// A space to append before them (a token at the block's first byte
+    /// that does not continue one, after earlier output).
+    lead: bool,
+    /// The last whitespace byte among the `plain`.
+    last_space: Option<usize>,
+    /// Whether the last of the `plain` bytes is inside a token.
+    in_token: bool,
+}
+
+impl Plan {
+    fn new(block_alnum: u64, block_space: u64, plain: usize, in_token: bool, out_empty: bool) -> Plan {
+        debug_assert!((8..=BLOCK).contains(&plain));
+        let (alnum, space) = (block_alnum & low_bits(plain), block_space & low_bits(plain));
+        let starts = alnum & !(alnum << 1 | u64::from(in_token));
+        let mut separators = starts >> 1;
+        if out_empty {
+            // No separator before the output's first token.
+            separators &= !low_bits(alnum.trailing_zeros() as usize);
+        }
+        Plan {
+            keep: alnum | separators,
+            lead: starts & 1 == 1 && !out_empty,
+            last_space: (space != 0).then(|| 63 - space.leading_zeros() as usize),
+            in_token: alnum >> (plain - 1) & 1 == 1,
+        }
+    }
+
+    /// What [`Block::append`] returns, once `len` is the output's length
+    /// before the block: where the last fragment the bytes started begins,
+    /// in the text (the block is at `at`) and in the output — before the
+    /// separator of the first token after that whitespace.
+    fn fragment(&self, at: usize, len: usize) -> Option<(usize, usize)> {
+        self.last_space
+            .map(|s| (at + s + 1, len + usize::from(self.lead) + (self.keep & low_bits(s)).count_ones() as usize))
+    }
+}
+
+/// One step of the block path at `at`: classifies the first [`BLOCK`] bytes
+/// of `bytes` and, when the first eight or more are plain (none special),
+/// appends their tokens to `out` as [`Block::append`] does. Returns how
+/// many bytes were plain (none were taken when fewer than eight) and what
+/// [`Block::append`] returns.
+pub(super) type BlockStep = fn(&[u8], usize, &mut String, &mut bool) -> (usize, Option<(usize, usize)>);
+
+/// The fastest block step this CPU runs, chosen at run time.
+pub(super) fn block_step() -> BlockStep {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512bw") && std::arch::is_x86_feature_detected!("avx512vbmi2") {
+            return |bytes, at, out, in_token| {
+                // SAFETY: the CPU supports the features the function enables.
+                unsafe { step_avx512(bytes, at, out, in_token) }
+            };
+        }
+        if std::arch::is_x86_feature_detected!("avx2") {
+            return |bytes, at, out, in_token| {
+                // SAFETY: the CPU supports AVX2, the only feature the function enables.
+                unsafe { step_avx2(bytes, at, out, in_token) }
+            };
+        }
+    }
+    step_portable
+}
+
+/// Every block step this CPU runs, the portable one first (for tests).
+#[cfg(test)]
+fn block_steps() -> Vec<(&'static str, BlockStep)> {
+    let mut steps: Vec<(&'static str, BlockStep)> = vec![("portable", step_portable)];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx2") {
+            steps.push(("avx2", |bytes, at, out, in_token| unsafe { step_avx2(bytes, at, out, in_token) }));
+        }
+        if std::arch::is_x86_feature_detected!("avx512bw") && std::arch::is_x86_feature_detected!("avx512vbmi2") {
+            steps.push(("avx512", |bytes, at, out, in_token| unsafe { step_avx512(bytes, at, out, in_token) }));
+        }
+    }
+    steps
+}
+
+/// The portable step: the classifier in general registers, tokens appended
+/// one by one.
+fn step_portable(bytes: &[u8], at: usize, out: &mut String, in_token: &mut bool) -> (usize, Option<(usize, usize)>) {
+    let block = classify_block_swar(bytes);
+    let plain = block.special.trailing_zeros() as usize;
+    if plain < 8 {
+        return (plain, None);
+    }
+    (plain, block.append(plain, at, out, in_token))
+}
+
+/// Shuffle indices that gather the bytes of an eight-byte group marked by
+/// an eight-bit mask to its front, one `u64` per mask (index `k` in byte
+/// `k`; the bytes past the count are never appended).
+#[cfg(target_arch = "x86_64")]
+static GATHER_8: [u64; 256] = {
+    let mut table = [0u64; 256];
+    let mut mask = 0;
+    while mask < 256 {
+        let (mut bit, mut taken) = (0, 0);
+        while bit < 8 {
+            if mask >> bit & 1 == 1 {
+                table[mask] |= (bit as u64) << (8 * taken);
+                taken += 1;
+            }
+            bit += 1;
+        }
+        mask += 1;
+    }
+    table
+};
+
+/// The AVX2 step: the AVX2 classifier, then the plan's bytes appended eight
+/// at a time through a byte shuffle, with no branch per token.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn step_avx2(bytes: &[u8], at: usize, out: &mut String, in_token: &mut bool) -> (usize, Option<(usize, usize)>) {
+    use std::arch::x86_64::*;
+    // SAFETY: the CPU supports AVX2 (this function's contract).
+    let block = unsafe { classify_block_avx2(bytes) };
+    let plain = block.special.trailing_zeros() as usize;
+    if plain < 8 {
+        return (plain, None);
+    }
+    let plan = Plan::new(block.alnum, block.space, plain, *in_token, out.is_empty());
+    // Room for a lead space, every plain byte and the last group's overrun.
+    out.reserve(1 + BLOCK + 8);
+    // SAFETY: only ASCII bytes (letters, digits, spaces: `lower` holds no
+    // other) are written, within the capacity reserved above; the length
+    // grows over the bytes the plan appends.
+    unsafe {
+        let v = out.as_mut_vec();
+        let (dst, mut len) = (v.as_mut_ptr(), v.len());
+        let start = len;
+        if plan.lead {
+            dst.add(len).write(b' ');
+            len += 1;
+        }
+        for group in 0..BLOCK / 8 {
+            let mask = (plan.keep >> (8 * group)) as u8;
+            let src = _mm_loadl_epi64(block.lower.as_ptr().add(8 * group).cast());
+            let gathered = _mm_shuffle_epi8(src, _mm_cvtsi64_si128(GATHER_8[usize::from(mask)] as i64));
+            _mm_storel_epi64(dst.add(len).cast(), gathered);
+            len += mask.count_ones() as usize;
+        }
+        v.set_len(len);
+        *in_token = plan.in_token;
+        (plain, plan.fragment(at, start))
+    }
+}
+
+/// The AVX-512 step: 64 bytes classified in one register and the plan's
+/// bytes appended by one compressing store (VBMI2).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt,bmi1")]
+unsafe fn step_avx512(
+    bytes: &[u8],
+    at: usize,
+    out: &mut String,
+    in_token: &mut bool,
+) -> (usize, Option<(usize, usize)>) {
+    use std::arch::x86_64::*;
+    assert!(bytes.len() >= BLOCK);
+    let splat = |b: u8| _mm512_set1_epi8(b as i8);
+    // SAFETY: `bytes` holds at least 64 bytes (asserted above).
+    let v = unsafe { _mm512_loadu_si512(bytes.as_ptr().cast()) };
+    // Bytes of `v` in `lo..=lo + span` (an unsigned compare of the difference).
+    let within = |v: __m512i, lo: u8, span: u8| _mm512_cmple_epu8_mask(_mm512_sub_epi8(v, splat(lo)), splat(span));
+    let special =
+        _mm512_movepi8_mask(v) | _mm512_cmpeq_epi8_mask(v, splat(b'-')) | _mm512_cmpeq_epi8_mask(v, splat(b'\''));
+    let plain = special.trailing_zeros() as usize;
+    if plain < 8 {
+        return (plain, None);
+    }
+    let lower = _mm512_mask_add_epi8(v, within(v, b'A', 25), v, splat(0x20));
+    let alnum = within(lower, b'a', 25) | within(v, b'0', 9);
+    let space = _mm512_cmpeq_epi8_mask(v, splat(b' ')) | within(v, b'\t', 1) | within(v, 0x0C, 1);
+    let plan = Plan::new(alnum, space, plain, *in_token, out.is_empty());
+    // Letters and digits lower-cased, every other byte a space; the plan's
+    // bytes of it gathered to the front.
+    let gathered = _mm512_maskz_compress_epi8(plan.keep, _mm512_mask_blend_epi8(alnum, splat(b' '), lower));
+    // Room for a lead space and a whole register.
+    out.reserve(1 + BLOCK);
+    // SAFETY: only ASCII bytes (letters, digits, spaces) are written, within
+    // the capacity reserved above; the length grows over the bytes the plan
+    // appends.
+    unsafe {
+        let v = out.as_mut_vec();
+        let (dst, mut len) = (v.as_mut_ptr(), v.len());
+        let start = len;
+        if plan.lead {
+            dst.add(len).write(b' ');
+            len += 1;
+        }
+        _mm512_storeu_si512(dst.add(len).cast(), gathered);
+        v.set_len(len + plan.keep.count_ones() as usize);
+        *in_token = plan.in_token;
+        (plain, plan.fragment(at, start))
+    }
+}
+
 /// Copies 32 bytes as two unaligned 16-byte moves.
 ///
 /// # Safety
@@ -182,7 +408,8 @@ fn low_bits(n: usize) -> u64 {
 
 /// The fastest block classifier this CPU runs (chosen at run time); each
 /// takes at least [`BLOCK`] bytes.
-pub(super) fn block_classifier() -> fn(&[u8]) -> Block {
+#[cfg(test)]
+fn block_classifier() -> fn(&[u8]) -> Block {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx2") {
@@ -213,7 +440,7 @@ fn classify_block_swar(bytes: &[u8]) -> Block {
         block.alnum |= high_bits_mask(alnum_bytes(w)) << (8 * k);
         block.space |= high_bits_mask(space) << (8 * k);
         block.special |= high_bits_mask(special) << (8 * k);
-        block.lower[8 * k..8 * k + 8].copy_from_slice(&ascii_lower_word(w).to_le_bytes());
+        block.lower[8 * k..8 * k + 8].copy_from_slice(&spaced_lower_word(w).to_le_bytes());
     }
     block
 }
@@ -236,6 +463,7 @@ unsafe fn classify_block_avx2(bytes: &[u8]) -> Block {
         let v = unsafe { _mm256_loadu_si256(bytes.as_ptr().add(32 * half).cast()) };
         let lower = _mm256_or_si256(v, _mm256_and_si256(within(v, b'A', b'Z'), splat(0x20)));
         let alnum = _mm256_or_si256(within(lower, b'a', b'z'), within(v, b'0', b'9'));
+        let lower = _mm256_blendv_epi8(splat(b' '), lower, alnum);
         let space = _mm256_or_si256(
             _mm256_cmpeq_epi8(v, splat(b' ')),
             _mm256_or_si256(within(v, b'\t', b'\n'), within(v, 0x0C, b'\r')),
@@ -267,7 +495,7 @@ mod tests {
                         rng ^= rng >> 7;
                         rng ^= rng << 17;
                         // Mostly letters and digits, with every byte value possible.
-                        if rng % 4 == 0 {
+                        if rng.is_multiple_of(4) {
                             (rng >> 8) as u8
                         } else {
                             b"azAZ09mM5"[(rng >> 8) as usize % 9]
@@ -285,6 +513,49 @@ mod tests {
                 push_lower_alnum_run(&[b'a', b'b', b'c', b'd', b'e', b'f', b'g', b], &mut String::new()),
                 7 + usize::from(b.is_ascii_alphanumeric())
             );
+        }
+    }
+
+    #[test]
+    fn block_steps_append_what_the_portable_step_does() {
+        let alphabet = b"aaeetnosrhlAZMQ0123456789      \n\t\r\x0b\x0c.,;:!?()/-'\x80\xff";
+        let mut x = 7u64;
+        let mut next = |n: usize| {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (x >> 33) as usize % n
+        };
+        let steps = block_steps();
+        for round in 0..20_000 {
+            // Blocks of mostly plain bytes, some with a special byte placed anywhere.
+            let mut bytes: Vec<u8> = (0..BLOCK + 8).map(|_| alphabet[next(alphabet.len() - 4)]).collect();
+            if round % 3 == 0 {
+                bytes[next(BLOCK)] = alphabet[alphabet.len() - 4 + next(4)];
+            }
+            if round % 7 == 0 {
+                bytes[..BLOCK].fill(b'q');
+            }
+            let before = ["", "x", "some earlier words"][next(3)];
+            let in_token = !before.is_empty() && next(2) == 1;
+            let at = next(1000);
+            let run = |step: BlockStep| {
+                let (mut out, mut in_token) = (String::from(before), in_token);
+                let (plain, frag) = step(&bytes, at, &mut out, &mut in_token);
+                (plain, frag, out, in_token)
+            };
+            let want = run(steps[0].1);
+            for &(name, step) in &steps[1..] {
+                let got = run(step);
+                if want.0 < 8 {
+                    assert_eq!((got.0, got.1, &got.2, got.3), (want.0, None, &before.to_owned(), in_token), "{name}");
+                } else {
+                    assert_eq!(
+                        got,
+                        want,
+                        "{name} on {:?} after {before:?}, in token {in_token}",
+                        String::from_utf8_lossy(&bytes)
+                    );
+                }
+            }
         }
     }
 
@@ -313,7 +584,8 @@ mod tests {
                 assert_eq!(bit(want.alnum), b.is_ascii_alphanumeric(), "{b}");
                 assert_eq!(bit(want.space), b.is_ascii_whitespace(), "{b}");
                 assert_eq!(bit(want.special), b >= 0x80 || b == b'-' || b == b'\'', "{b}");
-                assert_eq!(want.lower[n], b.to_ascii_lowercase(), "{b}");
+                let spaced = if b.is_ascii_alphanumeric() { b.to_ascii_lowercase() } else { b' ' };
+                assert_eq!(want.lower[n], spaced, "{b}");
             }
         }
     }

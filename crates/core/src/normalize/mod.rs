@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 
 mod ascii;
 
-use ascii::{block_classifier, push_lower_alnum_run, BLOCK};
+use ascii::{block_step, push_lower_alnum_run, BLOCK};
 
 /// A normalization version.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -298,7 +298,7 @@ fn unicode_v1_runs<const RUNS: bool>(text: &str, out: &mut String, composed: boo
     let bytes = text.as_bytes();
     // Where the current fragment began, in `text` and in `out`.
     let (mut frag_start, mut frag_out) = (0usize, out.len());
-    let classify_block = block_classifier();
+    let block_step = block_step();
     // Below this offset the block path is not tried again: it just found
     // a byte it cannot take close ahead. After a few misses with no half
     // block taken between them (text in another script, with short ASCII
@@ -309,10 +309,9 @@ fn unicode_v1_runs<const RUNS: bool>(text: &str, out: &mut String, composed: boo
             if let Some(chunk) = bytes.get(i..i + BLOCK) {
                 // Up to 64 plain bytes at once, ended by the first byte that
                 // needs this loop (or the block's end).
-                let block = classify_block(chunk);
-                let plain = block.special.trailing_zeros() as usize;
+                let (plain, frag) = block_step(chunk, i, out, &mut in_token);
                 if plain >= 8 {
-                    if let Some(frag) = block.append(plain, i, out, &mut in_token) {
+                    if let Some(frag) = frag {
                         (frag_start, frag_out) = frag;
                     }
                     i += plain;
