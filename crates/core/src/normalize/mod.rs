@@ -425,12 +425,17 @@ fn unicode_v1_runs<const RUNS: bool>(text: &str, out: &mut String, composed: boo
 /// and appending them without its per-character branches (the common case
 /// of Cyrillic, Greek, Latin with accents, ...). Returns where it stopped.
 fn simple_word_run(table: &BmpTable, bytes: &[u8], mut i: usize, out: &mut String) -> usize {
+    // Characters that are already lower case are appended as they are: the
+    // bytes from `same_from` to `i` wait to be appended in one copy.
+    let mut same_from = i;
     while let Some(&b) = bytes.get(i) {
         if b < 0x80 {
             if !b.is_ascii_alphanumeric() {
                 break;
             }
+            push_same(out, bytes, same_from, i);
             i += push_lower_alnum_run(&bytes[i..], out);
+            same_from = i;
             continue;
         }
         // A lead byte (a `str` is valid UTF-8, so its continuation bytes follow).
@@ -444,32 +449,39 @@ fn simple_word_run(table: &BmpTable, bytes: &[u8], mut i: usize, out: &mut Strin
         if (e >> 24) & 0x7 != CLASS_WORD || e & NFKC_STABLE == 0 {
             break;
         }
-        match e & 0x1F_FFFF {
-            // Already lower case: its bytes as they are.
-            same if same == cp => push_utf8(out, &bytes[i..i + len]),
-            lower => match char::from_u32(lower) {
-                Some(lower) => out.push(lower),
-                None => break,
-            },
+        let lower = e & 0x1F_FFFF;
+        if lower != cp {
+            let Some(lower) = char::from_u32(lower) else { break };
+            push_same(out, bytes, same_from, i);
+            out.push(lower);
+            same_from = i + len;
         }
         i += len;
     }
+    push_same(out, bytes, same_from, i);
     i
 }
 
-/// Appends one whole two- or three-byte UTF-8 character, given as its
-/// bytes, through [`ascii::push_head`] (a copy of a length known only at
-/// run time is a call to `memcpy`: ~1 % of a dedup run on text in other
-/// scripts).
+/// Appends `bytes[from..to]` — whole characters of the `str` that `bytes`
+/// is — to `out`: a run of a word's characters, usually a few dozen bytes,
+/// stored as 32 at once where the text has them (a copy of a length known
+/// only at run time is a call to `memcpy`).
 #[inline]
-fn push_utf8(out: &mut String, char_bytes: &[u8]) {
-    debug_assert!(std::str::from_utf8(char_bytes).is_ok_and(|s| s.chars().count() == 1));
-    let n = char_bytes.len();
-    assert!((2..=3).contains(&n));
-    let bytes = [char_bytes[0], char_bytes[1], if n == 3 { char_bytes[2] } else { 0 }];
-    // SAFETY: the caller passes the bytes of one whole character of a
-    // `str`, valid UTF-8 on their own; they are the first `n`.
-    unsafe { ascii::push_head(out, bytes, n) };
+fn push_same(out: &mut String, bytes: &[u8], from: usize, to: usize) {
+    debug_assert!(std::str::from_utf8(&bytes[from..to]).is_ok());
+    if from == to {
+        return;
+    }
+    match bytes.get(from..from + 32) {
+        Some(head) if to - from <= 32 => {
+            let head: [u8; 32] = head.try_into().expect("32 bytes");
+            // SAFETY: the first `to - from` bytes are whole characters of
+            // a `str` (the caller's contract): valid UTF-8 on their own.
+            unsafe { ascii::push_head(out, head, to - from) };
+        }
+        // SAFETY: as above.
+        _ => out.push_str(unsafe { std::str::from_utf8_unchecked(&bytes[from..to]) }),
+    }
 }
 
 /// Composes the fragment of `text` that starts at `start` and holds byte
