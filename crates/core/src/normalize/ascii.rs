@@ -5,7 +5,8 @@
 //! AVX2 (a byte shuffle per eight bytes) or the portable one (tokens
 //! appended one by one, the reference the others are tested against).
 //! Each appends exactly what the general loop in the parent module would,
-//! byte by byte; the parent's tests hold them to it.
+//! byte by byte: the parent's tests hold the step this CPU chooses to it,
+//! and a test here every step this CPU runs to the portable one.
 
 const ONES: u64 = 0x0101_0101_0101_0101;
 const HIGH: u64 = 0x8080_8080_8080_8080;
@@ -182,7 +183,8 @@ impl Block {
 struct Plan {
     /// The bytes of [`Block::lower`] to append, in order: the letters and
     /// digits, and before each token that starts after the block's first
-    /// byte the byte before it (not a letter or digit: a space there).
+    /// byte the byte before it (not a letter or digit: a space there) —
+    /// except before the output's first token, which has no separator.
     keep: u64,
     /// A space to append before them (a token at the block's first byte
     /// that does not continue one, after earlier output).
@@ -232,20 +234,38 @@ pub(super) type BlockStep = fn(&[u8], usize, &mut String, &mut bool) -> (usize, 
 pub(super) fn block_step() -> BlockStep {
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx512bw") && std::arch::is_x86_feature_detected!("avx512vbmi2") {
+        if avx512_step_runs() {
             return |bytes, at, out, in_token| {
-                // SAFETY: the CPU supports the features the function enables.
+                // SAFETY: the CPU supports every feature the function
+                // enables (`avx512_step_runs`).
                 unsafe { step_avx512(bytes, at, out, in_token) }
             };
         }
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if avx2_step_runs() {
             return |bytes, at, out, in_token| {
-                // SAFETY: the CPU supports AVX2, the only feature the function enables.
+                // SAFETY: the CPU supports every feature the function
+                // enables (`avx2_step_runs`).
                 unsafe { step_avx2(bytes, at, out, in_token) }
             };
         }
     }
     step_portable
+}
+
+/// Whether this CPU has every feature [`step_avx2`] enables.
+#[cfg(target_arch = "x86_64")]
+fn avx2_step_runs() -> bool {
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt")
+}
+
+/// Whether this CPU has every feature [`step_avx512`] enables.
+#[cfg(target_arch = "x86_64")]
+fn avx512_step_runs() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vbmi2")
+        && std::arch::is_x86_feature_detected!("popcnt")
+        && std::arch::is_x86_feature_detected!("bmi1")
 }
 
 /// Every block step this CPU runs, the portable one first (for tests).
@@ -254,10 +274,12 @@ fn block_steps() -> Vec<(&'static str, BlockStep)> {
     let mut steps: Vec<(&'static str, BlockStep)> = vec![("portable", step_portable)];
     #[cfg(target_arch = "x86_64")]
     {
-        if std::arch::is_x86_feature_detected!("avx2") {
+        if avx2_step_runs() {
+            // SAFETY: checked just above.
             steps.push(("avx2", |bytes, at, out, in_token| unsafe { step_avx2(bytes, at, out, in_token) }));
         }
-        if std::arch::is_x86_feature_detected!("avx512bw") && std::arch::is_x86_feature_detected!("avx512vbmi2") {
+        if avx512_step_runs() {
+            // SAFETY: checked just above.
             steps.push(("avx512", |bytes, at, out, in_token| unsafe { step_avx512(bytes, at, out, in_token) }));
         }
     }
@@ -299,7 +321,7 @@ static GATHER_8: [u64; 256] = {
 /// The AVX2 step: the AVX2 classifier, then the plan's bytes appended eight
 /// at a time through a byte shuffle, with no branch per token.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
+#[target_feature(enable = "avx2,popcnt")]
 unsafe fn step_avx2(bytes: &[u8], at: usize, out: &mut String, in_token: &mut bool) -> (usize, Option<(usize, usize)>) {
     use std::arch::x86_64::*;
     // SAFETY: the CPU supports AVX2 (this function's contract).
@@ -326,6 +348,7 @@ unsafe fn step_avx2(bytes: &[u8], at: usize, out: &mut String, in_token: &mut bo
             let mask = (plan.keep >> (8 * group)) as u8;
             let src = _mm_loadl_epi64(block.lower.as_ptr().add(8 * group).cast());
             let gathered = _mm_shuffle_epi8(src, _mm_cvtsi64_si128(GATHER_8[usize::from(mask)] as i64));
+            debug_assert!(v.capacity() - len >= 8);
             _mm_storel_epi64(dst.add(len).cast(), gathered);
             len += mask.count_ones() as usize;
         }
@@ -378,6 +401,7 @@ unsafe fn step_avx512(
             dst.add(len).write(b' ');
             len += 1;
         }
+        debug_assert!(v.capacity() - len >= BLOCK);
         _mm512_storeu_si512(dst.add(len).cast(), gathered);
         v.set_len(len + plan.keep.count_ones() as usize);
         *in_token = plan.in_token;

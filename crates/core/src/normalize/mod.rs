@@ -598,6 +598,25 @@ mod tests {
         Ok(())
     }
 
+    #[test]
+    fn long_runs_of_lower_case_letters_are_appended_whole() {
+        // Runs of already lower-case two-byte letters longer than the
+        // 32-byte copy, in the middle of a text, at its very end, and
+        // followed by a letter that lower-cases.
+        let long = "достопримечательность";
+        assert!(long.len() > 32);
+        for s in [
+            format!("{long} и {long}"),
+            format!("Слово {long}"),
+            format!("{long}{long}Я {long}"),
+            format!("ab{long}ЖЖ {long}cd"),
+            format!("{}Ω", "ωωωωωωωωωωωωωωωωωω"),
+        ] {
+            fast_paths_equal_the_general_loop(&s).unwrap();
+        }
+        assert_eq!(Normalizer::Unicode.normalize(&format!("Слово {long}Я!")), format!("слово {long}я"));
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(20000))]
         /// The fast runs append exactly what the general loop does, one
