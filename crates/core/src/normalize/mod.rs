@@ -134,7 +134,33 @@ fn is_cjk(c: char) -> bool {
 /// Entry: bits 0..21 the single-char lower-case mapping, bits 24..26 the class,
 /// bit 28 set when the character is NFKC-stable (quick check Yes, combining
 /// class 0): a text of only such characters is already in NFKC.
-struct BmpTable(Box<[u32]>);
+struct BmpTable {
+    entries: Box<[u32]>,
+    /// The two-byte characters a word run appends as they are, from `entries`.
+    two_byte_same: TwoByteSame,
+}
+
+/// One bit per code point below U+0800 (the two-byte UTF-8 characters):
+/// set for a word character that is NFKC-stable and lower-cases to itself,
+/// which a word run appends as it is — most of a word in Cyrillic, Greek,
+/// Armenian, Hebrew or accented Latin.
+struct TwoByteSame([u64; 32]);
+
+impl TwoByteSame {
+    /// Whether the two-byte character at the start of `bytes` (a lead byte
+    /// `0xC2..=0xDF`, as UTF-8 has them, then a continuation byte) appends
+    /// as it is.
+    #[inline]
+    fn at(&self, bytes: &[u8]) -> bool {
+        match *bytes {
+            [lead, cont, ..] if lead & 0xE0 == 0xC0 => {
+                let cp = u32::from(lead & 0x1F) << 6 | u32::from(cont & 0x3F);
+                self.0[(cp >> 6) as usize & 31] >> (cp & 63) & 1 == 1
+            }
+            _ => false,
+        }
+    }
+}
 
 const CLASS_OTHER: u32 = 0;
 const CLASS_WORD: u32 = 1;
@@ -176,15 +202,22 @@ fn bmp_table() -> &'static BmpTable {
                 }
                 None => CLASS_OTHER << 24,
             })
-            .collect();
-        BmpTable(table)
+            .collect::<Box<[u32]>>();
+        let mut same = TwoByteSame([0; 32]);
+        for cp in 0x80..0x800u32 {
+            let e = table[cp as usize];
+            if (e >> 24) & 0x7 == CLASS_WORD && e & NFKC_STABLE != 0 && e & 0x1F_FFFF == cp {
+                same.0[(cp >> 6) as usize] |= 1 << (cp & 63);
+            }
+        }
+        BmpTable { entries: table, two_byte_same: same }
     })
 }
 
 /// (class, lower-case char, NFKC-stable).
 #[inline]
 fn classify(table: &BmpTable, c: char) -> (u32, char, bool) {
-    match table.0.get(c as usize) {
+    match table.entries.get(c as usize) {
         Some(&e) => ((e >> 24) & 0x7, char::from_u32(e & 0x1F_FFFF).unwrap_or(c), e & NFKC_STABLE != 0),
         None => {
             let (class, lower) = classify_slow(c);
@@ -438,6 +471,14 @@ fn simple_word_run(table: &BmpTable, bytes: &[u8], mut i: usize, out: &mut Strin
             same_from = i;
             continue;
         }
+        if table.two_byte_same.at(&bytes[i..]) {
+            // Two-byte characters that append as they are, one bit each.
+            i += 2;
+            while table.two_byte_same.at(&bytes[i..]) {
+                i += 2;
+            }
+            continue;
+        }
         // A lead byte (a `str` is valid UTF-8, so its continuation bytes follow).
         let cont = |k: usize| u32::from(bytes[i + k] & 0x3F);
         let (cp, len) = match b {
@@ -445,7 +486,7 @@ fn simple_word_run(table: &BmpTable, bytes: &[u8], mut i: usize, out: &mut Strin
             0xE0..=0xEF => (u32::from(b & 0x0F) << 12 | cont(1) << 6 | cont(2), 3),
             _ => break,
         };
-        let Some(&e) = table.0.get(cp as usize) else { break };
+        let Some(&e) = table.entries.get(cp as usize) else { break };
         if (e >> 24) & 0x7 != CLASS_WORD || e & NFKC_STABLE == 0 {
             break;
         }
@@ -565,6 +606,30 @@ mod tests {
                 assert_eq!(classify(table, c), (class, lower, nfkc_stable(c)), "U+{cp:04X}");
             }
         }
+    }
+
+    #[test]
+    fn two_byte_bits_agree_with_the_table() {
+        let table = bmp_table();
+        let mut set = 0;
+        for cp in 0x80u32..0x800 {
+            let c = char::from_u32(cp).expect("below the surrogates");
+            let mut buf = [0u8; 4];
+            let bytes = c.encode_utf8(&mut buf).as_bytes();
+            let (class, lower, stable) = classify(table, c);
+            let want = class == CLASS_WORD && stable && lower == c;
+            assert_eq!(table.two_byte_same.at(bytes), want, "U+{cp:04X}");
+            set += usize::from(want);
+        }
+        // Cyrillic, Greek and Latin small letters are among them; capitals are not.
+        assert!(set > 300, "{set}");
+        for s in ["д", "ω", "é", "ա", "ש"] {
+            assert!(table.two_byte_same.at(s.as_bytes()), "{s}");
+        }
+        for s in ["Д", "Ω", "É", "a", "", "日", "😀", "\u{0301}", "ß"] {
+            assert!(!table.two_byte_same.at(s.as_bytes()), "{s:?}");
+        }
+        assert!(!table.two_byte_same.at(&"д".as_bytes()[..1]));
     }
 
     #[test]
