@@ -213,6 +213,18 @@ impl Plan {
         }
     }
 
+    /// Makes room in `out` for the lead space and `room` more bytes, and
+    /// appends the lead space: returns the output's length before the
+    /// block and where the plan's bytes go.
+    fn open(&self, out: &mut String, room: usize) -> (usize, usize) {
+        out.reserve(1 + room);
+        let start = out.len();
+        if self.lead {
+            out.push(' ');
+        }
+        (start, out.len())
+    }
+
     /// What [`Block::append`] returns, once `len` is the output's length
     /// before the block: where the last fragment the bytes started begins,
     /// in the text (the block is at `at`) and in the output — before the
@@ -331,19 +343,14 @@ unsafe fn step_avx2(bytes: &[u8], at: usize, out: &mut String, in_token: &mut bo
         return (plain, None);
     }
     let plan = Plan::new(block.alnum, block.space, plain, *in_token, out.is_empty());
-    // Room for a lead space, every plain byte and the last group's overrun.
-    out.reserve(1 + BLOCK + 8);
+    // Room for every plain byte and the last group's overrun.
+    let (start, mut len) = plan.open(out, BLOCK + 8);
     // SAFETY: only ASCII bytes (letters, digits, spaces: `lower` holds no
     // other) are written, within the capacity reserved above; the length
     // grows over the bytes the plan appends.
     unsafe {
         let v = out.as_mut_vec();
-        let (dst, mut len) = (v.as_mut_ptr(), v.len());
-        let start = len;
-        if plan.lead {
-            dst.add(len).write(b' ');
-            len += 1;
-        }
+        let dst = v.as_mut_ptr();
         for group in 0..BLOCK / 8 {
             let mask = (plan.keep >> (8 * group)) as u8;
             let src = _mm_loadl_epi64(block.lower.as_ptr().add(8 * group).cast());
@@ -388,21 +395,15 @@ unsafe fn step_avx512(
     // Letters and digits lower-cased, every other byte a space; the plan's
     // bytes of it gathered to the front.
     let gathered = _mm512_maskz_compress_epi8(plan.keep, _mm512_mask_blend_epi8(alnum, splat(b' '), lower));
-    // Room for a lead space and a whole register.
-    out.reserve(1 + BLOCK);
+    // Room for a whole register.
+    let (start, len) = plan.open(out, BLOCK);
     // SAFETY: only ASCII bytes (letters, digits, spaces) are written, within
     // the capacity reserved above; the length grows over the bytes the plan
     // appends.
     unsafe {
         let v = out.as_mut_vec();
-        let (dst, mut len) = (v.as_mut_ptr(), v.len());
-        let start = len;
-        if plan.lead {
-            dst.add(len).write(b' ');
-            len += 1;
-        }
         debug_assert!(v.capacity() - len >= BLOCK);
-        _mm512_storeu_si512(dst.add(len).cast(), gathered);
+        _mm512_storeu_si512(v.as_mut_ptr().add(len).cast(), gathered);
         v.set_len(len + plan.keep.count_ones() as usize);
         *in_token = plan.in_token;
         (plain, plan.fragment(at, start))
