@@ -390,6 +390,21 @@ fn unicode_v1_runs<const RUNS: bool>(text: &str, out: &mut String, composed: boo
             if j > i {
                 in_token = true;
                 i = j;
+                // The words that follow, one space apart, taken here as the
+                // loop would take them (the space ends the token and starts
+                // a fragment), without a trip through its ASCII cases.
+                while bytes.get(i) == Some(&b' ') && bytes.get(i + 1).is_some_and(|&n| n >= 0xC0) {
+                    let mark = out.len();
+                    out.push(' ');
+                    let j = simple_word_run(table, bytes, i + 1, out);
+                    if j == i + 1 {
+                        // Not a simple word: the loop takes the space and what follows.
+                        out.truncate(mark);
+                        break;
+                    }
+                    (frag_start, frag_out) = (i + 1, mark);
+                    i = j;
+                }
                 continue;
             }
             out.truncate(mark);
