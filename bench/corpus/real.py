@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Build a real-text corpus from documentation that ships with Debian.
 
-Usage: python3 bench/corpus/real.py OUT.jsonl [--max-man N] [--dense]
+Usage: python3 bench/corpus/real.py OUT.jsonl [--max-man N] [--dense | --translated]
 
 Sources, in this order (ids are the file paths):
   * /usr/share/common-licenses/*           licence texts (GPL, Apache, ...)
@@ -18,6 +18,11 @@ pages under /usr/share/doc, and a spread sample of up to --max-api (20,000)
 pages of generated API documentation (rustdoc HTML of the Rust standard
 library shipped with the toolchain: thousands of near-identical intrinsic
 and trait-impl pages), HTML reduced to its text.
+
+With --translated: only the man pages translated into other languages
+(/usr/share/man/LANG/man*/: German, French, Spanish, Polish, Russian, ...,
+~1,000 pages here) — text in other scripts and with accents, for measuring
+the normalizer on more than English.
 
 The corpus is what `neardup eval` measures recall on; nothing in it is
 synthetic. Files that are not valid UTF-8 are decoded as Latin-1.
@@ -102,7 +107,10 @@ def main():
         sys.exit(__doc__)
     out_path = sys.argv[1]
     dense = "--dense" in sys.argv
-    max_man = 10**9 if dense else 6000
+    translated = "--translated" in sys.argv
+    if dense and translated:
+        sys.exit("--dense and --translated are two different corpora: give one")
+    max_man = 10**9 if dense or translated else 6000
     if "--max-man" in sys.argv:
         max_man = int(sys.argv[sys.argv.index("--max-man") + 1])
     max_api = 20000
@@ -110,13 +118,13 @@ def main():
         max_api = int(sys.argv[sys.argv.index("--max-api") + 1])
     docs = []
     lic = "/usr/share/common-licenses"
-    if os.path.isdir(lic):
+    if os.path.isdir(lic) and not translated:
         for name in sorted(os.listdir(lic)):
             p = os.path.join(lic, name)
             if os.path.isfile(p):
                 docs.append((p, read_text(p)))
     doc_root = "/usr/share/doc"
-    if os.path.isdir(doc_root):
+    if os.path.isdir(doc_root) and not translated:
         for pkg in sorted(os.listdir(doc_root)):
             p = os.path.join(doc_root, pkg, "copyright")
             if os.path.isfile(p):
@@ -142,8 +150,9 @@ def main():
         for sec in sorted(os.listdir(man_root)):
             d = os.path.join(man_root, sec)
             if sec.startswith("man") and os.path.isdir(d):
-                sections.append(d)
-            elif dense and os.path.isdir(d):  # a language: DIR/manN/
+                if not translated:
+                    sections.append(d)
+            elif (dense or translated) and os.path.isdir(d):  # a language: DIR/manN/
                 sections.extend(sorted(glob.glob(os.path.join(d, "man*"))))
         for d in sections:
             for f in sorted(os.listdir(d)):
