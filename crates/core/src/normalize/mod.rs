@@ -382,32 +382,21 @@ fn unicode_v1_runs<const RUNS: bool>(text: &str, out: &mut String, composed: boo
         }
         if RUNS && b >= 0xC0 {
             // A token of simple word characters, taken whole when it starts here.
-            let mark = out.len();
-            if !in_token && !out.is_empty() {
-                out.push(' ');
-            }
-            let j = simple_word_run(table, bytes, i, out);
-            if j > i {
+            if let Some(j) = simple_word(table, bytes, i, out, !in_token && !out.is_empty()) {
                 in_token = true;
                 i = j;
                 // The words that follow, one space apart, taken here as the
                 // loop would take them (the space ends the token and starts
                 // a fragment), without a trip through its ASCII cases.
                 while bytes.get(i) == Some(&b' ') && bytes.get(i + 1).is_some_and(|&n| n >= 0xC0) {
-                    let mark = out.len();
-                    out.push(' ');
-                    let j = simple_word_run(table, bytes, i + 1, out);
-                    if j == i + 1 {
-                        // Not a simple word: the loop takes the space and what follows.
-                        out.truncate(mark);
-                        break;
-                    }
-                    (frag_start, frag_out) = (i + 1, mark);
+                    let after_space = out.len();
+                    // Not a simple word: the loop takes the space and what follows.
+                    let Some(j) = simple_word(table, bytes, i + 1, out, true) else { break };
+                    (frag_start, frag_out) = (i + 1, after_space);
                     i = j;
                 }
                 continue;
             }
-            out.truncate(mark);
         }
         let c = if b < 0x80 { b as char } else { text[i..].chars().next().expect("i is on a char boundary") };
         let next = i + c.len_utf8();
@@ -466,6 +455,23 @@ fn unicode_v1_runs<const RUNS: bool>(text: &str, out: &mut String, composed: boo
     }
 }
 
+/// The token of simple word characters ([`simple_word_run`]) that starts
+/// at byte `i` of `bytes`, appended after a separating space when
+/// `separate`: returns where it ends, or `None` — `out` left as it was —
+/// when none starts there.
+fn simple_word(table: &BmpTable, bytes: &[u8], i: usize, out: &mut String, separate: bool) -> Option<usize> {
+    let mark = out.len();
+    if separate {
+        out.push(' ');
+    }
+    let j = simple_word_run(table, bytes, i, out);
+    if j == i {
+        out.truncate(mark);
+        return None;
+    }
+    Some(j)
+}
+
 /// Continues a token from byte `i` of `bytes` (a `str`'s) for as long as
 /// its characters are ASCII letters and digits, or Basic Multilingual Plane
 /// word characters that are NFKC-stable and lower-case to one character —
@@ -486,12 +492,12 @@ fn simple_word_run(table: &BmpTable, bytes: &[u8], mut i: usize, out: &mut Strin
             same_from = i;
             continue;
         }
-        if table.two_byte_same.at(&bytes[i..]) {
-            // Two-byte characters that append as they are, one bit each.
+        // Two-byte characters that append as they are, one bit each.
+        let from = i;
+        while table.two_byte_same.at(&bytes[i..]) {
             i += 2;
-            while table.two_byte_same.at(&bytes[i..]) {
-                i += 2;
-            }
+        }
+        if i > from {
             continue;
         }
         // A lead byte (a `str` is valid UTF-8, so its continuation bytes follow).
