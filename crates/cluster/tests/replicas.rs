@@ -268,17 +268,22 @@ fn new_nodes_start_from_snapshot_sets_and_the_stream_is_trimmed() {
     // The next set removes the unfinished one, which is older than it.
     let third = rt.block_on(c.publish_snapshot()).unwrap();
     assert!(third.position < second.position + 1000);
+    // A time limit, so that a listing that never ends (seen once) fails
+    // the test with a message instead of hanging the run.
     let names: Vec<String> = rt.block_on(async {
         use futures_util::StreamExt;
-        let mut list = bucket.list().await.unwrap();
-        let mut out = Vec::new();
-        while let Some(o) = list.next().await {
-            let o = o.unwrap();
-            if !o.deleted {
-                out.push(o.name);
+        let listing = async {
+            let mut list = bucket.list().await.unwrap();
+            let mut out = Vec::new();
+            while let Some(o) = list.next().await {
+                let o = o.unwrap();
+                if !o.deleted {
+                    out.push(o.name);
+                }
             }
-        }
-        out
+            out
+        };
+        tokio::time::timeout(WAIT, listing).await.expect("listing the set bucket ends within WAIT")
     });
     assert!(names.contains(&garbage), "a newer unfinished set is left to its writer: {names:?}");
     assert!(
