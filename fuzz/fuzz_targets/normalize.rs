@@ -1,7 +1,8 @@
 //! Normalizers and the whole fingerprint path never panic, the fast paths
 //! of `unicode-v1` (runs, 64-byte blocks) append exactly what its general
 //! loop does, and the optimistic NFKC path always equals composing the
-//! whole text first.
+//! whole text first; the features are the hashes of the text's word
+//! windows, as `split(' ')` finds them.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use neardup_core::{Config, Fingerprinter, Normalizer};
@@ -18,5 +19,19 @@ fuzz_target!(|data: &[u8]| {
     let mut fp = FP.get_or_init(|| Fingerprinter::new(Config::default().resolve().unwrap()).unwrap()).clone();
     let f = fp.fingerprint(text);
     assert!(neardup_core::verify::is_canonical(&f.features));
+    // The token starts found a block at a time split the text as `split`
+    // does: the features are the hashes of its word windows.
+    let c = Config::default();
+    let words: Vec<&str> = if uni.is_empty() { Vec::new() } else { uni.split(' ').collect() };
+    assert_eq!(f.tokens as usize, words.len());
+    let hash = |s: &str| neardup_core::hash::hash_bytes(s.as_bytes(), c.seed);
+    let mut want: Vec<u64> = match words.len() {
+        0 => Vec::new(),
+        n if n < c.shingle_width as usize => vec![hash(&uni)],
+        _ => words.windows(c.shingle_width as usize).map(|w| hash(&w.join(" "))).collect(),
+    };
+    want.sort_unstable();
+    want.dedup();
+    assert_eq!(f.features, want, "features differ from the split reference");
     assert_eq!(f.signature.is_empty(), f.features.is_empty());
 });

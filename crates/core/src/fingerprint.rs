@@ -9,7 +9,7 @@ use crate::error::{ErrorKind, Result};
 use crate::hash::{content_hash, ContentHash};
 use crate::lsh::band_keys_into;
 use crate::minhash::MinHasher;
-use crate::shingle::features_into;
+use crate::shingle::{features_with, Tokens};
 
 /// Why an item carries no features (and is matched by exact hash only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -74,6 +74,7 @@ pub struct Fingerprinter {
     params: Params,
     hasher: MinHasher,
     normalized: String,
+    tokens: Tokens,
 }
 
 impl Fingerprinter {
@@ -81,7 +82,7 @@ impl Fingerprinter {
     pub fn new(params: Params) -> Result<Fingerprinter> {
         let c = params.config();
         let hasher = MinHasher::new(c.signature, c.num_perm as usize, c.seed)?;
-        Ok(Fingerprinter { params, hasher, normalized: String::new() })
+        Ok(Fingerprinter { params, hasher, normalized: String::new(), tokens: Tokens::default() })
     }
 
     /// The parameters.
@@ -134,16 +135,14 @@ impl Fingerprinter {
         let c = self.params.config();
         c.normalizer.normalize_into(text, &mut self.normalized);
         let normalized = &self.normalized;
-        let tokens = if normalized.is_empty() {
-            0
-        } else {
-            (memchr::memchr_iter(b' ', normalized.as_bytes()).count() + 1).min(u32::MAX as usize) as u32
-        };
+        self.tokens.find(normalized);
+        let tokens = self.tokens.count().min(u32::MAX as usize) as u32;
         let content_hash = content_hash(normalized.as_bytes());
         let mut features = Vec::new();
         let mut degraded = None;
-        if let Err(e) = features_into(
+        if let Err(e) = features_with(
             normalized,
+            &self.tokens,
             c.shingle_kind,
             c.shingle_width as usize,
             c.seed,

@@ -18,6 +18,10 @@
 use crate::error::{Error, Result};
 use crate::hash::hash_bytes;
 
+mod tokens;
+
+pub use tokens::Tokens;
+
 /// Word or character shingles.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -39,13 +43,14 @@ impl ShingleKind {
 }
 
 /// Number of shingles `normalized` will produce, computed without hashing or
-/// allocating, so a limit can be checked first.
-pub fn shingle_count(normalized: &str, kind: ShingleKind, width: usize) -> usize {
+/// allocating, so a limit can be checked first. `tokens` holds the text's
+/// token starts ([`Tokens::find`]).
+fn shingle_count(normalized: &str, tokens: &Tokens, kind: ShingleKind, width: usize) -> usize {
     if normalized.is_empty() {
         return 0;
     }
     let units = match kind {
-        ShingleKind::Word => memchr::memchr_iter(b' ', normalized.as_bytes()).count() + 1,
+        ShingleKind::Word => tokens.count(),
         ShingleKind::Char => normalized.chars().count(),
     };
     units.saturating_sub(width) + 1
@@ -53,7 +58,8 @@ pub fn shingle_count(normalized: &str, kind: ShingleKind, width: usize) -> usize
 
 /// Hashes every shingle of `normalized` into `out` (cleared first), sorted and
 /// de-duplicated. Fails, having allocated nothing, when the text has more than
-/// `max_shingles` shingles.
+/// `max_shingles` shingles. Finds the token starts itself: a caller that
+/// fingerprints many texts keeps one [`Tokens`] and calls [`features_with`].
 pub fn features_into(
     normalized: &str,
     kind: ShingleKind,
@@ -62,8 +68,27 @@ pub fn features_into(
     max_shingles: usize,
     out: &mut Vec<u64>,
 ) -> Result<()> {
+    let mut tokens = Tokens::default();
+    tokens.find(normalized);
+    features_with(normalized, &tokens, kind, width, seed, max_shingles, out)
+}
+
+/// [`features_into`] for a text whose token starts `tokens` holds
+/// ([`Tokens::find`] on the same text).
+pub fn features_with(
+    normalized: &str,
+    tokens: &Tokens,
+    kind: ShingleKind,
+    width: usize,
+    seed: u64,
+    max_shingles: usize,
+    out: &mut Vec<u64>,
+) -> Result<()> {
+    debug_assert!(tokens.describe(normalized), "token starts of another text");
+    // A width of 0 (which configs refuse) hashes as 1.
+    let width = width.max(1);
     out.clear();
-    let count = shingle_count(normalized, kind, width);
+    let count = shingle_count(normalized, tokens, kind, width);
     if count > max_shingles {
         return Err(Error::limit("max_shingles", max_shingles as u64, count as u64));
     }
@@ -74,24 +99,10 @@ pub fn features_into(
     let bytes = normalized.as_bytes();
     match kind {
         ShingleKind::Word => {
-            // Start offsets of the tokens in the current window, as a ring
-            // (its cursor wraps by comparison: a `%` by a width known only
-            // at run time is a division per token).
-            let mut ring = [0usize; 64];
-            debug_assert!(width <= ring.len());
-            let (mut seen, mut at, mut start) = (0usize, 0usize, 0usize);
-            for end in Spaces::new(bytes).chain(std::iter::once(bytes.len())) {
-                ring[at] = start;
-                at = if at + 1 == width { 0 } else { at + 1 };
-                seen += 1;
-                if seen >= width {
-                    // `at` now holds the oldest start in the window.
-                    out.push(hash_bytes(&bytes[ring[at]..end], seed));
-                }
-                start = end + 1;
-            }
-            if seen < width {
+            if tokens.count() < width {
                 out.push(hash_bytes(bytes, seed));
+            } else {
+                out.extend((0..count).map(|first| hash_bytes(&bytes[tokens.span(first, width)], seed)));
             }
         }
         ShingleKind::Char => {
@@ -110,62 +121,6 @@ pub fn features_into(
     sort_hashes(out);
     out.dedup();
     Ok(())
-}
-
-/// Offsets of the ASCII spaces in `bytes`, found eight bytes at a time (a
-/// normalized text has a space every few bytes: too often for `memchr`'s
-/// per-call setup to pay).
-struct Spaces<'a> {
-    bytes: &'a [u8],
-    /// Offset of the word `mask` was taken from.
-    base: usize,
-    /// High bit of each byte of that word that is a space, not yet returned.
-    mask: u64,
-}
-
-impl<'a> Spaces<'a> {
-    fn new(bytes: &'a [u8]) -> Spaces<'a> {
-        let mut s = Spaces { bytes, base: 0, mask: 0 };
-        s.mask = s.load(0);
-        s
-    }
-
-    /// Spaces among the (up to) eight bytes at `at`, as high bits.
-    #[inline]
-    fn load(&self, at: usize) -> u64 {
-        const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
-        let word = match self.bytes.get(at..at + 8) {
-            Some(chunk) => u64::from_le_bytes(chunk.try_into().expect("eight bytes")),
-            None => {
-                // The tail: bytes past the end are 0, never a space.
-                let mut word = [0u8; 8];
-                let chunk = &self.bytes[at.min(self.bytes.len())..];
-                word[..chunk.len()].copy_from_slice(chunk);
-                u64::from_le_bytes(word)
-            }
-        };
-        let x = word ^ 0x2020_2020_2020_2020;
-        // Exactly the zero bytes of x (no borrow between bytes).
-        !(((x & LOW7) + LOW7) | x | LOW7)
-    }
-}
-
-impl Iterator for Spaces<'_> {
-    type Item = usize;
-
-    #[inline]
-    fn next(&mut self) -> Option<usize> {
-        while self.mask == 0 {
-            self.base += 8;
-            if self.base >= self.bytes.len() {
-                return None;
-            }
-            self.mask = self.load(self.base);
-        }
-        let at = self.base + (self.mask.trailing_zeros() / 8) as usize;
-        self.mask &= self.mask - 1;
-        Some(at)
-    }
 }
 
 /// Sorts 64-bit hashes. Hashes are spread evenly, so one pass that files
@@ -265,24 +220,6 @@ mod tests {
     }
 
     #[test]
-    fn spaces_are_found_at_every_offset() {
-        for len in 0..40 {
-            for pattern in [0b1u64, 0b1001, 0b0110_1101, u64::MAX, 0] {
-                let bytes: Vec<u8> = (0..len)
-                    .map(|i| match i % 11 {
-                        _ if pattern >> (i % 64) & 1 == 1 => b' ',
-                        3 => b'!',
-                        5 => 0xA0,
-                        _ => b'a' + (i % 26) as u8,
-                    })
-                    .collect();
-                let want: Vec<usize> = (0..len).filter(|&i| bytes[i] == b' ').collect();
-                assert_eq!(Spaces::new(&bytes).collect::<Vec<_>>(), want, "{bytes:?}");
-            }
-        }
-    }
-
-    #[test]
     fn word_bigrams() {
         assert_eq!(
             strings("red fox runs very fast", ShingleKind::Word, 2),
@@ -336,7 +273,12 @@ mod tests {
         let err = features_into("a b c d e f", ShingleKind::Word, 2, 0, 4, &mut out).unwrap_err();
         assert!(err.to_string().contains("max_shingles"), "{err}");
         assert!(out.is_empty());
-        assert_eq!(shingle_count("a b c d e f", ShingleKind::Word, 2), 5);
-        assert_eq!(shingle_count("abc", ShingleKind::Char, 5), 1);
+        let count = |text: &str, kind, width| {
+            let mut tokens = Tokens::default();
+            tokens.find(text);
+            shingle_count(text, &tokens, kind, width)
+        };
+        assert_eq!(count("a b c d e f", ShingleKind::Word, 2), 5);
+        assert_eq!(count("abc", ShingleKind::Char, 5), 1);
     }
 }

@@ -1,0 +1,347 @@
+//! Where the tokens of a normalized text start, found once per text.
+//!
+//! A normalized text separates its tokens by single ASCII spaces, so token
+//! `t` starts one byte after the text's `t`-th space and every word shingle
+//! is the slice from one token's start to one byte before a later token's
+//! start. [`Tokens::find`] writes those starts into one array, a 64-byte
+//! block at a time with no branch per token; the shingle loop, the token
+//! count and the shingle count all read it, instead of each walking the
+//! text's spaces again.
+//!
+//! Three ways to fill it, chosen at run time, the same array from each:
+//! AVX-512 (BW + VBMI2: the space mask compresses the block's byte indices
+//! into place), AVX2 (the mask a byte at a time through a table of bit
+//! positions, eight fixed steps per block), and a portable loop that walks
+//! the spaces one by one — the reference the tests hold the others to.
+
+/// Bytes one step of the fast paths looks at.
+const BLOCK: usize = 64;
+
+/// The token starts of one text: `starts[t]` is where token `t` begins,
+/// and one more entry, one past the text's end, closes the last token. An
+/// empty text has no tokens and no entries. The array is kept between
+/// texts, so a caller that reuses a `Tokens` allocates only when a text
+/// has more tokens than any before it.
+#[derive(Debug, Clone, Default)]
+pub struct Tokens {
+    starts: Vec<u32>,
+}
+
+impl Tokens {
+    /// Finds the token starts of `text` (tokens separated by single ASCII
+    /// spaces, as a normalizer writes them; any other text is split at
+    /// every space, empty tokens included). Texts of `u32::MAX` bytes or
+    /// more are not split (one token) — far past any configured limit.
+    pub fn find(&mut self, text: &str) {
+        let bytes = text.as_bytes();
+        self.starts.clear();
+        if bytes.is_empty() {
+            return;
+        }
+        if bytes.len() >= u32::MAX as usize {
+            self.starts.extend([0, u32::MAX]);
+            return;
+        }
+        (finder())(bytes, &mut self.starts);
+    }
+
+    /// How many tokens the last text had.
+    pub fn count(&self) -> usize {
+        self.starts.len().saturating_sub(1)
+    }
+
+    /// The byte range of the `width` tokens from token `first` on, without
+    /// the space that follows them (`first + width <= count()`).
+    #[inline]
+    pub(super) fn span(&self, first: usize, width: usize) -> std::ops::Range<usize> {
+        self.starts[first] as usize..self.starts[first + width] as usize - 1
+    }
+
+    /// Whether these are the starts of `text` (for assertions).
+    pub(super) fn describe(&self, text: &str) -> bool {
+        if text.is_empty() {
+            return self.starts.is_empty();
+        }
+        self.starts.first() == Some(&0) && self.starts.last().map(|&e| e as usize) == Some(text.len() + 1)
+    }
+}
+
+/// Fills `starts` (empty, `bytes` not empty and shorter than `u32::MAX`).
+type Finder = fn(&[u8], &mut Vec<u32>);
+
+/// The fastest finder this CPU runs, chosen once.
+fn finder() -> Finder {
+    static CHOSEN: std::sync::OnceLock<Finder> = std::sync::OnceLock::new();
+    *CHOSEN.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if avx512_runs() {
+                // SAFETY: the CPU has every feature the function enables.
+                return |bytes, starts| unsafe { find_avx512(bytes, starts) };
+            }
+            if avx2_runs() {
+                // SAFETY: as above.
+                return |bytes, starts| unsafe { find_avx2(bytes, starts) };
+            }
+        }
+        find_portable
+    })
+}
+
+/// Whether this CPU has every feature [`find_avx512`] enables.
+#[cfg(target_arch = "x86_64")]
+fn avx512_runs() -> bool {
+    std::arch::is_x86_feature_detected!("avx512f")
+        && std::arch::is_x86_feature_detected!("avx512bw")
+        && std::arch::is_x86_feature_detected!("avx512vbmi2")
+        && std::arch::is_x86_feature_detected!("popcnt")
+}
+
+/// Whether this CPU has every feature [`find_avx2`] enables.
+#[cfg(target_arch = "x86_64")]
+fn avx2_runs() -> bool {
+    std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("popcnt")
+}
+
+/// Every finder this CPU runs, the portable one first (for tests).
+#[cfg(test)]
+fn finders() -> Vec<(&'static str, Finder)> {
+    let mut all: Vec<(&'static str, Finder)> = vec![("portable", find_portable)];
+    #[cfg(target_arch = "x86_64")]
+    {
+        if avx2_runs() {
+            // SAFETY: checked just above.
+            all.push(("avx2", |bytes, starts| unsafe { find_avx2(bytes, starts) }));
+        }
+        if avx512_runs() {
+            // SAFETY: checked just above.
+            all.push(("avx512", |bytes, starts| unsafe { find_avx512(bytes, starts) }));
+        }
+    }
+    all
+}
+
+/// The reference: one space at a time.
+fn find_portable(bytes: &[u8], starts: &mut Vec<u32>) {
+    starts.push(0);
+    starts.extend(memchr::memchr_iter(b' ', bytes).map(|at| at as u32 + 1));
+    starts.push(bytes.len() as u32 + 1);
+}
+
+/// Room for one block's starts (at most [`BLOCK`], each step may write a
+/// full vector past the last one it keeps) beyond the `len` kept so far;
+/// returns where to write. The array grows by doubling, so a text costs
+/// O(log n) reallocations at most and a reused `Tokens` none.
+#[inline(always)]
+fn room(starts: &mut Vec<u32>, len: usize) -> *mut u32 {
+    if starts.capacity() < len + BLOCK + 1 {
+        // SAFETY: the first `len` entries were written by the caller.
+        unsafe { starts.set_len(len) };
+        starts.reserve((len + BLOCK + 1).max(2 * starts.capacity()) - len);
+    }
+    starts.as_mut_ptr()
+}
+
+/// AVX-512: each block's space mask compresses the byte indices 0..63 to
+/// the front of a register (one instruction), which four widening adds
+/// turn into starts; blocks with more than 16 spaces (rare) store more.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt")]
+unsafe fn find_avx512(bytes: &[u8], starts: &mut Vec<u32>) {
+    use std::arch::x86_64::*;
+    let n = bytes.len();
+    let mut out = room(starts, 0);
+    // SAFETY (every store below): `room` left BLOCK + 1 entries free past
+    // `len`, and a block stores at most BLOCK.
+    unsafe { *out = 0 };
+    let mut len = 1;
+    let index = _mm512_set_epi8(
+        63, 62, 61, 60, 59, 58, 57, 56, 55, 54, 53, 52, 51, 50, 49, 48, 47, 46, 45, 44, 43, 42, 41, 40, 39, 38, 37, 36,
+        35, 34, 33, 32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8,
+        7, 6, 5, 4, 3, 2, 1, 0,
+    );
+    let space = _mm512_set1_epi8(b' ' as i8);
+    let mut at = 0;
+    while at < n {
+        out = room(starts, len);
+        let valid = if n - at >= BLOCK { u64::MAX } else { (1u64 << (n - at)) - 1 };
+        // SAFETY: the masked load reads only the `valid` bytes, in `bytes`.
+        let block = unsafe { _mm512_maskz_loadu_epi8(valid, bytes.as_ptr().add(at).cast()) };
+        let mask = _mm512_cmpeq_epi8_mask(block, space) & valid;
+        let found = mask.count_ones() as usize;
+        let packed = _mm512_maskz_compress_epi8(mask, index);
+        let base = _mm512_set1_epi32(at as i32 + 1);
+        macro_rules! put {
+            ($k:expr, $quarter:expr) => {
+                unsafe {
+                    _mm512_storeu_si512(
+                        out.add(len + 16 * $k).cast(),
+                        _mm512_add_epi32(_mm512_cvtepu8_epi32($quarter), base),
+                    )
+                }
+            };
+        }
+        put!(0, _mm512_castsi512_si128(packed));
+        if found > 16 {
+            put!(1, _mm512_extracti32x4_epi32::<1>(packed));
+            if found > 32 {
+                put!(2, _mm512_extracti32x4_epi32::<2>(packed));
+                put!(3, _mm512_extracti32x4_epi32::<3>(packed));
+            }
+        }
+        len += found;
+        at += BLOCK;
+    }
+    // SAFETY: the last block left room past `len`; entries up to it are written.
+    unsafe {
+        *out.add(len) = n as u32 + 1;
+        starts.set_len(len + 1);
+    }
+}
+
+/// Bit positions of each byte value, packed to the front (`k`-th set bit's
+/// position in byte `k`; the bytes past the count are never kept).
+#[cfg(target_arch = "x86_64")]
+static POSITIONS_8: [u64; 256] = {
+    let mut table = [0u64; 256];
+    let mut mask = 0;
+    while mask < 256 {
+        let (mut bit, mut taken) = (0, 0);
+        while bit < 8 {
+            if mask >> bit & 1 == 1 {
+                table[mask] |= (bit as u64) << (8 * taken);
+                taken += 1;
+            }
+            bit += 1;
+        }
+        mask += 1;
+    }
+    table
+};
+
+/// AVX2: the block's space mask, then eight fixed steps, one per byte of
+/// the mask: its bit positions from a table, widened and stored as eight
+/// starts, of which the byte's popcount are kept.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,popcnt")]
+unsafe fn find_avx2(bytes: &[u8], starts: &mut Vec<u32>) {
+    use std::arch::x86_64::*;
+    let n = bytes.len();
+    let mut out = room(starts, 0);
+    // SAFETY (every store below): `room` left BLOCK + 1 entries free past
+    // `len`; step `g` stores eight at `len` + (spaces before it) <= len + 56.
+    unsafe { *out = 0 };
+    let mut len = 1;
+    let space = _mm256_set1_epi8(b' ' as i8);
+    let mut tail = [0u8; BLOCK];
+    let mut at = 0;
+    while at < n {
+        out = room(starts, len);
+        let src = if n - at >= BLOCK {
+            // SAFETY: `at < n`.
+            unsafe { bytes.as_ptr().add(at) }
+        } else {
+            // The last block (only one is short): zeros past the end are
+            // never a space.
+            tail[..n - at].copy_from_slice(&bytes[at..]);
+            tail.as_ptr()
+        };
+        // SAFETY: `src` has BLOCK readable bytes (the text or `tail`).
+        let (lo, hi) = unsafe { (_mm256_loadu_si256(src.cast()), _mm256_loadu_si256(src.add(32).cast())) };
+        let mask = u64::from(_mm256_movemask_epi8(_mm256_cmpeq_epi8(lo, space)) as u32)
+            | u64::from(_mm256_movemask_epi8(_mm256_cmpeq_epi8(hi, space)) as u32) << 32;
+        let mut kept = len;
+        for g in 0..8 {
+            let byte = (mask >> (8 * g)) as u8;
+            let positions = _mm_cvtsi64_si128(POSITIONS_8[byte as usize] as i64);
+            let first = _mm256_set1_epi32((at + 8 * g) as i32 + 1);
+            unsafe {
+                _mm256_storeu_si256(out.add(kept).cast(), _mm256_add_epi32(_mm256_cvtepu8_epi32(positions), first))
+            };
+            kept += byte.count_ones() as usize;
+        }
+        len = kept;
+        at += BLOCK;
+    }
+    // SAFETY: the last block left room past `len`; entries up to it are written.
+    unsafe {
+        *out.add(len) = n as u32 + 1;
+        starts.set_len(len + 1);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(finder: Finder, text: &[u8]) -> Vec<u32> {
+        let mut starts = Vec::new();
+        if !text.is_empty() {
+            finder(text, &mut starts);
+        }
+        starts
+    }
+
+    #[test]
+    fn every_finder_finds_what_the_portable_one_does() {
+        let mut x = 0x1234_5678_9ABC_DEF1u64;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut texts: Vec<Vec<u8>> =
+            vec![b" ".to_vec(), b"a".to_vec(), b"  ".to_vec(), vec![b' '; 64], vec![b' '; 200]];
+        for len in 0..300 {
+            for density in [2u64, 5, 16, 64] {
+                // Spaces at random, runs of spaces, other bytes including
+                // UTF-8 continuation bytes and 0x20 + 0x80.
+                let text: Vec<u8> = (0..len)
+                    .map(|_| {
+                        let r = next();
+                        match r % density {
+                            0 => b' ',
+                            1 => [0xA0u8, 0xC3, 0x00, b'\t'][(r >> 8) as usize % 4],
+                            _ => b'a' + (r >> 16) as u8 % 26,
+                        }
+                    })
+                    .collect();
+                texts.push(text);
+            }
+        }
+        let all = finders();
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            assert!(all.len() >= 2, "an AVX2 CPU runs the AVX2 finder");
+        }
+        for text in &texts {
+            let want = with(find_portable, text);
+            for &(name, finder) in &all[1..] {
+                assert_eq!(with(finder, text), want, "{name} on {:?}", String::from_utf8_lossy(text));
+            }
+            // The chosen one, through the public path, on UTF-8 input.
+            if let Ok(s) = std::str::from_utf8(text) {
+                let mut t = Tokens::default();
+                t.find(s);
+                assert_eq!(t.starts, want);
+                assert!(t.describe(s));
+            }
+        }
+    }
+
+    #[test]
+    fn reused_tokens_grow_and_shrink_with_the_text() {
+        let mut t = Tokens::default();
+        let long = vec!["ab"; 5000].join(" ");
+        for text in ["", "one", "one two", long.as_str(), "x y z", ""] {
+            t.find(text);
+            let want = if text.is_empty() { 0 } else { text.split(' ').count() };
+            assert_eq!(t.count(), want, "{text:.20}");
+            assert!(t.describe(text));
+            if want >= 2 {
+                assert_eq!(&text[t.span(0, 2)], text.splitn(3, ' ').take(2).collect::<Vec<_>>().join(" "));
+            }
+        }
+    }
+}
