@@ -417,7 +417,7 @@ pub struct Node {
     pub partition: Partition,
     options: ClusterOptions,
     js: jetstream::Context,
-    bucket: async_nats::jetstream::object_store::ObjectStore,
+    bucket: snapshots::SetBucket,
     dir: std::path::PathBuf,
     /// One set at a time from this node.
     publishing: tokio::sync::Mutex<()>,
@@ -585,7 +585,7 @@ struct SnapshotHandle {
     engine: Arc<Engine>,
     snapshots: Arc<snapshots::SnapshotState>,
     js: jetstream::Context,
-    bucket: async_nats::jetstream::object_store::ObjectStore,
+    bucket: snapshots::SetBucket,
     node: String,
     work: std::path::PathBuf,
     partition: Partition,

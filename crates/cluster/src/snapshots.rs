@@ -76,18 +76,49 @@ fn err(what: &str, e: impl std::fmt::Display) -> ClusterError {
     ClusterError(format!("{what}: {e}"))
 }
 
+/// A snapshot bucket: its objects, and the stream that holds them (which
+/// [`names`] reads).
+#[derive(Clone)]
+pub struct SetBucket {
+    objects: object_store::ObjectStore,
+    stream: jetstream::stream::Stream,
+    /// The bucket's name (its metadata subjects are `$O.{name}.M.*`).
+    name: String,
+}
+
+impl std::fmt::Debug for SetBucket {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SetBucket").field("name", &self.name).finish_non_exhaustive()
+    }
+}
+
+impl SetBucket {
+    /// The objects, to put, get and delete.
+    pub fn objects(&self) -> &object_store::ObjectStore {
+        &self.objects
+    }
+}
+
 /// The snapshot bucket of `partition`, created if missing.
-pub async fn bucket(
+pub async fn bucket(js: &jetstream::Context, replicas: usize, partition: Partition) -> Result<SetBucket, ClusterError> {
+    let name = partition.bucket();
+    let objects = match js.get_object_store(&name).await {
+        Ok(b) => b,
+        Err(_) => create_bucket(js, replicas, &name).await?,
+    };
+    // An object store is the stream `OBJ_{bucket}` (the JetStream object
+    // store convention every client follows).
+    let stream = js.get_stream(format!("OBJ_{name}")).await.map_err(|e| err("reading the snapshot bucket", e))?;
+    Ok(SetBucket { objects, stream, name })
+}
+
+async fn create_bucket(
     js: &jetstream::Context,
     replicas: usize,
-    partition: Partition,
+    name: &str,
 ) -> Result<object_store::ObjectStore, ClusterError> {
-    let name = partition.bucket();
-    if let Ok(b) = js.get_object_store(&name).await {
-        return Ok(b);
-    }
     let config = object_store::Config {
-        bucket: name.clone(),
+        bucket: name.to_string(),
         description: Some("neardup snapshot sets".into()),
         num_replicas: replicas,
         storage: jetstream::stream::StorageType::File,
@@ -97,7 +128,7 @@ pub async fn bucket(
         match js.create_object_store(config.clone()).await {
             Ok(b) => Ok(b),
             // Another node may have created it meanwhile.
-            Err(e) => js.get_object_store(&name).await.map_err(|_| e.to_string()),
+            Err(e) => js.get_object_store(name).await.map_err(|_| e.to_string()),
         }
     })
     .await
@@ -105,20 +136,38 @@ pub async fn bucket(
 }
 
 /// Every live object name in the bucket.
-async fn names(store: &object_store::ObjectStore) -> Result<Vec<String>, ClusterError> {
-    let mut list = store.list().await.map_err(|e| err("listing snapshot sets", e))?;
+///
+/// Read from the stream's subjects, not with the object store's `list`:
+/// `list` reads a consumer until a message says none are pending, and on
+/// nats-server 2.9 a listing after objects were deleted was seen (once, in
+/// a test) never to end. Here each object's metadata subject is named by
+/// the stream's own subject index, and its last message (the object's
+/// current metadata, or its deletion) is fetched by a request with a time
+/// limit — every step ends.
+pub async fn names(bucket: &SetBucket) -> Result<Vec<String>, ClusterError> {
+    let filter = format!("$O.{}.M.>", bucket.name);
+    let mut subjects = bucket.stream.info_with_subjects(&filter).await.map_err(|e| err("listing snapshot sets", e))?;
     let mut out = Vec::new();
-    while let Some(info) = list.next().await {
-        let info = info.map_err(|e| err("listing snapshot sets", e))?;
+    while let Some(subject) = subjects.next().await {
+        let (subject, _) = subject.map_err(|e| err("listing snapshot sets", e))?;
+        let message = match bucket.stream.get_last_raw_message_by_subject(&subject).await {
+            Ok(m) => m,
+            // Purged since the subjects were read (another node pruning).
+            Err(e) if e.kind() == jetstream::stream::LastRawMessageErrorKind::NoMessageFound => continue,
+            Err(e) => return Err(err("listing snapshot sets", e)),
+        };
+        let info: object_store::ObjectInfo = serde_json::from_slice(&message.payload)
+            .map_err(|e| err("an object's metadata in the snapshot bucket", e))?;
         if !info.deleted {
             out.push(info.name);
         }
     }
+    out.sort_unstable();
     Ok(out)
 }
 
 /// The ids of the complete sets (with a manifest), newest first.
-async fn complete_sets(store: &object_store::ObjectStore) -> Result<Vec<String>, ClusterError> {
+async fn complete_sets(store: &SetBucket) -> Result<Vec<String>, ClusterError> {
     Ok(complete_among(&names(store).await?))
 }
 
@@ -134,9 +183,12 @@ fn complete_among(names: &[String]) -> Vec<String> {
     sets
 }
 
-async fn read_manifest(store: &object_store::ObjectStore, id: &str) -> Result<Manifest, ClusterError> {
-    let mut object =
-        store.get(format!("sets/{id}/{MANIFEST}")).await.map_err(|e| err("reading a snapshot manifest", e))?;
+async fn read_manifest(store: &SetBucket, id: &str) -> Result<Manifest, ClusterError> {
+    let mut object = store
+        .objects()
+        .get(format!("sets/{id}/{MANIFEST}"))
+        .await
+        .map_err(|e| err("reading a snapshot manifest", e))?;
     let mut bytes = Vec::new();
     object.read_to_end(&mut bytes).await.map_err(|e| err("reading a snapshot manifest", e))?;
     let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| err("a snapshot manifest", e))?;
@@ -147,7 +199,7 @@ async fn read_manifest(store: &object_store::ObjectStore, id: &str) -> Result<Ma
 }
 
 /// The newest complete set, if any.
-pub async fn latest(store: &object_store::ObjectStore) -> Result<Option<Manifest>, ClusterError> {
+pub async fn latest(store: &SetBucket) -> Result<Option<Manifest>, ClusterError> {
     match complete_sets(store).await?.first() {
         Some(id) => Ok(Some(read_manifest(store, id).await?)),
         None => Ok(None),
@@ -159,7 +211,7 @@ pub async fn latest(store: &object_store::ObjectStore) -> Result<Option<Manifest
 /// one kept. `work` is a folder for the snapshot files on their way out.
 pub async fn publish(
     js: &jetstream::Context,
-    store: &object_store::ObjectStore,
+    store: &SetBucket,
     engine: &std::sync::Arc<Engine>,
     node: &str,
     work: &Path,
@@ -190,6 +242,7 @@ pub async fn publish(
         };
         let mut file = tokio::fs::File::open(&path).await.map_err(|e| err("reading a snapshot", e))?;
         let info = store
+            .objects()
             .put(format!("{prefix}{tenant}").as_str(), &mut file)
             .await
             .map_err(|e| err("uploading a snapshot", e))?;
@@ -199,6 +252,7 @@ pub async fn publish(
     let manifest = Manifest { format: 1, position, node: node.to_string(), created_ms: now_ms(), tenants: entries };
     let bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| err("encoding the manifest", e))?;
     store
+        .objects()
         .put(format!("{prefix}{MANIFEST}").as_str(), &mut &bytes[..])
         .await
         .map_err(|e| err("uploading the manifest", e))?;
@@ -208,11 +262,7 @@ pub async fn publish(
 
 /// Deletes sets beyond [`KEEP_SETS`] and unfinished ones older than the
 /// newest, then purges the stream below the oldest set kept.
-async fn prune(
-    js: &jetstream::Context,
-    store: &object_store::ObjectStore,
-    partition: Partition,
-) -> Result<(), ClusterError> {
+async fn prune(js: &jetstream::Context, store: &SetBucket, partition: Partition) -> Result<(), ClusterError> {
     let names = names(store).await?;
     let complete = complete_among(&names);
     let kept: Vec<&String> = complete.iter().take(KEEP_SETS).collect();
@@ -225,7 +275,7 @@ async fn prune(
         // A set being written now (by another node) is at least as new as
         // every complete set: leave it.
         if !kept.iter().any(|k| k.as_str() == id) && p < newest {
-            store.delete(name).await.map_err(|e| err("deleting an old snapshot", e))?;
+            store.objects().delete(name).await.map_err(|e| err("deleting an old snapshot", e))?;
         }
     }
     if kept.len() == KEEP_SETS {
@@ -239,7 +289,7 @@ async fn prune(
 /// Seeds an empty data directory from the newest set, when there is one:
 /// downloads every tenant's snapshot into `dir/seed/` and installs them
 /// ([`neardup_index::seed_replica`]). Returns the set's manifest.
-pub async fn seed_from_latest(store: &object_store::ObjectStore, dir: &Path) -> Result<Option<Manifest>, ClusterError> {
+pub async fn seed_from_latest(store: &SetBucket, dir: &Path) -> Result<Option<Manifest>, ClusterError> {
     let Some(manifest) = latest(store).await? else { return Ok(None) };
     let seed = dir.join("seed");
     let _ = tokio::fs::remove_dir_all(&seed).await;
@@ -248,6 +298,7 @@ pub async fn seed_from_latest(store: &object_store::ObjectStore, dir: &Path) -> 
     for t in &manifest.tenants {
         let path = seed.join(format!("{}.snap", t.tenant));
         let mut object = store
+            .objects()
             .get(format!("sets/{}/{}", set_id(manifest.position, &manifest.node), t.tenant))
             .await
             .map_err(|e| err("downloading a snapshot", e))?;

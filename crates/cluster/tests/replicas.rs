@@ -7,8 +7,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use neardup_cluster::partition::Partition;
 use neardup_cluster::testkit::NatsCluster;
-use neardup_cluster::{ClusterOptions, Node};
+use neardup_cluster::{snapshots, ClusterOptions, Node};
 use neardup_core::Config;
 use neardup_index::{Engine, EngineOptions, FsyncPolicy, Item, StoreKind, TenantConfig, UpsertOutcome};
 
@@ -233,9 +234,9 @@ fn new_nodes_start_from_snapshot_sets_and_the_stream_is_trimmed() {
     // A set whose writer died before its manifest: newer, but ignored.
     let js = rt.block_on(async_nats::connect(nats.urls().split(',').next().unwrap().to_string())).unwrap();
     let js = async_nats::jetstream::new(js);
-    let bucket = rt.block_on(js.get_object_store(neardup_cluster::snapshots::BUCKET)).unwrap();
+    let bucket = rt.block_on(snapshots::bucket(&js, 1, Partition::ONLY)).unwrap();
     let garbage = format!("sets/{:020}-z/t", second.position + 1000);
-    rt.block_on(bucket.put(garbage.as_str(), &mut &b"not a snapshot"[..])).unwrap();
+    rt.block_on(bucket.objects().put(garbage.as_str(), &mut &b"not a snapshot"[..])).unwrap();
     write(260, 300, &mut acked);
 
     // The stream now starts after the first set's position.
@@ -268,22 +269,14 @@ fn new_nodes_start_from_snapshot_sets_and_the_stream_is_trimmed() {
     // The next set removes the unfinished one, which is older than it.
     let third = rt.block_on(c.publish_snapshot()).unwrap();
     assert!(third.position < second.position + 1000);
-    // A time limit, so that a listing that never ends (seen once) fails
-    // the test with a message instead of hanging the run.
+    // Listed as the nodes list it (the object store's own listing was
+    // seen, once, never to end); the time limit stays, so a listing that
+    // does not end fails the test with a message instead of hanging it.
     let names: Vec<String> = rt.block_on(async {
-        use futures_util::StreamExt;
-        let listing = async {
-            let mut list = bucket.list().await.unwrap();
-            let mut out = Vec::new();
-            while let Some(o) = list.next().await {
-                let o = o.unwrap();
-                if !o.deleted {
-                    out.push(o.name);
-                }
-            }
-            out
-        };
-        tokio::time::timeout(WAIT, listing).await.expect("listing the set bucket ends within WAIT")
+        tokio::time::timeout(WAIT, snapshots::names(&bucket))
+            .await
+            .expect("listing the set bucket ends within WAIT")
+            .unwrap()
     });
     assert!(names.contains(&garbage), "a newer unfinished set is left to its writer: {names:?}");
     assert!(
