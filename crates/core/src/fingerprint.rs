@@ -9,7 +9,7 @@ use crate::error::{ErrorKind, Result};
 use crate::hash::{content_hash, ContentHash};
 use crate::lsh::band_keys_into;
 use crate::minhash::MinHasher;
-use crate::shingle::{features_with, Tokens};
+use crate::shingle::{max_tokens, Shingler};
 
 /// Why an item carries no features (and is matched by exact hash only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -74,7 +74,7 @@ pub struct Fingerprinter {
     params: Params,
     hasher: MinHasher,
     normalized: String,
-    tokens: Tokens,
+    shingler: Shingler,
 }
 
 impl Fingerprinter {
@@ -82,7 +82,7 @@ impl Fingerprinter {
     pub fn new(params: Params) -> Result<Fingerprinter> {
         let c = params.config();
         let hasher = MinHasher::new(c.signature, c.num_perm as usize, c.seed)?;
-        Ok(Fingerprinter { params, hasher, normalized: String::new(), tokens: Tokens::default() })
+        Ok(Fingerprinter { params, hasher, normalized: String::new(), shingler: Shingler::default() })
     }
 
     /// The parameters.
@@ -135,14 +135,13 @@ impl Fingerprinter {
         let c = self.params.config();
         c.normalizer.normalize_into(text, &mut self.normalized);
         let normalized = &self.normalized;
-        self.tokens.find(normalized);
-        let tokens = self.tokens.count().min(u32::MAX as usize) as u32;
+        let max_tokens = max_tokens(c.shingle_kind, c.shingle_width as usize, c.max_shingles as usize);
+        let tokens = self.shingler.tokenize(normalized, max_tokens).min(u32::MAX as usize) as u32;
         let content_hash = content_hash(normalized.as_bytes());
         let mut features = Vec::new();
         let mut degraded = None;
-        if let Err(e) = features_with(
+        if let Err(e) = self.shingler.features_into(
             normalized,
-            &self.tokens,
             c.shingle_kind,
             c.shingle_width as usize,
             c.seed,
@@ -154,7 +153,7 @@ impl Fingerprinter {
                     degraded = Some(Degraded::TooManyShingles { count: *actual, max: *max });
                     features = Vec::new();
                 }
-                _ => unreachable!("features_into only fails on its limit"),
+                _ => unreachable!("Shingler::features_into only fails on its limit"),
             }
         }
         let signature = self.hasher.signature(&features);

@@ -57,9 +57,11 @@ fn shingle_count(normalized: &str, tokens: &Tokens, kind: ShingleKind, width: us
 }
 
 /// Hashes every shingle of `normalized` into `out` (cleared first), sorted and
-/// de-duplicated. Fails, having allocated nothing, when the text has more than
-/// `max_shingles` shingles. Finds the token starts itself: a caller that
-/// fingerprints many texts keeps one [`Tokens`] and calls [`features_with`].
+/// de-duplicated. Fails, having allocated nothing for the features, when the
+/// text has more than `max_shingles` shingles (the token starts it finds
+/// first are kept for at most [`max_tokens`] tokens). A width of 0 shingles
+/// as 1. A caller that fingerprints many texts keeps one [`Shingler`], whose
+/// scratch then outlives each text.
 pub fn features_into(
     normalized: &str,
     kind: ShingleKind,
@@ -68,97 +70,161 @@ pub fn features_into(
     max_shingles: usize,
     out: &mut Vec<u64>,
 ) -> Result<()> {
-    let mut tokens = Tokens::default();
-    tokens.find(normalized);
-    features_with(normalized, &tokens, kind, width, seed, max_shingles, out)
+    let mut shingler = Shingler::default();
+    shingler.tokenize(normalized, max_tokens(kind, width, max_shingles));
+    shingler.features_into(normalized, kind, width, seed, max_shingles, out)
 }
 
-/// [`features_into`] for a text whose token starts `tokens` holds
-/// ([`Tokens::find`] on the same text).
-pub fn features_with(
-    normalized: &str,
-    tokens: &Tokens,
-    kind: ShingleKind,
-    width: usize,
-    seed: u64,
-    max_shingles: usize,
-    out: &mut Vec<u64>,
-) -> Result<()> {
-    debug_assert!(tokens.describe(normalized), "token starts of another text");
-    // A width of 0 (which configs refuse) hashes as 1.
-    let width = width.max(1);
-    out.clear();
-    let count = shingle_count(normalized, tokens, kind, width);
-    if count > max_shingles {
-        return Err(Error::limit("max_shingles", max_shingles as u64, count as u64));
-    }
-    if count == 0 {
-        return Ok(());
-    }
-    out.reserve(count);
-    let bytes = normalized.as_bytes();
+/// Shingles texts one after another, keeping what each needs between them:
+/// the token starts ([`Tokens`]), the unsorted hashes and the sort's bucket
+/// counts. Only the sorted feature set is a new allocation per text (it is
+/// what the caller keeps); the scratch stays in cache and in memory already
+/// faulted in.
+#[derive(Debug, Clone, Default)]
+pub struct Shingler {
+    tokens: Tokens,
+    hashes: Vec<u64>,
+    counts: Vec<u32>,
+}
+
+/// The most tokens whose starts [`Shingler::features_into`] needs under
+/// `max_shingles`: for word shingles, the tokens of `max_shingles` windows;
+/// character shingles need none (only the count).
+pub fn max_tokens(kind: ShingleKind, width: usize, max_shingles: usize) -> usize {
     match kind {
-        ShingleKind::Word => {
-            if tokens.count() < width {
-                out.push(hash_bytes(bytes, seed));
-            } else {
-                out.extend((0..count).map(|first| hash_bytes(&bytes[tokens.span(first, width)], seed)));
-            }
+        ShingleKind::Word => max_shingles.saturating_add(width.max(1) - 1),
+        ShingleKind::Char => 0,
+    }
+}
+
+/// Hashes and sort scratch larger than this many entries (1 MiB) is given
+/// back after its text, not kept for the next.
+const RETAINED: usize = 1 << 17;
+
+impl Shingler {
+    /// Finds the token starts of `normalized` and returns how many tokens
+    /// it has; starts are kept for at most `max_tokens` tokens
+    /// ([`max_tokens`] of the shingling to come), past which they are
+    /// only counted.
+    pub fn tokenize(&mut self, normalized: &str, max_tokens: usize) -> usize {
+        self.tokens.find(normalized, max_tokens)
+    }
+
+    /// [`features_into`] for the text last given to [`Shingler::tokenize`].
+    pub fn features_into(
+        &mut self,
+        normalized: &str,
+        kind: ShingleKind,
+        width: usize,
+        seed: u64,
+        max_shingles: usize,
+        out: &mut Vec<u64>,
+    ) -> Result<()> {
+        let tokens = &self.tokens;
+        debug_assert!(tokens.describe(normalized), "tokens of another text");
+        // A width of 0 (which configs refuse) hashes as 1.
+        let width = width.max(1);
+        out.clear();
+        let count = shingle_count(normalized, tokens, kind, width);
+        if count > max_shingles {
+            return Err(Error::limit("max_shingles", max_shingles as u64, count as u64));
         }
-        ShingleKind::Char => {
-            let bounds: Vec<usize> =
-                normalized.char_indices().map(|(i, _)| i).chain(std::iter::once(bytes.len())).collect();
-            let chars = bounds.len() - 1;
-            if chars < width {
-                out.push(hash_bytes(bytes, seed));
-            } else {
-                for i in 0..=chars - width {
-                    out.push(hash_bytes(&bytes[bounds[i]..bounds[i + width]], seed));
+        if count == 0 {
+            return Ok(());
+        }
+        let hashes = &mut self.hashes;
+        hashes.clear();
+        hashes.reserve(count);
+        let bytes = normalized.as_bytes();
+        match kind {
+            ShingleKind::Word => {
+                if tokens.count() < width {
+                    hashes.push(hash_bytes(bytes, seed));
+                } else if tokens.kept() {
+                    hashes.extend((0..count).map(|first| hash_bytes(&bytes[tokens.span(first, width)], seed)));
+                } else {
+                    // Starts not kept: a text of 4 GiB or more (offsets
+                    // past u32), or tokenized under a smaller cap. Their
+                    // offsets as `usize`, bounded by the limit checked above.
+                    let starts: Vec<usize> = std::iter::once(0)
+                        .chain(memchr::memchr_iter(b' ', bytes).map(|at| at + 1))
+                        .chain(std::iter::once(bytes.len() + 1))
+                        .collect();
+                    hashes.extend(starts.windows(width + 1).map(|w| hash_bytes(&bytes[w[0]..w[width] - 1], seed)));
+                }
+            }
+            ShingleKind::Char => {
+                let bounds: Vec<usize> =
+                    normalized.char_indices().map(|(i, _)| i).chain(std::iter::once(bytes.len())).collect();
+                let chars = bounds.len() - 1;
+                if chars < width {
+                    hashes.push(hash_bytes(bytes, seed));
+                } else {
+                    for i in 0..=chars - width {
+                        hashes.push(hash_bytes(&bytes[bounds[i]..bounds[i + width]], seed));
+                    }
                 }
             }
         }
+        sort_hashes(hashes, &mut self.counts, out);
+        out.dedup();
+        if self.hashes.capacity() > RETAINED {
+            self.hashes = Vec::new();
+        }
+        if self.counts.capacity() > 2 * RETAINED {
+            self.counts = Vec::new();
+        }
+        Ok(())
     }
-    sort_hashes(out);
-    out.dedup();
-    Ok(())
 }
 
-/// Sorts 64-bit hashes. Hashes are spread evenly, so one pass that files
-/// them into about n buckets by their top bits leaves them nearly sorted —
-/// out of order only within a bucket, about one element long — and an
-/// insertion pass finishes the job with few, well-predicted moves (a
-/// comparison sort mispredicts about half its branches on hashes: this is
-/// about twice as fast on a document's few hundred features). Crafted input
-/// that crowds one bucket is caught by a budget of moves and finished by
-/// `sort_unstable`: O(n log n), never worse.
-fn sort_hashes(v: &mut Vec<u64>) {
-    let n = v.len();
+/// Sorts 64-bit hashes from `src` into `out` (cleared first; it grows to
+/// exactly `src.len()` if it must). Hashes are spread evenly, so one pass
+/// that files them into about n buckets by their top bits leaves them
+/// nearly sorted — out of order only within a bucket, about one element
+/// long — and an insertion pass finishes the job with few, well-predicted
+/// moves (a comparison sort mispredicts about half its branches on hashes:
+/// this is about twice as fast on a document's few hundred features).
+/// Crafted input that crowds one bucket is caught by a budget of moves and
+/// finished by `sort_unstable`: O(n log n), never worse. `counts` is
+/// scratch (its contents do not matter).
+fn sort_hashes(src: &[u64], counts: &mut Vec<u32>, out: &mut Vec<u64>) {
+    let n = src.len();
+    out.clear();
     if !(64..u32::MAX as usize).contains(&n) {
-        v.sort_unstable();
+        out.extend_from_slice(src);
+        out.sort_unstable();
         return;
     }
     let bits = (usize::BITS - (n - 1).leading_zeros()).min(20);
     let shift = 64 - bits;
     // Counts of u32 (n is a shingle count, far below 2^32): half the
     // table, and it stays in the first-level cache longer.
-    let mut starts = vec![0u32; (1usize << bits) + 1];
-    for &x in v.iter() {
-        starts[(x >> shift) as usize + 1] += 1;
+    counts.clear();
+    counts.resize((1usize << bits) + 1, 0);
+    for &x in src {
+        counts[(x >> shift) as usize + 1] += 1;
     }
     // The running sum is kept in a register: summed through memory
-    // (`starts[b] += starts[b - 1]`), each step waited on the store of the
+    // (`counts[b] += counts[b - 1]`), each step waited on the store of the
     // one before — ~16 % of `features_into`'s samples.
     let mut sum = 0u32;
-    for s in starts.iter_mut() {
-        sum += *s;
-        *s = sum;
+    for c in counts.iter_mut() {
+        sum += *c;
+        *c = sum;
     }
-    let mut sorted = vec![0u64; n];
-    for &x in v.iter() {
-        let slot = &mut starts[(x >> shift) as usize];
-        sorted[*slot as usize] = x;
+    // Filed straight into `out`'s spare room: no zeroed copy first.
+    out.reserve_exact(n);
+    let room = &mut out.spare_capacity_mut()[..n];
+    for &x in src {
+        let slot = &mut counts[(x >> shift) as usize];
+        room[*slot as usize].write(x);
         *slot += 1;
     }
+    // SAFETY: the slots are the running sums of the bucket counts, so the
+    // pass above wrote each of the first `n` entries exactly once.
+    unsafe { out.set_len(n) };
+    let sorted = &mut out[..];
     let mut budget = 4 * n;
     for i in 1..n {
         let x = sorted[i];
@@ -174,7 +240,6 @@ fn sort_hashes(v: &mut Vec<u64>) {
             break;
         }
     }
-    *v = sorted;
 }
 
 #[cfg(test)]
@@ -210,12 +275,17 @@ mod tests {
         // with every value repeated.
         let around: Vec<Vec<u64>> = [63, 64, 65, 100].iter().map(|&n| spread[..n].to_vec()).collect();
         let repeated: Vec<u64> = spread[..700].iter().chain(&spread[..700]).copied().collect();
+        let mut counts = Vec::new();
         for input in [spread, crafted, mixed, vec![3, 1, 2], repeated].into_iter().chain(around) {
             let mut want = input.clone();
             want.sort_unstable();
-            let mut got = input;
-            sort_hashes(&mut got);
+            // Into a fresh vector, and into one that held a longer list.
+            let mut got = Vec::new();
+            sort_hashes(&input, &mut counts, &mut got);
             assert_eq!(got, want);
+            let mut reused = vec![u64::MAX; input.len() + 9];
+            sort_hashes(&input, &mut counts, &mut reused);
+            assert_eq!(reused, want);
         }
     }
 
@@ -268,6 +338,51 @@ mod tests {
     }
 
     #[test]
+    fn word_features_are_the_windows_of_split_on_any_text() {
+        // Texts no normalizer wrote too (runs of spaces, leading and
+        // trailing ones): every width, with the starts kept and with them
+        // only counted (the path for texts past u32 offsets).
+        let mut x = 3u64;
+        let mut shingler = Shingler::default();
+        for len in (0..200).step_by(7).chain([1000, 5000]) {
+            let text: String = (0..len)
+                .map(|_| {
+                    x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    ['a', 'b', ' ', 'é', 'z', ' '][(x >> 60) as usize % 6]
+                })
+                .collect();
+            let words: Vec<&str> = if text.is_empty() { Vec::new() } else { text.split(' ').collect() };
+            for width in 1..=6 {
+                let grams: Vec<String> = if words.len() < width {
+                    vec![text.clone()]
+                } else {
+                    words.windows(width).map(|w| w.join(" ")).collect()
+                };
+                let want = if text.is_empty() {
+                    Vec::new()
+                } else {
+                    expected(&grams.iter().map(String::as_str).collect::<Vec<_>>())
+                };
+                for cap in [max_tokens(ShingleKind::Word, width, 1_000_000), 0] {
+                    assert_eq!(shingler.tokenize(&text, cap), words.len());
+                    let mut got = vec![1, 2, 3];
+                    shingler.features_into(&text, ShingleKind::Word, width, 7, 1_000_000, &mut got).unwrap();
+                    assert_eq!(got, want, "width {width}, cap {cap}, {text:?}");
+                }
+                // Over the limit: an error, and nothing in `out`.
+                if words.len() > width {
+                    let limit = words.len() - width;
+                    shingler.tokenize(&text, max_tokens(ShingleKind::Word, width, limit));
+                    let mut got = vec![1];
+                    let e = shingler.features_into(&text, ShingleKind::Word, width, 7, limit, &mut got).unwrap_err();
+                    assert!(e.to_string().contains(&(limit + 1).to_string()), "{e}");
+                    assert!(got.is_empty());
+                }
+            }
+        }
+    }
+
+    #[test]
     fn limit_checked_before_hashing() {
         let mut out = Vec::new();
         let err = features_into("a b c d e f", ShingleKind::Word, 2, 0, 4, &mut out).unwrap_err();
@@ -275,7 +390,7 @@ mod tests {
         assert!(out.is_empty());
         let count = |text: &str, kind, width| {
             let mut tokens = Tokens::default();
-            tokens.find(text);
+            tokens.find(text, usize::MAX);
             shingle_count(text, &tokens, kind, width)
         };
         assert_eq!(count("a b c d e f", ShingleKind::Word, 2), 5);

@@ -21,53 +21,91 @@ const BLOCK: usize = 64;
 /// and one more entry, one past the text's end, closes the last token. An
 /// empty text has no tokens and no entries. The array is kept between
 /// texts, so a caller that reuses a `Tokens` allocates only when a text
-/// has more tokens than any before it.
+/// has more tokens than any before it (up to [`RETAINED`]).
 #[derive(Debug, Clone, Default)]
 pub struct Tokens {
     starts: Vec<u32>,
+    /// Tokens in the last text, whether or not their starts were kept.
+    count: usize,
 }
+
+/// Entries of the starts array kept between texts (1 MiB); a longer one is
+/// given back after its text.
+const RETAINED: usize = 1 << 18;
 
 impl Tokens {
     /// Finds the token starts of `text` (tokens separated by single ASCII
     /// spaces, as a normalizer writes them; any other text is split at
-    /// every space, empty tokens included). Texts of `u32::MAX` bytes or
-    /// more are not split (one token) — far past any configured limit.
-    pub fn find(&mut self, text: &str) {
+    /// every space, empty tokens included) and returns how many tokens it
+    /// has. Past `max_tokens` tokens the starts are not kept, only counted
+    /// (so the array never holds more than `max_tokens` + [`BLOCK`] + 1
+    /// entries); a text of `u32::MAX` bytes or more is only counted too.
+    pub fn find(&mut self, text: &str, max_tokens: usize) -> usize {
         let bytes = text.as_bytes();
+        if self.starts.capacity() > RETAINED {
+            self.starts = Vec::new();
+        }
         self.starts.clear();
-        if bytes.is_empty() {
-            return;
-        }
-        if bytes.len() >= u32::MAX as usize {
-            self.starts.extend([0, u32::MAX]);
-            return;
-        }
-        (finder())(bytes, &mut self.starts);
+        self.count = if bytes.is_empty() {
+            0
+        } else if bytes.len() >= u32::MAX as usize {
+            spaces(bytes) + 1
+        } else {
+            let done = (finder())(bytes, max_tokens, &mut self.starts);
+            // Entries so far are one per token begun before `done`.
+            let count =
+                if done == bytes.len() { self.starts.len() - 1 } else { self.starts.len() + spaces(&bytes[done..]) };
+            if count > max_tokens {
+                // Past the cap (a finder may have read a block beyond it).
+                self.starts.clear();
+            }
+            count
+        };
+        self.count
     }
 
     /// How many tokens the last text had.
     pub fn count(&self) -> usize {
-        self.starts.len().saturating_sub(1)
+        self.count
+    }
+
+    /// Whether the starts of the last text were kept: it was empty, or had
+    /// at most the `max_tokens` it was found with and under `u32::MAX`
+    /// bytes.
+    pub fn kept(&self) -> bool {
+        self.starts.len() == self.count + usize::from(self.count > 0)
     }
 
     /// The byte range of the `width` tokens from token `first` on, without
-    /// the space that follows them (`first + width <= count()`).
+    /// the space that follows them (`first + width <= count()`, starts kept).
     #[inline]
     pub(super) fn span(&self, first: usize, width: usize) -> std::ops::Range<usize> {
         self.starts[first] as usize..self.starts[first + width] as usize - 1
     }
 
-    /// Whether these are the starts of `text` (for assertions).
+    /// Whether these are the token count and (if kept) starts of `text`
+    /// (for assertions).
     pub(super) fn describe(&self, text: &str) -> bool {
-        if text.is_empty() {
-            return self.starts.is_empty();
+        let count = if text.is_empty() { 0 } else { spaces(text.as_bytes()) + 1 };
+        if count != self.count {
+            return false;
         }
-        self.starts.first() == Some(&0) && self.starts.last().map(|&e| e as usize) == Some(text.len() + 1)
+        !self.kept()
+            || text.is_empty()
+            || self.starts.first() == Some(&0) && self.starts.last().map(|&e| e as usize) == Some(text.len() + 1)
     }
 }
 
-/// Fills `starts` (empty, `bytes` not empty and shorter than `u32::MAX`).
-type Finder = fn(&[u8], &mut Vec<u32>);
+/// Spaces in `bytes`.
+fn spaces(bytes: &[u8]) -> usize {
+    memchr::memchr_iter(b' ', bytes).count()
+}
+
+/// Fills `starts` (empty; `bytes` not empty and shorter than `u32::MAX`)
+/// and returns how many bytes it read: all of them, or fewer when the
+/// entries passed `max_tokens` (entry `t` is the start of token `t`, and
+/// the text's tokens are the entries plus the spaces in what is left).
+type Finder = fn(&[u8], usize, &mut Vec<u32>) -> usize;
 
 /// The fastest finder this CPU runs, chosen once.
 fn finder() -> Finder {
@@ -77,11 +115,11 @@ fn finder() -> Finder {
         {
             if avx512_runs() {
                 // SAFETY: the CPU has every feature the function enables.
-                return |bytes, starts| unsafe { find_avx512(bytes, starts) };
+                return |bytes, max, starts| unsafe { find_avx512(bytes, max, starts) };
             }
             if avx2_runs() {
                 // SAFETY: as above.
-                return |bytes, starts| unsafe { find_avx2(bytes, starts) };
+                return |bytes, max, starts| unsafe { find_avx2(bytes, max, starts) };
             }
         }
         find_portable
@@ -111,27 +149,34 @@ fn finders() -> Vec<(&'static str, Finder)> {
     {
         if avx2_runs() {
             // SAFETY: checked just above.
-            all.push(("avx2", |bytes, starts| unsafe { find_avx2(bytes, starts) }));
+            all.push(("avx2", |bytes, max, starts| unsafe { find_avx2(bytes, max, starts) }));
         }
         if avx512_runs() {
             // SAFETY: checked just above.
-            all.push(("avx512", |bytes, starts| unsafe { find_avx512(bytes, starts) }));
+            all.push(("avx512", |bytes, max, starts| unsafe { find_avx512(bytes, max, starts) }));
         }
     }
     all
 }
 
 /// The reference: one space at a time.
-fn find_portable(bytes: &[u8], starts: &mut Vec<u32>) {
+fn find_portable(bytes: &[u8], max_tokens: usize, starts: &mut Vec<u32>) -> usize {
     starts.push(0);
-    starts.extend(memchr::memchr_iter(b' ', bytes).map(|at| at as u32 + 1));
+    for at in memchr::memchr_iter(b' ', bytes) {
+        if starts.len() > max_tokens {
+            return at;
+        }
+        starts.push(at as u32 + 1);
+    }
     starts.push(bytes.len() as u32 + 1);
+    bytes.len()
 }
 
 /// Room for one block's starts (at most [`BLOCK`], each step may write a
 /// full vector past the last one it keeps) beyond the `len` kept so far;
 /// returns where to write. The array grows by doubling, so a text costs
-/// O(log n) reallocations at most and a reused `Tokens` none.
+/// O(log n) reallocations at most and a reused `Tokens` none. Returns the
+/// array's start (callers write at `len` and after).
 #[inline(always)]
 fn room(starts: &mut Vec<u32>, len: usize) -> *mut u32 {
     if starts.capacity() < len + BLOCK + 1 {
@@ -139,6 +184,7 @@ fn room(starts: &mut Vec<u32>, len: usize) -> *mut u32 {
         unsafe { starts.set_len(len) };
         starts.reserve((len + BLOCK + 1).max(2 * starts.capacity()) - len);
     }
+    debug_assert!(starts.capacity() > len + BLOCK);
     starts.as_mut_ptr()
 }
 
@@ -147,7 +193,7 @@ fn room(starts: &mut Vec<u32>, len: usize) -> *mut u32 {
 /// turn into starts; blocks with more than 16 spaces (rare) store more.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512vbmi2,popcnt")]
-unsafe fn find_avx512(bytes: &[u8], starts: &mut Vec<u32>) {
+unsafe fn find_avx512(bytes: &[u8], max_tokens: usize, starts: &mut Vec<u32>) -> usize {
     use std::arch::x86_64::*;
     let n = bytes.len();
     let mut out = room(starts, 0);
@@ -163,6 +209,11 @@ unsafe fn find_avx512(bytes: &[u8], starts: &mut Vec<u32>) {
     let space = _mm512_set1_epi8(b' ' as i8);
     let mut at = 0;
     while at < n {
+        if len > max_tokens {
+            // SAFETY: entries up to `len` are written.
+            unsafe { starts.set_len(len) };
+            return at;
+        }
         out = room(starts, len);
         let valid = if n - at >= BLOCK { u64::MAX } else { (1u64 << (n - at)) - 1 };
         // SAFETY: the masked load reads only the `valid` bytes, in `bytes`.
@@ -197,6 +248,7 @@ unsafe fn find_avx512(bytes: &[u8], starts: &mut Vec<u32>) {
         *out.add(len) = n as u32 + 1;
         starts.set_len(len + 1);
     }
+    n
 }
 
 /// Bit positions of each byte value, packed to the front (`k`-th set bit's
@@ -224,7 +276,7 @@ static POSITIONS_8: [u64; 256] = {
 /// starts, of which the byte's popcount are kept.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,popcnt")]
-unsafe fn find_avx2(bytes: &[u8], starts: &mut Vec<u32>) {
+unsafe fn find_avx2(bytes: &[u8], max_tokens: usize, starts: &mut Vec<u32>) -> usize {
     use std::arch::x86_64::*;
     let n = bytes.len();
     let mut out = room(starts, 0);
@@ -236,6 +288,11 @@ unsafe fn find_avx2(bytes: &[u8], starts: &mut Vec<u32>) {
     let mut tail = [0u8; BLOCK];
     let mut at = 0;
     while at < n {
+        if len > max_tokens {
+            // SAFETY: entries up to `len` are written.
+            unsafe { starts.set_len(len) };
+            return at;
+        }
         out = room(starts, len);
         let src = if n - at >= BLOCK {
             // SAFETY: `at < n`.
@@ -268,22 +325,37 @@ unsafe fn find_avx2(bytes: &[u8], starts: &mut Vec<u32>) {
         *out.add(len) = n as u32 + 1;
         starts.set_len(len + 1);
     }
+    n
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn with(finder: Finder, text: &[u8]) -> Vec<u32> {
-        let mut starts = Vec::new();
-        if !text.is_empty() {
-            finder(text, &mut starts);
+    /// What `finder` keeps of `text` under `max_tokens` into a reused
+    /// array, and the token count it implies.
+    fn with(finder: Finder, text: &[u8], max_tokens: usize, starts: &mut Vec<u32>) -> (Vec<u32>, usize) {
+        starts.clear();
+        if text.is_empty() {
+            return (Vec::new(), 0);
         }
-        starts
+        let done = finder(text, max_tokens, starts);
+        assert!(done <= text.len());
+        assert!(
+            starts.len() <= max_tokens.saturating_add(BLOCK + 2),
+            "{} entries kept under {max_tokens}",
+            starts.len()
+        );
+        let count = if done == text.len() {
+            starts.len() - 1
+        } else {
+            assert!(starts.len() > max_tokens, "stopped before the cap");
+            starts.len() + spaces(&text[done..])
+        };
+        (if count > max_tokens { Vec::new() } else { starts.clone() }, count)
     }
 
-    #[test]
-    fn every_finder_finds_what_the_portable_one_does() {
+    fn texts() -> Vec<Vec<u8>> {
         let mut x = 0x1234_5678_9ABC_DEF1u64;
         let mut next = move || {
             x ^= x << 13;
@@ -293,10 +365,10 @@ mod tests {
         };
         let mut texts: Vec<Vec<u8>> =
             vec![b" ".to_vec(), b"a".to_vec(), b"  ".to_vec(), vec![b' '; 64], vec![b' '; 200]];
-        for len in 0..300 {
+        for len in (0..300).chain([1000, 4095, 20_000]) {
             for density in [2u64, 5, 16, 64] {
                 // Spaces at random, runs of spaces, other bytes including
-                // UTF-8 continuation bytes and 0x20 + 0x80.
+                // UTF-8 lead and continuation bytes and 0x20 + 0x80.
                 let text: Vec<u8> = (0..len)
                     .map(|_| {
                         let r = next();
@@ -310,22 +382,43 @@ mod tests {
                 texts.push(text);
             }
         }
+        texts
+    }
+
+    #[test]
+    fn every_finder_finds_what_the_portable_one_does() {
         let all = finders();
         #[cfg(target_arch = "x86_64")]
-        if std::arch::is_x86_feature_detected!("avx2") {
-            assert!(all.len() >= 2, "an AVX2 CPU runs the AVX2 finder");
+        {
+            assert_eq!(all.len() > 1, avx2_runs(), "an AVX2 CPU runs the AVX2 finder");
+            assert_eq!(all.len() > 2, avx512_runs(), "an AVX-512 VBMI2 CPU runs the AVX-512 finder");
         }
-        for text in &texts {
-            let want = with(find_portable, text);
-            for &(name, finder) in &all[1..] {
-                assert_eq!(with(finder, text), want, "{name} on {:?}", String::from_utf8_lossy(text));
-            }
-            // The chosen one, through the public path, on UTF-8 input.
-            if let Ok(s) = std::str::from_utf8(text) {
-                let mut t = Tokens::default();
-                t.find(s);
-                assert_eq!(t.starts, want);
-                assert!(t.describe(s));
+        // One array per finder, reused across every text and cap, as a
+        // `Tokens` reuses its own.
+        let mut arrays: Vec<Vec<u32>> = vec![Vec::new(); all.len()];
+        let mut tokens = Tokens::default();
+        for text in &texts() {
+            let all_tokens = if text.is_empty() { 0 } else { spaces(text) + 1 };
+            for max_tokens in [usize::MAX, all_tokens, all_tokens.saturating_sub(1), 3, 0] {
+                let (want, count) = with(find_portable, text, max_tokens, &mut arrays[0]);
+                assert_eq!(count, all_tokens);
+                assert_eq!(want.is_empty(), all_tokens > max_tokens || text.is_empty());
+                for (k, &(name, finder)) in all.iter().enumerate().skip(1) {
+                    let got = with(finder, text, max_tokens, &mut arrays[k]);
+                    assert_eq!(
+                        got,
+                        (want.clone(), count),
+                        "{name} under {max_tokens} on {:?}",
+                        String::from_utf8_lossy(text)
+                    );
+                }
+                // The chosen one, through the public path, on UTF-8 input.
+                if let Ok(s) = std::str::from_utf8(text) {
+                    assert_eq!(tokens.find(s, max_tokens), all_tokens);
+                    assert_eq!(tokens.starts, want);
+                    assert_eq!(tokens.kept(), all_tokens <= max_tokens, "{max_tokens}");
+                    assert!(tokens.describe(s));
+                }
             }
         }
     }
@@ -334,14 +427,16 @@ mod tests {
     fn reused_tokens_grow_and_shrink_with_the_text() {
         let mut t = Tokens::default();
         let long = vec!["ab"; 5000].join(" ");
-        for text in ["", "one", "one two", long.as_str(), "x y z", ""] {
-            t.find(text);
+        let longest = vec!["a"; RETAINED + 10].join(" ");
+        for text in ["", "one", "one two", long.as_str(), "x y z", longest.as_str(), "a b", ""] {
             let want = if text.is_empty() { 0 } else { text.split(' ').count() };
-            assert_eq!(t.count(), want, "{text:.20}");
-            assert!(t.describe(text));
+            assert_eq!(t.find(text, usize::MAX), want, "{text:.20}");
+            assert_eq!(t.count(), want);
+            assert!(t.kept() && t.describe(text));
             if want >= 2 {
                 assert_eq!(&text[t.span(0, 2)], text.splitn(3, ' ').take(2).collect::<Vec<_>>().join(" "));
             }
+            assert!(t.starts.capacity() <= RETAINED + BLOCK + 1 || text.len() == longest.len());
         }
     }
 }
