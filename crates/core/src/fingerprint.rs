@@ -9,7 +9,7 @@ use crate::error::{ErrorKind, Result};
 use crate::hash::{content_hash, ContentHash};
 use crate::lsh::band_keys_into;
 use crate::minhash::MinHasher;
-use crate::shingle::{max_tokens, Shingler};
+use crate::shingle::Shingler;
 
 /// Why an item carries no features (and is matched by exact hash only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -135,8 +135,6 @@ impl Fingerprinter {
         let c = self.params.config();
         c.normalizer.normalize_into(text, &mut self.normalized);
         let normalized = &self.normalized;
-        let max_tokens = max_tokens(c.shingle_kind, c.shingle_width as usize, c.max_shingles as usize);
-        let tokens = self.shingler.tokenize(normalized, max_tokens).min(u32::MAX as usize) as u32;
         let content_hash = content_hash(normalized.as_bytes());
         let mut features = Vec::new();
         let mut degraded = None;
@@ -156,6 +154,7 @@ impl Fingerprinter {
                 _ => unreachable!("Shingler::features_into only fails on its limit"),
             }
         }
+        let tokens = self.shingler.token_count().min(u32::MAX as usize) as u32;
         let signature = self.hasher.signature(&features);
         let mut band_keys = Vec::new();
         band_keys_into(self.params.lsh(), c.seed, &signature, &mut band_keys)

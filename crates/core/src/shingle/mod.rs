@@ -59,8 +59,8 @@ fn shingle_count(normalized: &str, tokens: &Tokens, kind: ShingleKind, width: us
 /// Hashes every shingle of `normalized` into `out` (cleared first), sorted and
 /// de-duplicated. Fails, having allocated nothing for the features, when the
 /// text has more than `max_shingles` shingles (the token starts it finds
-/// first are kept for at most [`max_tokens`] tokens). A width of 0 shingles
-/// as 1. A caller that fingerprints many texts keeps one [`Shingler`], whose
+/// first are kept only for the tokens that many shingles span). A width of
+/// 0 shingles as 1. A caller that fingerprints many texts keeps one [`Shingler`], whose
 /// scratch then outlives each text.
 pub fn features_into(
     normalized: &str,
@@ -70,16 +70,17 @@ pub fn features_into(
     max_shingles: usize,
     out: &mut Vec<u64>,
 ) -> Result<()> {
-    let mut shingler = Shingler::default();
-    shingler.tokenize(normalized, max_tokens(kind, width, max_shingles));
-    shingler.features_into(normalized, kind, width, seed, max_shingles, out)
+    Shingler::default().features_into(normalized, kind, width, seed, max_shingles, out)
 }
 
 /// Shingles texts one after another, keeping what each needs between them:
 /// the token starts ([`Tokens`]), the unsorted hashes and the sort's bucket
-/// counts. Only the sorted feature set is a new allocation per text (it is
-/// what the caller keeps); the scratch stays in cache and in memory already
-/// faulted in.
+/// counts. For word shingles of a text under 4 GiB, only the sorted feature
+/// set is a new allocation per text (it is what the caller keeps); the
+/// scratch stays in cache and in memory already faulted in. (Character
+/// shingles also collect the text's character boundaries.) Scratch that a
+/// long text grew past a bound is given back when that text is done, so an
+/// idle `Shingler` holds a few MiB at most.
 #[derive(Debug, Clone, Default)]
 pub struct Shingler {
     tokens: Tokens,
@@ -90,28 +91,58 @@ pub struct Shingler {
 /// The most tokens whose starts [`Shingler::features_into`] needs under
 /// `max_shingles`: for word shingles, the tokens of `max_shingles` windows;
 /// character shingles need none (only the count).
-pub fn max_tokens(kind: ShingleKind, width: usize, max_shingles: usize) -> usize {
+fn max_tokens(kind: ShingleKind, width: usize, max_shingles: usize) -> usize {
     match kind {
         ShingleKind::Word => max_shingles.saturating_add(width.max(1) - 1),
         ShingleKind::Char => 0,
     }
 }
 
-/// Hashes and sort scratch larger than this many entries (1 MiB) is given
-/// back after its text, not kept for the next.
+/// Hashes scratch of more than this many entries (1 MiB), and sort counts
+/// of more than twice as many, are given back after their text, not kept
+/// for the next.
 const RETAINED: usize = 1 << 17;
 
 impl Shingler {
-    /// Finds the token starts of `normalized` and returns how many tokens
-    /// it has; starts are kept for at most `max_tokens` tokens
-    /// ([`max_tokens`] of the shingling to come), past which they are
-    /// only counted.
-    pub fn tokenize(&mut self, normalized: &str, max_tokens: usize) -> usize {
-        self.tokens.find(normalized, max_tokens)
+    /// Tokens (space-separated) in the text last given to
+    /// [`Shingler::features_into`], counted whether or not it failed its
+    /// limit.
+    pub fn token_count(&self) -> usize {
+        self.tokens.count()
     }
 
-    /// [`features_into`] for the text last given to [`Shingler::tokenize`].
+    /// [`features_into`] with this `Shingler`'s scratch. The text's token
+    /// starts are found first, and kept only for as many tokens as
+    /// `max_shingles` shingles can span: past that they are counted, and
+    /// the limit fails before anything in proportion to the text is
+    /// allocated.
     pub fn features_into(
+        &mut self,
+        normalized: &str,
+        kind: ShingleKind,
+        width: usize,
+        seed: u64,
+        max_shingles: usize,
+        out: &mut Vec<u64>,
+    ) -> Result<()> {
+        // A width of 0 (which configs refuse) hashes as 1.
+        let width = width.max(1);
+        out.clear();
+        self.tokens.find(normalized, max_tokens(kind, width, max_shingles));
+        let result = self.shingle(normalized, kind, width, seed, max_shingles, out);
+        self.tokens.trim();
+        if self.hashes.capacity() > RETAINED {
+            self.hashes = Vec::new();
+        }
+        if self.counts.capacity() > 2 * RETAINED {
+            self.counts = Vec::new();
+        }
+        result
+    }
+
+    /// [`Shingler::features_into`] once the token starts are found
+    /// (`width` at least 1, `out` empty).
+    fn shingle(
         &mut self,
         normalized: &str,
         kind: ShingleKind,
@@ -122,9 +153,6 @@ impl Shingler {
     ) -> Result<()> {
         let tokens = &self.tokens;
         debug_assert!(tokens.describe(normalized), "tokens of another text");
-        // A width of 0 (which configs refuse) hashes as 1.
-        let width = width.max(1);
-        out.clear();
         let count = shingle_count(normalized, tokens, kind, width);
         if count > max_shingles {
             return Err(Error::limit("max_shingles", max_shingles as u64, count as u64));
@@ -144,8 +172,8 @@ impl Shingler {
                     hashes.extend((0..count).map(|first| hash_bytes(&bytes[tokens.span(first, width)], seed)));
                 } else {
                     // Starts not kept: a text of 4 GiB or more (offsets
-                    // past u32), or tokenized under a smaller cap. Their
-                    // offsets as `usize`, bounded by the limit checked above.
+                    // past u32). Their offsets as `usize`, bounded by the
+                    // limit checked above.
                     let starts: Vec<usize> = std::iter::once(0)
                         .chain(memchr::memchr_iter(b' ', bytes).map(|at| at + 1))
                         .chain(std::iter::once(bytes.len() + 1))
@@ -168,18 +196,12 @@ impl Shingler {
         }
         sort_hashes(hashes, &mut self.counts, out);
         out.dedup();
-        if self.hashes.capacity() > RETAINED {
-            self.hashes = Vec::new();
-        }
-        if self.counts.capacity() > 2 * RETAINED {
-            self.counts = Vec::new();
-        }
         Ok(())
     }
 }
 
-/// Sorts 64-bit hashes from `src` into `out` (cleared first; it grows to
-/// exactly `src.len()` if it must). Hashes are spread evenly, so one pass
+/// Sorts 64-bit hashes from `src` into `out` (cleared first; past 64
+/// hashes it grows to exactly `src.len()` if it must). Hashes are spread evenly, so one pass
 /// that files them into about n buckets by their top bits leaves them
 /// nearly sorted — out of order only within a bucket, about one element
 /// long — and an insertion pass finishes the job with few, well-predicted
@@ -363,23 +385,54 @@ mod tests {
                 } else {
                     expected(&grams.iter().map(String::as_str).collect::<Vec<_>>())
                 };
-                for cap in [max_tokens(ShingleKind::Word, width, 1_000_000), 0] {
-                    assert_eq!(shingler.tokenize(&text, cap), words.len());
-                    let mut got = vec![1, 2, 3];
-                    shingler.features_into(&text, ShingleKind::Word, width, 7, 1_000_000, &mut got).unwrap();
-                    assert_eq!(got, want, "width {width}, cap {cap}, {text:?}");
-                }
-                // Over the limit: an error, and nothing in `out`.
-                if words.len() > width {
-                    let limit = words.len() - width;
-                    shingler.tokenize(&text, max_tokens(ShingleKind::Word, width, limit));
+                let mut got = vec![1, 2, 3];
+                shingler.features_into(&text, ShingleKind::Word, width, 7, 1_000_000, &mut got).unwrap();
+                assert_eq!(got, want, "width {width}, {text:?}");
+                assert_eq!(shingler.token_count(), words.len());
+                // The starts only counted (the path of texts past u32
+                // offsets), as a cap of 0 leaves them.
+                shingler.tokens.find(&text, 0);
+                assert!(text.is_empty() || !shingler.tokens.kept());
+                let mut got = Vec::new();
+                shingler.shingle(&text, ShingleKind::Word, width, 7, 1_000_000, &mut got).unwrap();
+                assert_eq!(got, want, "width {width}, starts not kept, {text:?}");
+                // At the limit: the features; one under it: an error
+                // naming both, and nothing in `out`.
+                let shingles = words.len().saturating_sub(width) + 1;
+                if !text.is_empty() {
                     let mut got = vec![1];
+                    shingler.features_into(&text, ShingleKind::Word, width, 7, shingles, &mut got).unwrap();
+                    assert_eq!(got, want, "width {width}, at the limit, {text:?}");
+                    let limit = shingles - 1;
                     let e = shingler.features_into(&text, ShingleKind::Word, width, 7, limit, &mut got).unwrap_err();
-                    assert!(e.to_string().contains(&(limit + 1).to_string()), "{e}");
+                    assert!(
+                        matches!(e.kind(), crate::ErrorKind::LimitExceeded { limit: "max_shingles", max, actual }
+                            if *max == limit as u64 && *actual == shingles as u64),
+                        "{e}"
+                    );
                     assert!(got.is_empty());
+                    assert_eq!(shingler.token_count(), words.len());
                 }
             }
         }
+    }
+
+    #[test]
+    fn scratch_grown_by_a_long_text_is_given_back() {
+        let long: String = (0..600_000).map(|i| format!("w{} ", i % 5000)).collect();
+        let long = long.trim_end();
+        let mut shingler = Shingler::default();
+        let mut out = Vec::new();
+        shingler.features_into(long, ShingleKind::Word, 5, 7, 1 << 20, &mut out).unwrap();
+        assert_eq!(out, strings(long, ShingleKind::Word, 5));
+        assert_eq!(shingler.token_count(), 600_000);
+        assert_eq!(shingler.hashes.capacity(), 0);
+        assert_eq!(shingler.counts.capacity(), 0);
+        assert!(!shingler.tokens.kept(), "the starts array was given back");
+        // A short text after it: scratch kept, features right.
+        shingler.features_into("a b c d e f g", ShingleKind::Word, 5, 7, 1 << 20, &mut out).unwrap();
+        assert_eq!(out, expected(&["a b c d e", "b c d e f", "c d e f g"]));
+        assert!(shingler.hashes.capacity() > 0 && shingler.tokens.kept());
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! `t` starts one byte after the text's `t`-th space and every word shingle
 //! is the slice from one token's start to one byte before a later token's
 //! start. [`Tokens::find`] writes those starts into one array, a 64-byte
-//! block at a time with no branch per token; the shingle loop, the token
-//! count and the shingle count all read it, instead of each walking the
-//! text's spaces again.
+//! block at a time with no branch per token; the shingle loop and the
+//! shingle count read it, instead of each walking the text's spaces again.
+//! Starts are kept only up to a cap (the tokens the shingle limit allows):
+//! past it a text's tokens are counted, not stored.
 //!
 //! Three ways to fill it, chosen at run time, the same array from each:
 //! AVX-512 (BW + VBMI2: the space mask compresses the block's byte indices
@@ -17,11 +18,13 @@
 /// Bytes one step of the fast paths looks at.
 const BLOCK: usize = 64;
 
-/// The token starts of one text: `starts[t]` is where token `t` begins,
-/// and one more entry, one past the text's end, closes the last token. An
-/// empty text has no tokens and no entries. The array is kept between
-/// texts, so a caller that reuses a `Tokens` allocates only when a text
-/// has more tokens than any before it (up to [`RETAINED`]).
+/// The token starts of one text, when kept ([`Tokens::kept`]): `starts[t]`
+/// is where token `t` begins, and one more entry, one past the text's end,
+/// closes the last token. An empty text has no tokens and no entries; a
+/// text over the cap it was found with has its tokens counted and no
+/// entries. The array is kept between texts, so a caller that reuses a
+/// `Tokens` allocates only when a text has more tokens than any before it
+/// (an array grown past [`RETAINED`] is given back by [`Tokens::trim`]).
 #[derive(Debug, Clone, Default)]
 pub struct Tokens {
     starts: Vec<u32>,
@@ -29,9 +32,10 @@ pub struct Tokens {
     count: usize,
 }
 
-/// Entries of the starts array kept between texts (1 MiB); a longer one is
-/// given back after its text.
-const RETAINED: usize = 1 << 18;
+/// Capacity of the starts array kept between texts (2 MiB, room for the
+/// starts of about 2^18 tokens: the array grows by doubling); a larger one
+/// is given back by [`Tokens::trim`].
+const RETAINED: usize = 1 << 19;
 
 impl Tokens {
     /// Finds the token starts of `text` (tokens separated by single ASCII
@@ -42,9 +46,7 @@ impl Tokens {
     /// entries); a text of `u32::MAX` bytes or more is only counted too.
     pub fn find(&mut self, text: &str, max_tokens: usize) -> usize {
         let bytes = text.as_bytes();
-        if self.starts.capacity() > RETAINED {
-            self.starts = Vec::new();
-        }
+        self.trim();
         self.starts.clear();
         self.count = if bytes.is_empty() {
             0
@@ -67,6 +69,14 @@ impl Tokens {
     /// How many tokens the last text had.
     pub fn count(&self) -> usize {
         self.count
+    }
+
+    /// Gives back a starts array grown past [`RETAINED`] (its starts are
+    /// then no longer kept; the count stays).
+    pub fn trim(&mut self) {
+        if self.starts.capacity() > RETAINED {
+            self.starts = Vec::new();
+        }
     }
 
     /// Whether the starts of the last text were kept: it was empty, or had
