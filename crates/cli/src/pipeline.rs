@@ -153,11 +153,18 @@ impl Fingerprinting {
         let at = rayon::current_thread_index().map_or(last, |i| i.min(last));
         let mut fpr = self.fingerprinters[at].lock().unwrap_or_else(PoisonError::into_inner);
         let (tf, idf) = (self.text_field.as_str(), self.id_field.as_str());
-        let parsed = lines
-            .iter()
-            .map(|line| {
-                let rec = line.record(tf, idf)?;
-                Ok((rec.id.map(|c| c.into_owned()), fpr.fingerprint(&rec.text)))
+        // Parsed first, then fingerprinted together (content hashes of
+        // several texts are computed side by side).
+        let records: Vec<_> = lines.iter().map(|line| line.record(tf, idf)).collect();
+        let mut fingerprints = Vec::with_capacity(records.len());
+        fpr.fingerprint_many(records.iter().filter_map(|r| r.as_ref().ok()).map(|r| &*r.text), &mut fingerprints);
+        let mut fingerprints = fingerprints.into_iter();
+        let parsed = records
+            .into_iter()
+            .map(|record| {
+                let rec = record?;
+                let fp = fingerprints.next().expect("a fingerprint per parsed record");
+                Ok((rec.id.map(|c| c.into_owned()), fp))
             })
             .collect();
         (parsed, t.elapsed().as_secs_f64())

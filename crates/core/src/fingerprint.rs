@@ -6,7 +6,7 @@
 
 use crate::config::Params;
 use crate::error::{ErrorKind, Result};
-use crate::hash::{content_hash, ContentHash};
+use crate::hash::{content_hash, content_hashes, ContentHash};
 use crate::lsh::band_keys_into;
 use crate::minhash::MinHasher;
 use crate::shingle::Shingler;
@@ -75,14 +75,31 @@ pub struct Fingerprinter {
     hasher: MinHasher,
     normalized: String,
     shingler: Shingler,
+    /// [`Fingerprinter::fingerprint_many`]'s normalized texts and their
+    /// content hashes, kept between batches.
+    batch: Vec<String>,
+    hashes: Vec<ContentHash>,
 }
+
+/// Texts normalized and content-hashed together by
+/// [`Fingerprinter::fingerprint_many`]: enough to fill the hash's lanes
+/// with their chunks, few enough that each is still in cache when it is
+/// shingled.
+const BATCH: usize = 16;
 
 impl Fingerprinter {
     /// A fingerprinter for `params`.
     pub fn new(params: Params) -> Result<Fingerprinter> {
         let c = params.config();
         let hasher = MinHasher::new(c.signature, c.num_perm as usize, c.seed)?;
-        Ok(Fingerprinter { params, hasher, normalized: String::new(), shingler: Shingler::default() })
+        Ok(Fingerprinter {
+            params,
+            hasher,
+            normalized: String::new(),
+            shingler: Shingler::default(),
+            batch: Vec::new(),
+            hashes: Vec::new(),
+        })
     }
 
     /// The parameters.
@@ -134,8 +151,47 @@ impl Fingerprinter {
     pub fn fingerprint(&mut self, text: &str) -> Fingerprint {
         let c = self.params.config();
         c.normalizer.normalize_into(text, &mut self.normalized);
-        let normalized = &self.normalized;
-        let content_hash = content_hash(normalized.as_bytes());
+        let normalized = std::mem::take(&mut self.normalized);
+        let fingerprint = self.finish(&normalized, content_hash(normalized.as_bytes()));
+        self.normalized = normalized;
+        fingerprint
+    }
+
+    /// [`Fingerprinter::fingerprint`] of each text, in order, appended to
+    /// `out`: the same fingerprints, faster on many short texts (their
+    /// content hashes are computed side by side,
+    /// [`crate::hash::content_hashes`]).
+    pub fn fingerprint_many<'t>(&mut self, texts: impl IntoIterator<Item = &'t str>, out: &mut Vec<Fingerprint>) {
+        let mut texts = texts.into_iter().peekable();
+        let mut batch = std::mem::take(&mut self.batch);
+        let mut hashes = std::mem::take(&mut self.hashes);
+        batch.resize_with(BATCH, String::new);
+        while texts.peek().is_some() {
+            let mut n = 0;
+            // The batch's slots first: `zip` takes no text it has no slot for.
+            for (normalized, text) in batch.iter_mut().zip(texts.by_ref()) {
+                self.params.config().normalizer.normalize_into(text, normalized);
+                n += 1;
+            }
+            let refs: [&[u8]; BATCH] = std::array::from_fn(|i| batch[i].as_bytes());
+            content_hashes(&refs[..n], &mut hashes);
+            for (normalized, &hash) in batch.iter().zip(&hashes) {
+                out.push(self.finish(normalized, hash));
+            }
+        }
+        // Texts of a long batch are not kept whole for the next.
+        for normalized in &mut batch {
+            if normalized.capacity() > 1 << 20 {
+                *normalized = String::new();
+            }
+        }
+        self.batch = batch;
+        self.hashes = hashes;
+    }
+
+    /// The fingerprint of a normalized text with its content hash.
+    fn finish(&mut self, normalized: &str, content_hash: ContentHash) -> Fingerprint {
+        let c = self.params.config();
         let mut features = Vec::new();
         let mut degraded = None;
         if let Err(e) = self.shingler.features_into(
@@ -167,6 +223,40 @@ impl Fingerprinter {
 mod tests {
     use super::*;
     use crate::config::Config;
+
+    #[test]
+    fn fingerprints_of_a_batch_are_each_text_s() {
+        // Across batch boundaries: short and long texts, an empty one, one
+        // of more than 16 KiB (hashed alone), one over the shingle limit.
+        let words = ["alpha", "beta", "Gamma", "délta", "epsilon", "zeta", "eta", "theta", "ιώτα", "kappa"];
+        let mut x = 11u64;
+        let mut texts: Vec<String> = (0..40)
+            .map(|i| {
+                let n = [0, 1, 3, 40, 200, 400, 900, 3000][i % 8];
+                (0..n)
+                    .map(|_| {
+                        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                        words[(x >> 60) as usize % words.len()]
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            })
+            .collect();
+        texts.insert(17, String::new());
+        let config = Config { max_shingles: 2000, ..Config::default() };
+        let mut one = Fingerprinter::new(config.clone().resolve().unwrap()).unwrap();
+        let mut many = Fingerprinter::new(config.resolve().unwrap()).unwrap();
+        let want: Vec<Fingerprint> = texts.iter().map(|t| one.fingerprint(t)).collect();
+        assert!(want.iter().any(|f| f.degraded.is_some()), "one text is over the limit");
+        for _ in 0..2 {
+            let mut got = vec![want[0].clone()];
+            many.fingerprint_many(texts.iter().map(String::as_str), &mut got);
+            assert_eq!(got[1..], want[..], "appended in order, the same");
+        }
+        let mut got = Vec::new();
+        many.fingerprint_many(texts[..5].iter().map(String::as_str), &mut got);
+        assert_eq!(got, want[..5]);
+    }
 
     #[test]
     fn rebuild_from_stored_parts_equals_the_original() {

@@ -14,6 +14,10 @@
 
 use xxhash_rust::xxh3::xxh3_64_with_seed;
 
+mod many;
+
+pub use many::content_hashes;
+
 /// Version tag of the feature / band-key hash, recorded in configs and snapshots.
 pub const FEATURE_HASH_VERSION: &str = "xxh3-64";
 /// Version tag of the exact content hash.
