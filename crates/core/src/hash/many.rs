@@ -100,6 +100,10 @@ fn kernel() -> Option<(Kernel, usize)> {
                 // SAFETY: the CPU has AVX-512F, all the function enables.
                 return Some((|jobs, out| unsafe { x86::lanes16(jobs, out) }, 16));
             }
+            if std::arch::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2, all the function enables.
+                return Some((|jobs, out| unsafe { x86::lanes8(jobs, out) }, 8));
+            }
         }
         None
     })
@@ -203,42 +207,82 @@ mod x86 {
 
     use super::{Job, BLOCK_LEN, IV, SCHEDULE};
 
+    /// Lanes done with their blocks read this one.
+    static ZERO: [u8; BLOCK_LEN] = [0; BLOCK_LEN];
+
+    /// The scalar side of a pass over up to `N` jobs, one per lane: the
+    /// counters, and each block's bytes, lengths and flags per lane.
+    struct Plan<'j, 'a, const N: usize> {
+        jobs: &'j [Job<'a>],
+        pads: [[u8; BLOCK_LEN]; N],
+    }
+
+    /// Block `b` of every lane: its 64 bytes, length and flags, and a bit
+    /// per lane still running.
+    struct Step<'p, const N: usize> {
+        blocks: [&'p [u8; BLOCK_LEN]; N],
+        lens: [u32; N],
+        flags: [u32; N],
+        active: u32,
+    }
+
+    impl<'j, 'a, const N: usize> Plan<'j, 'a, N> {
+        fn new(jobs: &'j [Job<'a>]) -> Self {
+            assert!(jobs.len() <= N);
+            Plan { jobs, pads: [[0; BLOCK_LEN]; N] }
+        }
+
+        /// Low and high halves of each lane's counter.
+        fn counters(&self) -> ([u32; N], [u32; N]) {
+            let (mut lo, mut hi) = ([0u32; N], [0u32; N]);
+            for (l, job) in self.jobs.iter().enumerate() {
+                lo[l] = job.counter as u32;
+                hi[l] = (job.counter >> 32) as u32;
+            }
+            (lo, hi)
+        }
+
+        /// Blocks in the longest job.
+        fn blocks(&self) -> usize {
+            self.jobs.iter().map(Job::blocks).max().unwrap_or(0)
+        }
+
+        fn step(&mut self, b: usize) -> Step<'_, N> {
+            let mut step = Step { blocks: [&ZERO; N], lens: [0; N], flags: [0; N], active: 0 };
+            for (l, (job, pad)) in self.jobs.iter().zip(self.pads.iter_mut()).enumerate() {
+                if b < job.blocks() {
+                    let (block, len, flags) = job.block(b, pad);
+                    (step.blocks[l], step.lens[l], step.flags[l]) = (block, len, flags);
+                    step.active |= 1 << l;
+                }
+            }
+            step
+        }
+
+        /// Each lane's words out of eight vectors of `N` lanes (stored).
+        fn unpack(&self, words: &[[u32; N]; 8], out: &mut [[u32; 8]]) {
+            for (l, o) in out.iter_mut().enumerate().take(self.jobs.len()) {
+                for (i, word) in o.iter_mut().enumerate() {
+                    *word = words[i][l];
+                }
+            }
+        }
+    }
+
     /// Up to 16 jobs, one per lane of a 512-bit register.
     ///
     /// # Safety
     /// The CPU must have AVX-512F.
     #[target_feature(enable = "avx512f")]
     pub(super) unsafe fn lanes16(jobs: &[Job<'_>], out: &mut [[u32; 8]]) {
-        debug_assert!(jobs.len() <= 16 && out.len() == jobs.len());
-        let zero = [0u8; BLOCK_LEN];
-        let mut pads = [[0u8; BLOCK_LEN]; 16];
-        let mut h = [_mm512_setzero_si512(); 8];
-        for (v, &iv) in h.iter_mut().zip(&IV) {
-            *v = _mm512_set1_epi32(iv as i32);
-        }
-        let (mut lo, mut hi) = ([0u32; 16], [0u32; 16]);
-        for (l, job) in jobs.iter().enumerate() {
-            lo[l] = job.counter as u32;
-            hi[l] = (job.counter >> 32) as u32;
-        }
-        let counter_lo = load(&lo);
-        let counter_hi = load(&hi);
-        let blocks = jobs.iter().map(Job::blocks).max().unwrap_or(0);
-        for b in 0..blocks {
-            let mut rows = [_mm512_setzero_si512(); 16];
-            let (mut lens, mut flags) = ([0u32; 16], [0u32; 16]);
-            let mut active: u16 = 0;
-            for (l, job) in jobs.iter().enumerate() {
-                if b < job.blocks() {
-                    let (block, len, f) = job.block(b, &mut pads[l]);
-                    rows[l] = load(block);
-                    (lens[l], flags[l]) = (len, f);
-                    active |= 1 << l;
-                } else {
-                    rows[l] = load(&zero);
-                }
-            }
-            let m = transpose(rows);
+        let mut plan = Plan::<16>::new(jobs);
+        let (lo, hi) = plan.counters();
+        let (counter_lo, counter_hi) = (load16(&lo), load16(&hi));
+        let mut h = IV.map(|w| _mm512_set1_epi32(w as i32));
+        for b in 0..plan.blocks() {
+            let step = plan.step(b);
+            let m = transpose16(step.blocks.map(|block| load16(block)));
+            let iv = IV.map(|w| _mm512_set1_epi32(w as i32));
             let mut v = [
                 h[0],
                 h[1],
@@ -248,20 +292,20 @@ mod x86 {
                 h[5],
                 h[6],
                 h[7],
-                _mm512_set1_epi32(IV[0] as i32),
-                _mm512_set1_epi32(IV[1] as i32),
-                _mm512_set1_epi32(IV[2] as i32),
-                _mm512_set1_epi32(IV[3] as i32),
+                iv[0],
+                iv[1],
+                iv[2],
+                iv[3],
                 counter_lo,
                 counter_hi,
-                load(&lens),
-                load(&flags),
+                load16(&step.lens),
+                load16(&step.flags),
             ];
             for s in &SCHEDULE {
-                round(&mut v, &m, s);
+                round16(&mut v, &m, s);
             }
             for i in 0..8 {
-                h[i] = _mm512_mask_xor_epi32(h[i], active, v[i], v[i + 8]);
+                h[i] = _mm512_mask_xor_epi32(h[i], step.active as u16, v[i], v[i + 8]);
             }
         }
         let mut words = [[0u32; 16]; 8];
@@ -269,17 +313,13 @@ mod x86 {
             // SAFETY: `w` is 64 bytes, written whole.
             unsafe { _mm512_storeu_si512(w.as_mut_ptr().cast(), *v) };
         }
-        for (l, o) in out.iter_mut().enumerate() {
-            for (i, word) in o.iter_mut().enumerate() {
-                *word = words[i][l];
-            }
-        }
+        plan.unpack(&words, out);
     }
 
     /// 64 bytes as one vector.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    fn load<T: Copy, const N: usize>(bytes: &[T; N]) -> __m512i {
+    fn load16<T: Copy, const N: usize>(bytes: &[T; N]) -> __m512i {
         const { assert!(size_of::<[T; N]>() == 64) };
         // SAFETY: the array is 64 bytes (checked above), read unaligned.
         unsafe { _mm512_loadu_si512(bytes.as_ptr().cast()) }
@@ -287,20 +327,20 @@ mod x86 {
 
     #[inline]
     #[target_feature(enable = "avx512f")]
-    fn round(v: &mut [__m512i; 16], m: &[__m512i; 16], s: &[usize; 16]) {
-        g(v, 0, 4, 8, 12, m[s[0]], m[s[1]]);
-        g(v, 1, 5, 9, 13, m[s[2]], m[s[3]]);
-        g(v, 2, 6, 10, 14, m[s[4]], m[s[5]]);
-        g(v, 3, 7, 11, 15, m[s[6]], m[s[7]]);
-        g(v, 0, 5, 10, 15, m[s[8]], m[s[9]]);
-        g(v, 1, 6, 11, 12, m[s[10]], m[s[11]]);
-        g(v, 2, 7, 8, 13, m[s[12]], m[s[13]]);
-        g(v, 3, 4, 9, 14, m[s[14]], m[s[15]]);
+    fn round16(v: &mut [__m512i; 16], m: &[__m512i; 16], s: &[usize; 16]) {
+        g16(v, 0, 4, 8, 12, m[s[0]], m[s[1]]);
+        g16(v, 1, 5, 9, 13, m[s[2]], m[s[3]]);
+        g16(v, 2, 6, 10, 14, m[s[4]], m[s[5]]);
+        g16(v, 3, 7, 11, 15, m[s[6]], m[s[7]]);
+        g16(v, 0, 5, 10, 15, m[s[8]], m[s[9]]);
+        g16(v, 1, 6, 11, 12, m[s[10]], m[s[11]]);
+        g16(v, 2, 7, 8, 13, m[s[12]], m[s[13]]);
+        g16(v, 3, 4, 9, 14, m[s[14]], m[s[15]]);
     }
 
     #[inline]
     #[target_feature(enable = "avx512f")]
-    fn g(v: &mut [__m512i; 16], a: usize, b: usize, c: usize, d: usize, x: __m512i, y: __m512i) {
+    fn g16(v: &mut [__m512i; 16], a: usize, b: usize, c: usize, d: usize, x: __m512i, y: __m512i) {
         v[a] = _mm512_add_epi32(_mm512_add_epi32(v[a], v[b]), x);
         v[d] = _mm512_ror_epi32::<16>(_mm512_xor_si512(v[d], v[a]));
         v[c] = _mm512_add_epi32(v[c], v[d]);
@@ -315,7 +355,7 @@ mod x86 {
     /// holds word `w` of every lane.
     #[inline]
     #[target_feature(enable = "avx512f")]
-    fn transpose(r: [__m512i; 16]) -> [__m512i; 16] {
+    fn transpose16(r: [__m512i; 16]) -> [__m512i; 16] {
         // In 128-bit lane j, q[k][g] holds word 4j + k of rows 4g..4g+3.
         let mut q = [[_mm512_setzero_si512(); 4]; 4];
         for g in 0..4 {
@@ -341,6 +381,127 @@ mod x86 {
             m[4 + k] = _mm512_shuffle_i32x4::<0xDD>(x_lo, y_lo);
             m[8 + k] = _mm512_shuffle_i32x4::<0x88>(x_hi, y_hi);
             m[12 + k] = _mm512_shuffle_i32x4::<0xDD>(x_hi, y_hi);
+        }
+        m
+    }
+
+    /// Up to 8 jobs, one per lane of a 256-bit register.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2.
+    #[target_feature(enable = "avx2")]
+    pub(super) unsafe fn lanes8(jobs: &[Job<'_>], out: &mut [[u32; 8]]) {
+        let mut plan = Plan::<8>::new(jobs);
+        let (lo, hi) = plan.counters();
+        let (counter_lo, counter_hi) = (load8(&lo, 0), load8(&hi, 0));
+        let mut h = IV.map(|w| _mm256_set1_epi32(w as i32));
+        for b in 0..plan.blocks() {
+            let step = plan.step(b);
+            let low = transpose8(step.blocks.map(|block| load8(block, 0)));
+            let high = transpose8(step.blocks.map(|block| load8(block, 32)));
+            let m: [__m256i; 16] = std::array::from_fn(|w| if w < 8 { low[w] } else { high[w - 8] });
+            let iv = IV.map(|w| _mm256_set1_epi32(w as i32));
+            let mut v = [
+                h[0],
+                h[1],
+                h[2],
+                h[3],
+                h[4],
+                h[5],
+                h[6],
+                h[7],
+                iv[0],
+                iv[1],
+                iv[2],
+                iv[3],
+                counter_lo,
+                counter_hi,
+                load8(&step.lens, 0),
+                load8(&step.flags, 0),
+            ];
+            for s in &SCHEDULE {
+                round8(&mut v, &m, s);
+            }
+            let active: [u32; 8] = std::array::from_fn(|l| if step.active >> l & 1 == 1 { u32::MAX } else { 0 });
+            let active = load8(&active, 0);
+            for i in 0..8 {
+                h[i] = _mm256_blendv_epi8(h[i], _mm256_xor_si256(v[i], v[i + 8]), active);
+            }
+        }
+        let mut words = [[0u32; 8]; 8];
+        for (w, v) in words.iter_mut().zip(&h) {
+            // SAFETY: `w` is 32 bytes, written whole.
+            unsafe { _mm256_storeu_si256(w.as_mut_ptr().cast(), *v) };
+        }
+        plan.unpack(&words, out);
+    }
+
+    /// The 32 bytes of `bytes` from `at` on as one vector.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn load8<T: Copy, const N: usize>(bytes: &[T; N], at: usize) -> __m256i {
+        assert!(at + 32 <= size_of::<[T; N]>());
+        // SAFETY: 32 bytes from `at` are in the array (checked above).
+        unsafe { _mm256_loadu_si256(bytes.as_ptr().cast::<u8>().add(at).cast()) }
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn round8(v: &mut [__m256i; 16], m: &[__m256i; 16], s: &[usize; 16]) {
+        g8(v, 0, 4, 8, 12, m[s[0]], m[s[1]]);
+        g8(v, 1, 5, 9, 13, m[s[2]], m[s[3]]);
+        g8(v, 2, 6, 10, 14, m[s[4]], m[s[5]]);
+        g8(v, 3, 7, 11, 15, m[s[6]], m[s[7]]);
+        g8(v, 0, 5, 10, 15, m[s[8]], m[s[9]]);
+        g8(v, 1, 6, 11, 12, m[s[10]], m[s[11]]);
+        g8(v, 2, 7, 8, 13, m[s[12]], m[s[13]]);
+        g8(v, 3, 4, 9, 14, m[s[14]], m[s[15]]);
+    }
+
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn g8(v: &mut [__m256i; 16], a: usize, b: usize, c: usize, d: usize, x: __m256i, y: __m256i) {
+        // Rotations by 16 and 8 move whole bytes: one shuffle each.
+        let rot16 = _mm256_setr_epi8(
+            2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13, 2, 3, 0, 1, 6, 7, 4, 5, 10, 11, 8, 9, 14, 15, 12, 13,
+        );
+        let rot8 = _mm256_setr_epi8(
+            1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12, 1, 2, 3, 0, 5, 6, 7, 4, 9, 10, 11, 8, 13, 14, 15, 12,
+        );
+        v[a] = _mm256_add_epi32(_mm256_add_epi32(v[a], v[b]), x);
+        v[d] = _mm256_shuffle_epi8(_mm256_xor_si256(v[d], v[a]), rot16);
+        v[c] = _mm256_add_epi32(v[c], v[d]);
+        let t = _mm256_xor_si256(v[b], v[c]);
+        v[b] = _mm256_or_si256(_mm256_srli_epi32::<12>(t), _mm256_slli_epi32::<20>(t));
+        v[a] = _mm256_add_epi32(_mm256_add_epi32(v[a], v[b]), y);
+        v[d] = _mm256_shuffle_epi8(_mm256_xor_si256(v[d], v[a]), rot8);
+        v[c] = _mm256_add_epi32(v[c], v[d]);
+        let t = _mm256_xor_si256(v[b], v[c]);
+        v[b] = _mm256_or_si256(_mm256_srli_epi32::<7>(t), _mm256_slli_epi32::<25>(t));
+    }
+
+    /// Row `l` holds eight words of lane `l`; the result's vector `w`
+    /// holds word `w` of every lane.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn transpose8(r: [__m256i; 8]) -> [__m256i; 8] {
+        // In 128-bit lane j, q[k][g] holds word 4j + k of rows 4g..4g+3.
+        let mut q = [[_mm256_setzero_si256(); 2]; 4];
+        for g in 0..2 {
+            let (r0, r1, r2, r3) = (r[4 * g], r[4 * g + 1], r[4 * g + 2], r[4 * g + 3]);
+            let ab0 = _mm256_unpacklo_epi32(r0, r1);
+            let ab1 = _mm256_unpackhi_epi32(r0, r1);
+            let cd0 = _mm256_unpacklo_epi32(r2, r3);
+            let cd1 = _mm256_unpackhi_epi32(r2, r3);
+            q[0][g] = _mm256_unpacklo_epi64(ab0, cd0);
+            q[1][g] = _mm256_unpackhi_epi64(ab0, cd0);
+            q[2][g] = _mm256_unpacklo_epi64(ab1, cd1);
+            q[3][g] = _mm256_unpackhi_epi64(ab1, cd1);
+        }
+        let mut m = [_mm256_setzero_si256(); 8];
+        for (k, q) in q.iter().enumerate() {
+            m[k] = _mm256_permute2x128_si256::<0x20>(q[0], q[1]);
+            m[4 + k] = _mm256_permute2x128_si256::<0x31>(q[0], q[1]);
         }
         m
     }
@@ -394,6 +555,11 @@ mod tests {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx512f") {
             check(|jobs, out| unsafe { x86::lanes16(jobs, out) }, 16);
+            ran += 1;
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            check(|jobs, out| unsafe { x86::lanes8(jobs, out) }, 8);
             ran += 1;
         }
         let texts = texts();
