@@ -179,9 +179,10 @@ impl Fingerprinter {
                 out.push(self.finish(normalized, hash));
             }
         }
-        // Texts of a long batch are not kept whole for the next.
+        // Long texts are not kept for the next batch (at most 1 MiB in
+        // all is).
         for normalized in &mut batch {
-            if normalized.capacity() > 1 << 20 {
+            if normalized.capacity() > 64 << 10 {
                 *normalized = String::new();
             }
         }
@@ -227,7 +228,7 @@ mod tests {
     #[test]
     fn fingerprints_of_a_batch_are_each_text_s() {
         // Across batch boundaries: short and long texts, an empty one, one
-        // of more than 16 KiB (hashed alone), one over the shingle limit.
+        // of 16 chunks or more (hashed alone), one over the shingle limit.
         let words = ["alpha", "beta", "Gamma", "délta", "epsilon", "zeta", "eta", "theta", "ιώτα", "kappa"];
         let mut x = 11u64;
         let mut texts: Vec<String> = (0..40)

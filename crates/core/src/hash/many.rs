@@ -10,8 +10,8 @@
 //! is a job, jobs of about the same length share a pass, sixteen lanes
 //! (AVX-512F) or eight (AVX2) compress side by side, and the chunk chaining
 //! values of a text with more than one chunk are merged into its tree
-//! by the crate's own `hazmat` functions. Texts of 16 chunks or more go to
-//! the crate, which already fills its lanes with them.
+//! by the crate's own `hazmat` functions. Texts of 16 chunks or more (over
+//! 15 KiB) go to the crate, which already fills its lanes with them.
 //!
 //! The specification followed is BLAKE3's (hash mode, 32-byte output):
 //! a chunk's blocks chain from the IV with the chunk's index as counter,
@@ -51,8 +51,8 @@ struct Job<'a> {
     counter: u64,
     /// Whether this chunk is its text's only one (its output is the hash).
     root: bool,
-    /// Which text, and which of its chunks.
-    text: u32,
+    /// Which text of the batch.
+    text: usize,
 }
 
 impl Job<'_> {
@@ -131,7 +131,7 @@ fn hash_batched(texts: &[&[u8]], kernel: Kernel, lanes: usize, out: &mut Vec<Con
         }
         for c in 0..chunks {
             let bytes = &text[(c * CHUNK_LEN).min(text.len())..((c + 1) * CHUNK_LEN).min(text.len())];
-            jobs.push(Job { bytes, counter: c as u64, root: chunks == 1, text: i as u32 });
+            jobs.push(Job { bytes, counter: c as u64, root: chunks == 1, text: i });
         }
     }
     // Jobs of the same length share a pass: full chunks first, then the
@@ -149,14 +149,14 @@ fn hash_batched(texts: &[&[u8]], kernel: Kernel, lanes: usize, out: &mut Vec<Con
     let mut at = 0;
     while at < order.len() {
         let first = &jobs[order[at] as usize];
-        let text = first.text as usize;
+        let text = first.text;
         if first.root {
             out[text] = truncate(&words_to_bytes(&cvs[order[at] as usize]));
             at += 1;
             continue;
         }
         chain.clear();
-        while at < order.len() && jobs[order[at] as usize].text as usize == text {
+        while at < order.len() && jobs[order[at] as usize].text == text {
             chain.push(words_to_bytes(&cvs[order[at] as usize]));
             at += 1;
         }
@@ -529,6 +529,15 @@ mod tests {
             16 * 1024 + 1,
             40_000,
         ]);
+        // A last chunk of every block count, full or partial last block,
+        // in texts of one, two and three chunks.
+        for chunks in 0..3 {
+            for blocks in 0..16 {
+                for rest in [0, 1, 63] {
+                    lens.push(chunks * 1024 + blocks * 64 + rest);
+                }
+            }
+        }
         lens.into_iter().map(|n| (0..n).map(|_| byte()).collect()).collect()
     }
 
@@ -561,6 +570,18 @@ mod tests {
         if std::arch::is_x86_feature_detected!("avx2") {
             check(|jobs, out| unsafe { x86::lanes8(jobs, out) }, 8);
             ran += 1;
+        }
+        // The widest kernel this CPU runs is the one chosen.
+        #[cfg(target_arch = "x86_64")]
+        {
+            let widest = if std::arch::is_x86_feature_detected!("avx512f") {
+                Some(16)
+            } else if std::arch::is_x86_feature_detected!("avx2") {
+                Some(8)
+            } else {
+                None
+            };
+            assert_eq!(kernel().map(|(_, lanes)| lanes), widest);
         }
         let texts = texts();
         let all: Vec<&[u8]> = texts.iter().map(Vec::as_slice).collect();
