@@ -421,13 +421,11 @@ fn prefingerprint_all(t: &Prefingerprinter, items: &[Item]) -> Vec<Option<Prepar
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(8);
     let per = items.len().div_ceil(threads).max(32);
     if items.len() <= per {
-        return items.iter().map(|i| t.prepare(i)).collect();
+        return t.prepare_many(items);
     }
     std::thread::scope(|s| {
-        let parts: Vec<_> = items
-            .chunks(per)
-            .map(|chunk| (chunk.len(), s.spawn(move || chunk.iter().map(|i| t.prepare(i)).collect::<Vec<_>>())))
-            .collect();
+        let parts: Vec<_> =
+            items.chunks(per).map(|chunk| (chunk.len(), s.spawn(move || t.prepare_many(chunk)))).collect();
         // A part that failed leaves its items to be fingerprinted by the plan.
         parts.into_iter().flat_map(|(n, h)| h.join().unwrap_or_else(|_| vec![None; n])).collect()
     })

@@ -650,6 +650,36 @@ impl Tenant {
 mod tests {
     use super::*;
 
+    use crate::item::Item;
+
+    /// A batch prepared together is each item prepared alone, in order,
+    /// items over the size limit left out.
+    #[test]
+    fn a_batch_is_prepared_as_its_items_one_by_one() {
+        let mut config = TenantConfig::new(neardup_core::Config::seed_example());
+        config.limits.max_item_bytes = 1500;
+        let t = Tenant::new("t", config).unwrap();
+        let pre = t.prefingerprinter(true);
+        let items: Vec<Item> = (0..40)
+            .map(|i| {
+                let words = [0, 1, 5, 60, 300, 700][i % 6];
+                let content: Vec<String> = (0..words).map(|w| format!("w{}", (w * 7 + i) % 97)).collect();
+                Item::text(format!("i{i}"), content.join(" "))
+            })
+            .collect();
+        assert!(items.iter().any(|i| i.content.len() > 1500), "one item is over the limit");
+        let many = pre.prepare_many(&items);
+        assert_eq!(many.len(), items.len());
+        for (item, got) in items.iter().zip(&many) {
+            let want = pre.prepare(item);
+            assert_eq!(got.is_some(), want.is_some(), "{}", item.item_id);
+            if let (Some(got), Some(want)) = (got, want) {
+                assert_eq!((&got.version, &got.fp), (&want.version, &want.fp), "{}", item.item_id);
+                assert_eq!(got.packed.0, want.packed.0, "{}", item.item_id);
+            }
+        }
+    }
+
     /// Issue 15 item 1: a rebuild whose store write failed used to leave
     /// the new configuration in memory; now the tenant keeps its old one.
     #[test]

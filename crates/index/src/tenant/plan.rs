@@ -73,14 +73,42 @@ impl Prefingerprinter {
     /// content) the content compressed; `None` for content over the size
     /// limit (the plan refuses it).
     pub(crate) fn prepare(&self, item: &Item) -> Option<Prepared> {
-        (item.content.len() as u64 <= self.max_item_bytes).then(|| Prepared {
+        self.fits(item).then(|| self.prepared(item, self.fingerprinter.clone().fingerprint(&item.content)))
+    }
+
+    /// [`Prefingerprinter::prepare`] of each item, in order: one
+    /// fingerprinter for them all, and the content hashes of several
+    /// computed side by side ([`neardup_core::Fingerprinter::fingerprint_many`]).
+    pub(crate) fn prepare_many(&self, items: &[Item]) -> Vec<Option<Prepared>> {
+        let mut fingerprints = Vec::with_capacity(items.len());
+        self.fingerprinter
+            .clone()
+            .fingerprint_many(items.iter().filter(|i| self.fits(i)).map(|i| i.content.as_str()), &mut fingerprints);
+        let mut fingerprints = fingerprints.into_iter();
+        items
+            .iter()
+            .map(|item| {
+                self.fits(item)
+                    .then(|| self.prepared(item, fingerprints.next().expect("a fingerprint per item that fits")))
+            })
+            .collect()
+    }
+
+    /// Whether `item`'s content is within the size limit.
+    fn fits(&self, item: &Item) -> bool {
+        item.content.len() as u64 <= self.max_item_bytes
+    }
+
+    /// `item` made ready with its fingerprint.
+    fn prepared(&self, item: &Item, fp: Fingerprint) -> Prepared {
+        Prepared {
             version: self.version.clone(),
-            fp: self.fingerprinter.clone().fingerprint(&item.content),
+            fp,
             packed: match self.retain_content && self.pack {
                 true => PackedContent::of(&item.content),
                 false => PackedContent::default(),
             },
-        })
+        }
     }
 
     /// Made under `t`'s present parameters, limit and content rule.
