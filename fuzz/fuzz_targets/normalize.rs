@@ -2,7 +2,8 @@
 //! of `unicode-v1` (runs, 64-byte blocks) append exactly what its general
 //! loop does, and the optimistic NFKC path always equals composing the
 //! whole text first; the features are the hashes of the text's word
-//! windows, as `split(' ')` finds them.
+//! windows, as `split(' ')` finds them; and texts fingerprinted together
+//! (content hashes side by side) get what each gets alone.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
 use neardup_core::{Config, Fingerprinter, Normalizer};
@@ -34,4 +35,15 @@ fuzz_target!(|data: &[u8]| {
     want.dedup();
     assert_eq!(f.features, want, "features differ from the split reference");
     assert_eq!(f.signature.is_empty(), f.features.is_empty());
+    // The text cut at its line breaks: each part's fingerprint alone and
+    // in a batch, and the raw parts' content hashes side by side.
+    let parts: Vec<&str> = text.split('\n').collect();
+    let mut many = Vec::new();
+    fp.fingerprint_many(parts.iter().copied(), &mut many);
+    let one: Vec<_> = parts.iter().map(|p| fp.fingerprint(p)).collect();
+    assert_eq!(many, one, "a batch differs from its texts one by one");
+    let raw: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
+    let mut hashes = Vec::new();
+    neardup_core::hash::content_hashes(&raw, &mut hashes);
+    assert_eq!(hashes, raw.iter().map(|r| neardup_core::hash::content_hash(r)).collect::<Vec<_>>());
 });

@@ -42,6 +42,20 @@ const SCHEDULE: [[usize; 16]; 7] = [
     [11, 15, 5, 0, 1, 9, 8, 6, 14, 10, 2, 12, 3, 4, 7, 13],
 ];
 
+/// The state words each G function of a round mixes: four columns, then
+/// four diagonals; G function `i` takes message words `2i` and `2i + 1` of
+/// the round's schedule.
+const G: [[usize; 4]; 8] = [
+    [0, 4, 8, 12],
+    [1, 5, 9, 13],
+    [2, 6, 10, 14],
+    [3, 7, 11, 15],
+    [0, 5, 10, 15],
+    [1, 6, 11, 12],
+    [2, 7, 8, 13],
+    [3, 4, 9, 14],
+];
+
 /// One chunk of one text.
 #[derive(Clone, Copy)]
 struct Job<'a> {
@@ -205,7 +219,7 @@ fn truncate(bytes: &[u8; 32]) -> ContentHash {
 mod x86 {
     use std::arch::x86_64::*;
 
-    use super::{Job, BLOCK_LEN, IV, SCHEDULE};
+    use super::{Job, BLOCK_LEN, G, IV, SCHEDULE};
 
     /// Lanes done with their blocks read this one.
     static ZERO: [u8; BLOCK_LEN] = [0; BLOCK_LEN];
@@ -328,14 +342,9 @@ mod x86 {
     #[inline]
     #[target_feature(enable = "avx512f")]
     fn round16(v: &mut [__m512i; 16], m: &[__m512i; 16], s: &[usize; 16]) {
-        g16(v, 0, 4, 8, 12, m[s[0]], m[s[1]]);
-        g16(v, 1, 5, 9, 13, m[s[2]], m[s[3]]);
-        g16(v, 2, 6, 10, 14, m[s[4]], m[s[5]]);
-        g16(v, 3, 7, 11, 15, m[s[6]], m[s[7]]);
-        g16(v, 0, 5, 10, 15, m[s[8]], m[s[9]]);
-        g16(v, 1, 6, 11, 12, m[s[10]], m[s[11]]);
-        g16(v, 2, 7, 8, 13, m[s[12]], m[s[13]]);
-        g16(v, 3, 4, 9, 14, m[s[14]], m[s[15]]);
+        for (i, &[a, b, c, d]) in G.iter().enumerate() {
+            g16(v, a, b, c, d, m[s[2 * i]], m[s[2 * i + 1]]);
+        }
     }
 
     #[inline]
@@ -448,14 +457,9 @@ mod x86 {
     #[inline]
     #[target_feature(enable = "avx2")]
     fn round8(v: &mut [__m256i; 16], m: &[__m256i; 16], s: &[usize; 16]) {
-        g8(v, 0, 4, 8, 12, m[s[0]], m[s[1]]);
-        g8(v, 1, 5, 9, 13, m[s[2]], m[s[3]]);
-        g8(v, 2, 6, 10, 14, m[s[4]], m[s[5]]);
-        g8(v, 3, 7, 11, 15, m[s[6]], m[s[7]]);
-        g8(v, 0, 5, 10, 15, m[s[8]], m[s[9]]);
-        g8(v, 1, 6, 11, 12, m[s[10]], m[s[11]]);
-        g8(v, 2, 7, 8, 13, m[s[12]], m[s[13]]);
-        g8(v, 3, 4, 9, 14, m[s[14]], m[s[15]]);
+        for (i, &[a, b, c, d]) in G.iter().enumerate() {
+            g8(v, a, b, c, d, m[s[2 * i]], m[s[2 * i + 1]]);
+        }
     }
 
     #[inline]
