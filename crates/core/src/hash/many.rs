@@ -65,8 +65,6 @@ struct Job<'a> {
     counter: u64,
     /// Whether this chunk is its text's only one (its output is the hash).
     root: bool,
-    /// Which text of the batch.
-    text: usize,
 }
 
 impl Job<'_> {
@@ -136,45 +134,46 @@ pub fn content_hashes(texts: &[&[u8]], out: &mut Vec<ContentHash>) {
 /// [`content_hashes`] with a given kernel (the tests run each).
 fn hash_batched(texts: &[&[u8]], kernel: Kernel, lanes: usize, out: &mut Vec<ContentHash>) {
     out.resize(texts.len(), ContentHash([0; 16]));
+    // Every chunk of the batched texts in text and chunk order, and each
+    // such text's run of them: (text, first job, chunks).
     let mut jobs: Vec<Job<'_>> = Vec::new();
+    let mut runs: Vec<(usize, usize, usize)> = Vec::new();
     for (i, text) in texts.iter().enumerate() {
         let chunks = text.len().div_ceil(CHUNK_LEN).max(1);
         if chunks >= BATCH_CHUNKS {
             out[i] = super::content_hash(text);
             continue;
         }
+        runs.push((i, jobs.len(), chunks));
         for c in 0..chunks {
             let bytes = &text[(c * CHUNK_LEN).min(text.len())..((c + 1) * CHUNK_LEN).min(text.len())];
-            jobs.push(Job { bytes, counter: c as u64, root: chunks == 1, text: i });
+            jobs.push(Job { bytes, counter: c as u64, root: chunks == 1 });
         }
     }
     // Jobs of the same length share a pass: full chunks first, then the
-    // texts' last chunks by length. The order of the results is restored
-    // by the job's text and counter.
-    jobs.sort_by_key(|j| std::cmp::Reverse(j.blocks()));
+    // texts' last chunks by length; each result goes back to its job's place.
+    let mut passes: Vec<usize> = (0..jobs.len()).collect();
+    passes.sort_by_key(|&j| std::cmp::Reverse(jobs[j].blocks()));
     let mut cvs = vec![[0u32; 8]; jobs.len()];
-    for (group, cv) in jobs.chunks(lanes).zip(cvs.chunks_mut(lanes)) {
-        kernel(group, cv);
+    let (mut group, mut group_cvs) = (Vec::with_capacity(lanes), vec![[0u32; 8]; lanes]);
+    for pass in passes.chunks(lanes) {
+        group.clear();
+        group.extend(pass.iter().map(|&j| jobs[j]));
+        kernel(&group, &mut group_cvs[..pass.len()]);
+        for (&j, cv) in pass.iter().zip(&group_cvs) {
+            cvs[j] = *cv;
+        }
     }
-    // Each text's chunk chaining values in chunk order.
-    let mut order: Vec<u32> = (0..jobs.len() as u32).collect();
-    order.sort_unstable_by_key(|&j| (jobs[j as usize].text, jobs[j as usize].counter));
     let mut chain: Vec<blake3::hazmat::ChainingValue> = Vec::new();
-    let mut at = 0;
-    while at < order.len() {
-        let first = &jobs[order[at] as usize];
-        let text = first.text;
-        if first.root {
-            out[text] = truncate(&words_to_bytes(&cvs[order[at] as usize]));
-            at += 1;
-            continue;
-        }
-        chain.clear();
-        while at < order.len() && jobs[order[at] as usize].text == text {
-            chain.push(words_to_bytes(&cvs[order[at] as usize]));
-            at += 1;
-        }
-        out[text] = truncate(root_of(&chain).as_bytes());
+    for (text, first, chunks) in runs {
+        let cvs = &cvs[first..first + chunks];
+        out[text] = if chunks == 1 {
+            truncate(&words_to_bytes(&cvs[0]))
+        } else {
+            chain.clear();
+            chain.extend(cvs.iter().map(words_to_bytes));
+            truncate(root_of(&chain).as_bytes())
+        };
     }
 }
 

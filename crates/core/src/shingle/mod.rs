@@ -89,11 +89,11 @@ pub struct Shingler {
 }
 
 /// The most tokens whose starts [`Shingler::features_into`] needs under
-/// `max_shingles`: for word shingles, the tokens of `max_shingles` windows;
-/// character shingles need none (only the count).
+/// `max_shingles` (`width` at least 1): for word shingles, the tokens of
+/// `max_shingles` windows; character shingles need none (only the count).
 fn max_tokens(kind: ShingleKind, width: usize, max_shingles: usize) -> usize {
     match kind {
-        ShingleKind::Word => max_shingles.saturating_add(width.max(1) - 1),
+        ShingleKind::Word => max_shingles.saturating_add(width - 1),
         ShingleKind::Char => 0,
     }
 }

@@ -54,9 +54,7 @@ impl Tokens {
             spaces(bytes) + 1
         } else {
             let done = (finder())(bytes, max_tokens, &mut self.starts);
-            // Entries so far are one per token begun before `done`.
-            let count =
-                if done == bytes.len() { self.starts.len() - 1 } else { self.starts.len() + spaces(&bytes[done..]) };
+            let count = counted(bytes, done, self.starts.len());
             if count > max_tokens {
                 // Past the cap (a finder may have read a block beyond it).
                 self.starts.clear();
@@ -109,6 +107,17 @@ impl Tokens {
 /// Spaces in `bytes`.
 fn spaces(bytes: &[u8]) -> usize {
     memchr::memchr_iter(b' ', bytes).count()
+}
+
+/// Tokens in `bytes` (not empty) after a finder read `done` of them and
+/// wrote `entries` starts: one per token begun before `done` (and the
+/// closing entry when it read them all), and one per space after.
+fn counted(bytes: &[u8], done: usize, entries: usize) -> usize {
+    if done == bytes.len() {
+        entries - 1
+    } else {
+        entries + spaces(&bytes[done..])
+    }
 }
 
 /// Fills `starts` (empty; `bytes` not empty and shorter than `u32::MAX`)
@@ -356,12 +365,8 @@ mod tests {
             "{} entries kept under {max_tokens}",
             starts.len()
         );
-        let count = if done == text.len() {
-            starts.len() - 1
-        } else {
-            assert!(starts.len() > max_tokens, "stopped before the cap");
-            starts.len() + spaces(&text[done..])
-        };
+        assert!(done == text.len() || starts.len() > max_tokens, "stopped before the cap");
+        let count = counted(text, done, starts.len());
         (if count > max_tokens { Vec::new() } else { starts.clone() }, count)
     }
 
