@@ -120,6 +120,17 @@ pub struct InputArgs {
     /// confine a run to one core, start it under `taskset -c 0`.
     #[arg(long, help_heading = "Input")]
     pub threads: Option<usize>,
+    /// Read plain JSONL files through a buffer instead of mapping them into
+    /// memory.
+    ///
+    /// Mapped, a file's lines are read in place, with no copy: faster, and
+    /// the run holds only the chunks in flight. A mapped file must not
+    /// shrink while neardup reads it (another program truncating or
+    /// rewriting it in place): the system then stops the run with a bus
+    /// error (SIGBUS). Standard input and compressed files are always read
+    /// through a buffer.
+    #[arg(long, help_heading = "Input")]
+    pub no_mmap: bool,
 }
 
 impl InputArgs {
@@ -130,6 +141,7 @@ impl InputArgs {
             text_field: self.text_field.clone(),
             id_field: self.id_field.clone(),
             all_columns: false,
+            mmap: !self.no_mmap,
         }
     }
 }

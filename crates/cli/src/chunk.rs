@@ -32,6 +32,9 @@ pub struct ReadOptions {
     /// Read every Parquet column (to write the rows out), not only the
     /// text and id.
     pub all_columns: bool,
+    /// Map plain JSONL files into memory instead of reading them through a
+    /// buffer (`crate::jsonl::Mapped`).
+    pub mmap: bool,
 }
 
 /// Records read together, all from one input.

@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::Context;
 
 use crate::chunk::{Chunk, Input, Kind, ReadOptions};
-use crate::jsonl::{open_input, read_chunk, Reject};
+use crate::jsonl::{JsonlReader, Reject};
 use crate::parquet_io::ParquetInput;
 
 /// Expands the inputs as given into files, in reading order: a folder
@@ -212,7 +212,7 @@ fn read_one(
     match input.kind {
         Kind::Jsonl => {
             let counter = Arc::new(AtomicU64::new(0));
-            let (mut reader, _) = open_input(&input.name, Arc::clone(&counter))?;
+            let mut reader = JsonlReader::open(&input.name, opts.mmap, Arc::clone(&counter))?;
             let (mut reported, base) = (0u64, *next);
             let mut shift = RAMP_SHIFT;
             loop {
@@ -220,7 +220,8 @@ fn read_one(
                 let t = Instant::now();
                 let (records, bytes) = (CHUNK_RECORDS >> shift, CHUNK_BYTES >> shift);
                 shift = shift.saturating_sub(1);
-                let more = read_chunk(&mut reader, next, records, bytes, opts.max_line, &mut lines, &mut rejects)
+                let more = reader
+                    .read_chunk(next, records, bytes, opts.max_line, &mut lines, &mut rejects)
                     .map_err(|e| anyhow::anyhow!("{e} (after line {} of {})", *next - base, input.name))?;
                 *read_s += t.elapsed().as_secs_f64();
                 let read = counter.load(Ordering::Relaxed);

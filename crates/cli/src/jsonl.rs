@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use anyhow::Context;
+use bytes::Bytes;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
@@ -24,8 +25,9 @@ pub struct Line {
 /// What a record holds.
 #[derive(Debug)]
 pub enum Body {
-    /// A JSONL line's raw bytes (without the newline).
-    Json(Vec<u8>),
+    /// A JSONL line's raw bytes (without the newline): a slice of a mapped
+    /// file, or a copy read from a stream.
+    Json(Bytes),
     /// A Parquet row, by its position in the chunk's rows, with the values
     /// of the id and text columns.
     Row { row: usize, id: Option<String>, text: String },
@@ -77,10 +79,201 @@ impl Reject {
     }
 }
 
+/// Where a JSONL input's lines come from.
+pub enum JsonlReader {
+    /// A plain file mapped into memory: each line is a slice of the
+    /// mapping, with no copy and no memory of its own (see [`map_plain`]).
+    Mapped(Mapped),
+    /// A stream (standard input, a compressed file, a file that cannot be
+    /// mapped), read through a buffer, each line copied out.
+    Stream(Box<dyn BufRead + Send>),
+}
+
+impl fmt::Debug for JsonlReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JsonlReader::Mapped(m) => f.debug_struct("Mapped").field("len", &m.map.len()).field("pos", &m.pos).finish(),
+            JsonlReader::Stream(_) => f.write_str("Stream"),
+        }
+    }
+}
+
+impl JsonlReader {
+    /// Opens `path` (`-`: standard input): mapped when it is a plain,
+    /// uncompressed file and `mmap` allows, else as [`open_input`] does.
+    /// `read` counts the bytes of the file taken, for progress.
+    pub fn open(path: &str, mmap: bool, read: Arc<AtomicU64>) -> anyhow::Result<JsonlReader> {
+        if mmap && path != "-" {
+            if let Some(m) = map_plain(path, Arc::clone(&read))? {
+                return Ok(JsonlReader::Mapped(m));
+            }
+        }
+        Ok(JsonlReader::Stream(open_input(path, read)?))
+    }
+
+    /// Reads up to `max_records` lines or `max_bytes` bytes (whichever
+    /// first), skipping lines longer than `max_line` (reported in
+    /// `rejects`) and blank ones. Returns false at end of input.
+    pub fn read_chunk(
+        &mut self,
+        next_line: &mut u64,
+        max_records: usize,
+        max_bytes: usize,
+        max_line: usize,
+        out: &mut Vec<Line>,
+        rejects: &mut Vec<Reject>,
+    ) -> io::Result<bool> {
+        match self {
+            JsonlReader::Mapped(m) => Ok(m.read_chunk(next_line, max_records, max_bytes, max_line, out, rejects)),
+            JsonlReader::Stream(r) => read_chunk(r, next_line, max_records, max_bytes, max_line, out, rejects),
+        }
+    }
+}
+
+/// A plain JSONL file mapped into memory, handed out a chunk at a time.
+///
+/// Each chunk's lines are slices of one [`ChunkPages`], which gives its
+/// pages back to the kernel (`MADV_DONTNEED`) when the chunk's last line
+/// is dropped: the run's memory holds the chunks in flight, not the file
+/// read so far. Reading needs no copy of the text, and no memory of the
+/// process's own to copy it into: that memory was ~35 % of the page
+/// faults of a run on a corpus the size of `bench/work/real.jsonl`.
+///
+/// A mapped file must not shrink while it is read: on Linux, reading a
+/// page past its new end stops the process with SIGBUS. `--no-mmap`
+/// reads through a buffer instead.
+pub struct Mapped {
+    map: Arc<memmap2::Mmap>,
+    pos: usize,
+    read: Arc<AtomicU64>,
+}
+
+/// Maps `path` when it is a non-empty regular file that is neither
+/// compressed nor Parquet (those are read as streams); `None` when it is
+/// not, or when the system will not map it.
+fn map_plain(path: &str, read: Arc<AtomicU64>) -> anyhow::Result<Option<Mapped>> {
+    let file = File::open(path).with_context(|| format!("cannot open {path}"))?;
+    let meta = file.metadata().with_context(|| format!("cannot read {path}"))?;
+    if !meta.is_file() || meta.len() == 0 || usize::try_from(meta.len()).is_err() {
+        return Ok(None);
+    }
+    // SAFETY: the mapping is read only. A file changed while it is mapped
+    // is the documented hazard of mapping (see `Mapped`); neardup reads
+    // its inputs once, front to back, and never writes them.
+    let Ok(map) = (unsafe { memmap2::Mmap::map(&file) }) else {
+        return Ok(None);
+    };
+    if Head::of(&map) != Head::Plain {
+        return Ok(None);
+    }
+    // The file is read front to back: more read-ahead, and the pages
+    // behind the reader go first. A hint; its failure changes nothing.
+    let _ = map.advise(memmap2::Advice::Sequential);
+    Ok(Some(Mapped { map: Arc::new(map), pos: 0, read }))
+}
+
+impl Mapped {
+    /// [`JsonlReader::read_chunk`] over the mapping.
+    fn read_chunk(
+        &mut self,
+        next_line: &mut u64,
+        max_records: usize,
+        max_bytes: usize,
+        max_line: usize,
+        out: &mut Vec<Line>,
+        rejects: &mut Vec<Reject>,
+    ) -> bool {
+        let from = self.pos;
+        let data: &[u8] = &self.map;
+        // Lines as (line number, start, length) first: the chunk's pages
+        // are one owner, made once its end is known.
+        let mut spans: Vec<(u64, usize, usize)> = Vec::new();
+        let mut bytes = 0usize;
+        let mut more = true;
+        while out.len() + spans.len() < max_records && bytes < max_bytes {
+            let rest = &data[self.pos..];
+            if rest.is_empty() {
+                more = false;
+                break;
+            }
+            let raw = memchr::memchr(b'\n', rest).map_or(rest.len(), |i| i + 1);
+            let start = self.pos;
+            self.pos += raw;
+            *next_line += 1;
+            if raw > max_line.saturating_add(1) {
+                rejects.push(Reject::at(*next_line, too_long(max_line)));
+                continue;
+            }
+            let Some(len) = content_len(&rest[..raw]) else { continue };
+            bytes += len;
+            spans.push((*next_line, start - from, len));
+        }
+        self.read.store(self.pos as u64, Ordering::Relaxed);
+        let pages = Bytes::from_owner(ChunkPages { map: Arc::clone(&self.map), range: from..self.pos });
+        out.extend(
+            spans.into_iter().map(|(number, at, len)| Line { number, body: Body::Json(pages.slice(at..at + len)) }),
+        );
+        more
+    }
+}
+
+/// Pages are given back in whole blocks of this many bytes: a multiple of
+/// every page size in use (4, 16 and 64 KiB), so the blocks start on a page.
+const RELEASE_ALIGN: usize = 64 << 10;
+
+/// One chunk's part of a mapped file; its whole pages go back to the
+/// kernel when it is dropped (after the chunk's last line).
+struct ChunkPages {
+    map: Arc<memmap2::Mmap>,
+    range: std::ops::Range<usize>,
+}
+
+impl AsRef<[u8]> for ChunkPages {
+    fn as_ref(&self) -> &[u8] {
+        &self.map[self.range.clone()]
+    }
+}
+
+impl Drop for ChunkPages {
+    fn drop(&mut self) {
+        // Only pages wholly inside the range: the pages at its ends may
+        // hold lines of the chunks beside it.
+        let start = self.range.start.next_multiple_of(RELEASE_ALIGN);
+        let end = self.range.end / RELEASE_ALIGN * RELEASE_ALIGN;
+        #[cfg(unix)]
+        if end > start {
+            // SAFETY: the mapping is a read-only shared mapping of a file:
+            // dropping its pages only drops them from this process's page
+            // tables, and a later read of the range maps the file's pages
+            // again, with the same bytes. No slice of the range outlives
+            // this owner (the lines' `Bytes` hold it).
+            let _ = unsafe { self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start) };
+        }
+    }
+}
+
+/// Why an over-long line was skipped.
+fn too_long(max_line: usize) -> String {
+    format!("line longer than the {max_line}-byte limit (--max-line-bytes); skipped")
+}
+
+/// The length of a raw line (with its newline, if any) without its line
+/// ending (`\n` or `\r\n`); `None` for a blank line, which is not a record.
+fn content_len(raw: &[u8]) -> Option<usize> {
+    let mut len = raw.len();
+    if len > 0 && raw[len - 1] == b'\n' {
+        len -= 1;
+    }
+    if len > 0 && raw[len - 1] == b'\r' {
+        len -= 1;
+    }
+    (!raw[..len].iter().all(u8::is_ascii_whitespace)).then_some(len)
+}
+
 /// Reads up to `max_records` lines or `max_bytes` bytes (whichever first),
 /// skipping lines longer than `max_line` (reported in `rejects`). Returns
 /// false at end of input.
-pub fn read_chunk<R: BufRead>(
+fn read_chunk<R: BufRead>(
     reader: &mut R,
     next_line: &mut u64,
     max_records: usize,
@@ -98,23 +291,13 @@ pub fn read_chunk<R: BufRead>(
         }
         *next_line += 1;
         if !complete {
-            rejects.push(Reject::at(
-                *next_line,
-                format!("line longer than the {max_line}-byte limit (--max-line-bytes); skipped"),
-            ));
+            rejects.push(Reject::at(*next_line, too_long(max_line)));
             continue;
         }
-        if buf.last() == Some(&b'\n') {
-            buf.pop();
-        }
-        if buf.last() == Some(&b'\r') {
-            buf.pop();
-        }
-        if buf.iter().all(|b| b.is_ascii_whitespace()) {
-            continue; // blank lines are not records
-        }
-        bytes += buf.len();
-        out.push(Line { number: *next_line, body: Body::Json(buf) });
+        let Some(len) = content_len(&buf) else { continue };
+        buf.truncate(len);
+        bytes += len;
+        out.push(Line { number: *next_line, body: Body::Json(Bytes::from(buf)) });
     }
     Ok(true)
 }
@@ -285,33 +468,54 @@ impl<'de> Visitor<'de> for Extract<'_> {
     }
 }
 
-/// Opens the input; returns the reader and its size when known (a file's
-/// size on disk). JSONL compressed with zstd or gzip is recognised by its
+/// What a JSONL input's first bytes say it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Head {
+    Parquet,
+    Zstd,
+    Gzip,
+    Plain,
+}
+
+impl Head {
+    fn of(head: &[u8]) -> Head {
+        if head.starts_with(b"PAR1") {
+            Head::Parquet
+        } else if head.starts_with(&[0x28, 0xB5, 0x2F, 0xFD]) {
+            Head::Zstd
+        } else if head.starts_with(&[0x1F, 0x8B]) {
+            Head::Gzip
+        } else {
+            Head::Plain
+        }
+    }
+}
+
+/// Opens the input as a stream. JSONL compressed with zstd or gzip is recognised by its
 /// first bytes, whatever the file is called, and read as it decompresses;
 /// a read error (a truncated or damaged stream) names the input. `read`
 /// counts the bytes taken from the file (before decompression), for progress.
-pub fn open_input(path: &str, read: Arc<AtomicU64>) -> anyhow::Result<(Box<dyn BufRead + Send>, Option<u64>)> {
-    let (raw, len): (Box<dyn io::Read + Send>, Option<u64>) = if path == "-" {
-        (Box::new(Counted { inner: io::stdin(), read }), None)
+fn open_input(path: &str, read: Arc<AtomicU64>) -> anyhow::Result<Box<dyn BufRead + Send>> {
+    let raw: Box<dyn io::Read + Send> = if path == "-" {
+        Box::new(Counted { inner: io::stdin(), read })
     } else {
         let f = File::open(path).with_context(|| format!("cannot open {path}"))?;
-        let len = f.metadata().ok().map(|m| m.len());
-        (Box::new(Counted { inner: f, read }), len)
+        Box::new(Counted { inner: f, read })
     };
     let mut buffered = BufReader::with_capacity(1 << 20, raw);
     let head = buffered.fill_buf().with_context(|| format!("cannot read {path}"))?;
     let name = if path == "-" { "standard input".to_owned() } else { path.to_owned() };
-    if head.starts_with(b"PAR1") {
-        anyhow::bail!("{name} is Parquet, which is read from its end: give the file's path, not standard input");
-    }
-    let decoded: Box<dyn io::Read + Send> = if head.starts_with(&[0x28, 0xB5, 0x2F, 0xFD]) {
-        Box::new(zstd::stream::read::Decoder::with_buffer(buffered).with_context(|| format!("cannot read {path}"))?)
-    } else if head.starts_with(&[0x1F, 0x8B]) {
-        Box::new(flate2::bufread::MultiGzDecoder::new(buffered))
-    } else {
-        return Ok((Box::new(Named { inner: buffered, name }), len));
+    let decoded: Box<dyn io::Read + Send> = match Head::of(head) {
+        Head::Parquet => {
+            anyhow::bail!("{name} is Parquet, which is read from its end: give the file's path, not standard input")
+        }
+        Head::Zstd => {
+            Box::new(zstd::stream::read::Decoder::with_buffer(buffered).with_context(|| format!("cannot read {path}"))?)
+        }
+        Head::Gzip => Box::new(flate2::bufread::MultiGzDecoder::new(buffered)),
+        Head::Plain => return Ok(Box::new(Named { inner: buffered, name })),
     };
-    Ok((Box::new(BufReader::with_capacity(1 << 20, Named { inner: decoded, name })), len))
+    Ok(Box::new(BufReader::with_capacity(1 << 20, Named { inner: decoded, name })))
 }
 
 /// A reader that counts the bytes it passes.
@@ -391,6 +595,134 @@ mod tests {
         let twice = parse_record(br#"{"meta": {"body": "a"}, "meta.body": "b"}"#, "meta.body", "id").unwrap_err();
         assert!(twice.contains("appears twice"), "{twice}");
         assert!(parse_record(br#"[1]"#, "text", "id").unwrap_err().contains("malformed"));
+    }
+
+    /// A chunk as read: (more to come, lines as (number, bytes), rejects as
+    /// (line, reason)).
+    type ChunkRead = (bool, Vec<(u64, Vec<u8>)>, Vec<(u64, String)>);
+
+    /// Every chunk of `data` as (more, lines as (number, bytes), rejects as
+    /// (line, reason)), read by the stream reader through a buffer of
+    /// `buffer` bytes, or mapped from a file holding it.
+    fn chunks(data: &[u8], mapped: bool, buffer: usize, limits: (usize, usize, usize)) -> Vec<ChunkRead> {
+        let (records, bytes, max_line) = limits;
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), data).unwrap();
+        let read = Arc::new(AtomicU64::new(0));
+        let mut reader = if mapped {
+            JsonlReader::Mapped(map_plain(file.path().to_str().unwrap(), Arc::clone(&read)).unwrap().expect("mapped"))
+        } else {
+            JsonlReader::Stream(Box::new(io::BufReader::with_capacity(buffer, io::Cursor::new(data.to_vec()))))
+        };
+        let (mut out, mut n) = (Vec::new(), 0);
+        loop {
+            let (mut lines, mut rejects) = (Vec::new(), Vec::new());
+            let more = reader.read_chunk(&mut n, records, bytes, max_line, &mut lines, &mut rejects).unwrap();
+            let lines = lines
+                .into_iter()
+                .map(|l| match l.body {
+                    Body::Json(b) => (l.number, b.to_vec()),
+                    Body::Row { .. } => unreachable!("JSONL lines"),
+                })
+                .collect();
+            out.push((more, lines, rejects.into_iter().map(|r| (r.line, r.reason)).collect()));
+            if !more {
+                break;
+            }
+        }
+        if mapped {
+            assert_eq!(read.load(Ordering::Relaxed), data.len() as u64, "progress counts the whole file");
+        }
+        out
+    }
+
+    #[test]
+    fn mapped_files_read_as_streams_do() {
+        let crafted: [&[u8]; 9] = [
+            b"{\"text\":\"a\"}\n\n  \t\n{\"text\":\"b\"}",
+            b"a\r\nb\r\n\r\n\r\nc",
+            b"x\n",
+            b"\n\n\n",
+            b" ",
+            b"\r",
+            b"0123456789\n012345678\n01234567890\n0123456789",
+            b"0123456789\r\n012345678\r\n",
+            b"last line without its newline, and longer than the limit",
+        ];
+        let mut rng = neardup_core::hash::SplitMix64::new(11);
+        let alphabet = b"ab {}\"\n\n\r\t";
+        let random: Vec<Vec<u8>> = (0..300)
+            .map(|_| {
+                let len = 1 + rng.next() as usize % 120;
+                (0..len).map(|_| alphabet[rng.next() as usize % alphabet.len()]).collect()
+            })
+            .collect();
+        let mut cases = 0;
+        for data in crafted.iter().copied().chain(random.iter().map(Vec::as_slice)) {
+            for limits in [
+                (1, 1 << 20, 10),
+                (2, 1 << 20, 10),
+                (100, 5, 10),
+                (100, 1 << 20, 0),
+                (3, 7, 1),
+                (100, 1 << 20, 1 << 20),
+            ] {
+                let expected = chunks(data, false, 4, limits);
+                assert_eq!(chunks(data, true, 0, limits), expected, "{:?} {limits:?}", String::from_utf8_lossy(data));
+                assert_eq!(chunks(data, false, 1 << 16, limits), expected, "buffer size");
+                cases += 1;
+            }
+        }
+        assert_eq!(cases, 309 * 6);
+    }
+
+    #[test]
+    fn compressed_parquet_and_empty_files_are_not_mapped() {
+        let read = Arc::new(AtomicU64::new(0));
+        for head in [&b"PAR1...."[..], &[0x28, 0xB5, 0x2F, 0xFD, 0][..], &[0x1F, 0x8B, 8][..], b""] {
+            let file = tempfile::NamedTempFile::new().unwrap();
+            std::fs::write(file.path(), head).unwrap();
+            assert!(map_plain(file.path().to_str().unwrap(), Arc::clone(&read)).unwrap().is_none(), "{head:?}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        assert!(map_plain(dir.path().to_str().unwrap(), read).unwrap().is_none(), "a folder");
+    }
+
+    /// A mapped chunk's pages leave the process's resident memory when its
+    /// last line is dropped, and the chunks after it read as before.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn mapped_chunks_give_their_pages_back() {
+        // The file's mapping's resident bytes, from its entry in
+        // /proc/self/smaps (tests running beside this one do not count).
+        fn resident(path: &std::path::Path) -> u64 {
+            let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+            let name = path.to_str().unwrap();
+            let mut lines = smaps.lines().skip_while(|l| !l.ends_with(name));
+            assert!(lines.next().is_some(), "{name} is mapped");
+            let rss = lines.find(|l| l.starts_with("Rss:")).unwrap();
+            rss.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() << 10
+        }
+        let line = format!("{{\"text\":\"{}\"}}\n", "w ".repeat(500));
+        let data = line.repeat((48 << 20) / line.len());
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), &data).unwrap();
+        let mut reader = JsonlReader::open(file.path().to_str().unwrap(), true, Arc::new(AtomicU64::new(0))).unwrap();
+        assert!(matches!(reader, JsonlReader::Mapped(_)), "{reader:?}");
+        let (mut n, mut rejects) = (0, Vec::new());
+        let mut first = Vec::new();
+        reader.read_chunk(&mut n, usize::MAX, 40 << 20, 1 << 20, &mut first, &mut rejects).unwrap();
+        let touched: u64 = first.iter().map(|l| l.len() as u64).sum();
+        let before = resident(file.path());
+        drop(first);
+        let after = resident(file.path());
+        assert!(before > after + (32 << 20), "resident {before} -> {after} after {touched} bytes of lines dropped");
+        let mut rest = Vec::new();
+        assert!(!reader.read_chunk(&mut n, usize::MAX, usize::MAX, 1 << 20, &mut rest, &mut rejects).unwrap());
+        assert!(rejects.is_empty());
+        assert!(rest.iter().all(|l| l.len() == line.len() - 1
+            && matches!(&l.body, Body::Json(b) if b[..] == line.as_bytes()[..line.len() - 1])));
+        assert_eq!(rest.last().map(|l| l.number), Some((data.len() / line.len()) as u64));
     }
 
     #[test]
