@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::Context;
 
 use crate::chunk::{Chunk, Input, Kind, ReadOptions};
-use crate::jsonl::{JsonlReader, Reject};
+use crate::jsonl::{JsonlReader, Limits, Reject};
 use crate::parquet_io::ParquetInput;
 
 /// Expands the inputs as given into files, in reading order: a folder
@@ -221,7 +221,7 @@ fn read_one(
                 let (records, bytes) = (CHUNK_RECORDS >> shift, CHUNK_BYTES >> shift);
                 shift = shift.saturating_sub(1);
                 let more = reader
-                    .read_chunk(next, records, bytes, opts.max_line, &mut lines, &mut rejects)
+                    .read_chunk(next, Limits { records, bytes, max_line: opts.max_line }, &mut lines, &mut rejects)
                     .map_err(|e| anyhow::anyhow!("{e} (after line {} of {})", *next - base, input.name))?;
                 *read_s += t.elapsed().as_secs_f64();
                 let read = counter.load(Ordering::Relaxed);

@@ -111,23 +111,30 @@ impl JsonlReader {
         Ok(JsonlReader::Stream(open_input(path, read)?))
     }
 
-    /// Reads up to `max_records` lines or `max_bytes` bytes (whichever
-    /// first), skipping lines longer than `max_line` (reported in
-    /// `rejects`) and blank ones. Returns false at end of input.
+    /// Reads a chunk of lines into `out` (empty), up to `limits`, skipping
+    /// over-long lines (reported in `rejects`) and blank ones; lines are
+    /// numbered on from `next_line`. Returns false at end of input.
     pub fn read_chunk(
         &mut self,
         next_line: &mut u64,
-        max_records: usize,
-        max_bytes: usize,
-        max_line: usize,
+        limits: Limits,
         out: &mut Vec<Line>,
         rejects: &mut Vec<Reject>,
     ) -> io::Result<bool> {
         match self {
-            JsonlReader::Mapped(m) => Ok(m.read_chunk(next_line, max_records, max_bytes, max_line, out, rejects)),
-            JsonlReader::Stream(r) => read_chunk(r, next_line, max_records, max_bytes, max_line, out, rejects),
+            JsonlReader::Mapped(m) => Ok(m.read_chunk(next_line, limits, out, rejects)),
+            JsonlReader::Stream(r) => read_chunk(r, next_line, limits, out, rejects),
         }
     }
+}
+
+/// What one chunk may hold: `records` lines or `bytes` bytes of them,
+/// whichever comes first; a line longer than `max_line` is skipped.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub records: usize,
+    pub bytes: usize,
+    pub max_line: usize,
 }
 
 /// A plain JSONL file mapped into memory, handed out a chunk at a time.
@@ -177,9 +184,7 @@ impl Mapped {
     fn read_chunk(
         &mut self,
         next_line: &mut u64,
-        max_records: usize,
-        max_bytes: usize,
-        max_line: usize,
+        limits: Limits,
         out: &mut Vec<Line>,
         rejects: &mut Vec<Reject>,
     ) -> bool {
@@ -190,7 +195,7 @@ impl Mapped {
         let mut spans: Vec<(u64, usize, usize)> = Vec::new();
         let mut bytes = 0usize;
         let mut more = true;
-        while out.len() + spans.len() < max_records && bytes < max_bytes {
+        while out.len() + spans.len() < limits.records && bytes < limits.bytes {
             let rest = &data[self.pos..];
             if rest.is_empty() {
                 more = false;
@@ -200,8 +205,8 @@ impl Mapped {
             let start = self.pos;
             self.pos += raw;
             *next_line += 1;
-            if raw > max_line.saturating_add(1) {
-                rejects.push(Reject::at(*next_line, too_long(max_line)));
+            if raw > limits.max_line.saturating_add(1) {
+                rejects.push(Reject::at(*next_line, too_long(limits.max_line)));
                 continue;
             }
             let Some(len) = content_len(&rest[..raw]) else { continue };
@@ -270,28 +275,24 @@ fn content_len(raw: &[u8]) -> Option<usize> {
     (!raw[..len].iter().all(u8::is_ascii_whitespace)).then_some(len)
 }
 
-/// Reads up to `max_records` lines or `max_bytes` bytes (whichever first),
-/// skipping lines longer than `max_line` (reported in `rejects`). Returns
-/// false at end of input.
+/// [`JsonlReader::read_chunk`] through a buffer, each line copied out.
 fn read_chunk<R: BufRead>(
     reader: &mut R,
     next_line: &mut u64,
-    max_records: usize,
-    max_bytes: usize,
-    max_line: usize,
+    limits: Limits,
     out: &mut Vec<Line>,
     rejects: &mut Vec<Reject>,
 ) -> io::Result<bool> {
     let mut bytes = 0usize;
-    while out.len() < max_records && bytes < max_bytes {
+    while out.len() < limits.records && bytes < limits.bytes {
         let mut buf = Vec::new();
-        let (n, complete) = read_line_limited(reader, &mut buf, max_line)?;
+        let (n, complete) = read_line_limited(reader, &mut buf, limits.max_line)?;
         if n == 0 {
             return Ok(false);
         }
         *next_line += 1;
         if !complete {
-            rejects.push(Reject::at(*next_line, too_long(max_line)));
+            rejects.push(Reject::at(*next_line, too_long(limits.max_line)));
             continue;
         }
         let Some(len) = content_len(&buf) else { continue };
@@ -605,7 +606,7 @@ mod tests {
     /// (line, reason)), read by the stream reader through a buffer of
     /// `buffer` bytes, or mapped from a file holding it.
     fn chunks(data: &[u8], mapped: bool, buffer: usize, limits: (usize, usize, usize)) -> Vec<ChunkRead> {
-        let (records, bytes, max_line) = limits;
+        let limits = Limits { records: limits.0, bytes: limits.1, max_line: limits.2 };
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), data).unwrap();
         let read = Arc::new(AtomicU64::new(0));
@@ -617,7 +618,7 @@ mod tests {
         let (mut out, mut n) = (Vec::new(), 0);
         loop {
             let (mut lines, mut rejects) = (Vec::new(), Vec::new());
-            let more = reader.read_chunk(&mut n, records, bytes, max_line, &mut lines, &mut rejects).unwrap();
+            let more = reader.read_chunk(&mut n, limits, &mut lines, &mut rejects).unwrap();
             let lines = lines
                 .into_iter()
                 .map(|l| match l.body {
@@ -711,14 +712,15 @@ mod tests {
         assert!(matches!(reader, JsonlReader::Mapped(_)), "{reader:?}");
         let (mut n, mut rejects) = (0, Vec::new());
         let mut first = Vec::new();
-        reader.read_chunk(&mut n, usize::MAX, 40 << 20, 1 << 20, &mut first, &mut rejects).unwrap();
+        let limits = Limits { records: usize::MAX, bytes: 40 << 20, max_line: 1 << 20 };
+        reader.read_chunk(&mut n, limits, &mut first, &mut rejects).unwrap();
         let touched: u64 = first.iter().map(|l| l.len() as u64).sum();
         let before = resident(file.path());
         drop(first);
         let after = resident(file.path());
         assert!(before > after + (32 << 20), "resident {before} -> {after} after {touched} bytes of lines dropped");
         let mut rest = Vec::new();
-        assert!(!reader.read_chunk(&mut n, usize::MAX, usize::MAX, 1 << 20, &mut rest, &mut rejects).unwrap());
+        assert!(!reader.read_chunk(&mut n, Limits { bytes: usize::MAX, ..limits }, &mut rest, &mut rejects).unwrap());
         assert!(rejects.is_empty());
         assert!(rest.iter().all(|l| l.len() == line.len() - 1
             && matches!(&l.body, Body::Json(b) if b[..] == line.as_bytes()[..line.len() - 1])));
@@ -730,7 +732,8 @@ mod tests {
         let input = format!("{}\n{{\"text\":\"ok\"}}\n", "x".repeat(100));
         let mut reader = io::BufReader::with_capacity(16, input.as_bytes());
         let (mut lines, mut rejects, mut n) = (Vec::new(), Vec::new(), 0);
-        read_chunk(&mut reader, &mut n, 10, 1 << 20, 50, &mut lines, &mut rejects).unwrap();
+        read_chunk(&mut reader, &mut n, Limits { records: 10, bytes: 1 << 20, max_line: 50 }, &mut lines, &mut rejects)
+            .unwrap();
         assert_eq!(rejects.len(), 1);
         assert_eq!(rejects[0].line, 1);
         assert_eq!(lines.len(), 1);
