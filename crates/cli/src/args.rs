@@ -121,14 +121,17 @@ pub struct InputArgs {
     #[arg(long, help_heading = "Input")]
     pub threads: Option<usize>,
     /// Read plain JSONL files through a buffer instead of mapping them into
-    /// memory.
+    /// memory (the default).
     ///
-    /// Mapped, a file's lines are read in place, with no copy: faster, and
-    /// the run holds only the chunks in flight. A mapped file must not
-    /// shrink while neardup reads it (another program truncating or
-    /// rewriting it in place): the system then stops the run with a bus
-    /// error (SIGBUS). Standard input and compressed files are always read
-    /// through a buffer.
+    /// Mapped, a file's lines are read in place, with no copy, and the
+    /// pages of each chunk are given back once it is done. A mapped file is
+    /// read as long as it was when the run opened it, and must not shrink
+    /// or be rewritten while the run reads it; and a read error (a failing
+    /// disk, a network file system that drops) cannot be reported as an
+    /// error there: the system stops the run with a bus error (SIGBUS).
+    /// Pass this flag for files that may change under the run or live on
+    /// such a file system. Standard input, pipes and compressed files are
+    /// always read through a buffer.
     #[arg(long, help_heading = "Input")]
     pub no_mmap: bool,
 }

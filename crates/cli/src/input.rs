@@ -87,8 +87,18 @@ fn recognise(path: &Path) -> anyhow::Result<Input> {
     if name == "-" {
         return Ok(Input { name, kind: Kind::Jsonl, size: None });
     }
+    // Asked of the path, not of an open file: a pipe or a FIFO (`<(zcat
+    // f)`, `/dev/stdin`) is opened once, by its reader. Opened here to look
+    // at its first bytes, they were gone when the reader opened it again
+    // (and a FIFO whose writer had finished hung the second open). What is
+    // not a regular file is JSONL: Parquet is read from its end, which a
+    // stream does not have.
+    let meta = std::fs::metadata(path).with_context(|| format!("cannot open {name}"))?;
+    if !meta.is_file() {
+        return Ok(Input { name, kind: Kind::Jsonl, size: None });
+    }
     let mut f = std::fs::File::open(path).with_context(|| format!("cannot open {name}"))?;
-    let size = f.metadata().with_context(|| format!("cannot open {name}"))?.len();
+    let size = meta.len();
     let mut head = [0u8; 4];
     let mut got = 0;
     while got < head.len() {

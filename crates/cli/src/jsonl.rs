@@ -99,16 +99,21 @@ impl fmt::Debug for JsonlReader {
 }
 
 impl JsonlReader {
-    /// Opens `path` (`-`: standard input): mapped when it is a plain,
-    /// uncompressed file and `mmap` allows, else as [`open_input`] does.
-    /// `read` counts the bytes of the file taken, for progress.
+    /// Opens `path` (`-`: standard input) once: mapped when it is a plain,
+    /// uncompressed regular file and `mmap` allows, else read as a stream
+    /// ([`open_stream`]). `read` counts the bytes of the file taken, for
+    /// progress.
     pub fn open(path: &str, mmap: bool, read: Arc<AtomicU64>) -> anyhow::Result<JsonlReader> {
-        if mmap && path != "-" {
-            if let Some(m) = map_plain(path, Arc::clone(&read))? {
-                return Ok(JsonlReader::Mapped(m));
+        if path == "-" {
+            return Ok(JsonlReader::Stream(open_stream(Box::new(Counted { inner: io::stdin(), read }), path)?));
+        }
+        let file = File::open(path).with_context(|| format!("cannot open {path}"))?;
+        if mmap {
+            if let Some(map) = map_plain(&file, path)? {
+                return Ok(JsonlReader::Mapped(Mapped { map: Arc::new(map), pos: 0, read }));
             }
         }
-        Ok(JsonlReader::Stream(open_input(path, read)?))
+        Ok(JsonlReader::Stream(open_stream(Box::new(Counted { inner: file, read }), path)?))
     }
 
     /// Reads a chunk of lines into `out` (empty), up to `limits`, skipping
@@ -146,28 +151,28 @@ pub struct Limits {
 /// process's own to copy it into: that memory was ~35 % of the page
 /// faults of a run on a corpus the size of `bench/work/real.jsonl`.
 ///
-/// A mapped file must not shrink while it is read: on Linux, reading a
-/// page past its new end stops the process with SIGBUS. `--no-mmap`
-/// reads through a buffer instead.
+/// The file is read as long as it was when mapped. It must not shrink
+/// while it is read: on Linux, reading a page past its new end stops the
+/// process with SIGBUS, as does a read error of the device or network
+/// file system under it. `--no-mmap` reads through a buffer instead.
 pub struct Mapped {
     map: Arc<memmap2::Mmap>,
     pos: usize,
     read: Arc<AtomicU64>,
 }
 
-/// Maps `path` when it is a non-empty regular file that is neither
-/// compressed nor Parquet (those are read as streams); `None` when it is
-/// not, or when the system will not map it.
-fn map_plain(path: &str, read: Arc<AtomicU64>) -> anyhow::Result<Option<Mapped>> {
-    let file = File::open(path).with_context(|| format!("cannot open {path}"))?;
+/// Maps `file` (opened from `path`) when it is a non-empty regular file
+/// that is neither compressed nor Parquet (those are read as streams);
+/// `None` when it is not, or when the system will not map it.
+fn map_plain(file: &File, path: &str) -> anyhow::Result<Option<memmap2::Mmap>> {
     let meta = file.metadata().with_context(|| format!("cannot read {path}"))?;
     if !meta.is_file() || meta.len() == 0 || usize::try_from(meta.len()).is_err() {
         return Ok(None);
     }
     // SAFETY: the mapping is read only. A file changed while it is mapped
     // is the documented hazard of mapping (see `Mapped`); neardup reads
-    // its inputs once, front to back, and never writes them.
-    let Ok(map) = (unsafe { memmap2::Mmap::map(&file) }) else {
+    // its inputs front to back and never writes them.
+    let Ok(map) = (unsafe { memmap2::Mmap::map(file) }) else {
         return Ok(None);
     };
     if Head::of(&map) != Head::Plain {
@@ -176,7 +181,7 @@ fn map_plain(path: &str, read: Arc<AtomicU64>) -> anyhow::Result<Option<Mapped>>
     // The file is read front to back: more read-ahead, and the pages
     // behind the reader go first. A hint; its failure changes nothing.
     let _ = map.advise(memmap2::Advice::Sequential);
-    Ok(Some(Mapped { map: Arc::new(map), pos: 0, read }))
+    Ok(Some(map))
 }
 
 impl Mapped {
@@ -241,18 +246,28 @@ impl AsRef<[u8]> for ChunkPages {
 
 impl Drop for ChunkPages {
     fn drop(&mut self) {
-        // Only pages wholly inside the range: the pages at its ends may
-        // hold lines of the chunks beside it.
-        let start = self.range.start.next_multiple_of(RELEASE_ALIGN);
-        let end = self.range.end / RELEASE_ALIGN * RELEASE_ALIGN;
+        // From the block the range starts in to the block it ends in (to
+        // the file's end for the last chunk): the block a chunk ends in is
+        // given back by the next chunk, and a block given back while a
+        // neighbour still reads it is mapped again on that read.
         #[cfg(unix)]
-        if end > start {
-            // SAFETY: the mapping is a read-only shared mapping of a file:
-            // dropping its pages only drops them from this process's page
-            // tables, and a later read of the range maps the file's pages
-            // again, with the same bytes. No slice of the range outlives
-            // this owner (the lines' `Bytes` hold it).
-            let _ = unsafe { self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start) };
+        {
+            let start = self.range.start / RELEASE_ALIGN * RELEASE_ALIGN;
+            let end = if self.range.end == self.map.len() {
+                self.range.end
+            } else {
+                self.range.end / RELEASE_ALIGN * RELEASE_ALIGN
+            };
+            if end > start {
+                // SAFETY: the mapping is a read-only shared mapping of a
+                // file: giving pages back only drops them from this
+                // process's page tables, and any later read of them —
+                // by a line of this chunk (none is left) or of the one
+                // beside it — maps the file's pages again, with the same
+                // bytes.
+                let _ =
+                    unsafe { self.map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, start, end - start) };
+            }
         }
     }
 }
@@ -323,7 +338,7 @@ fn read_line_limited<R: BufRead>(reader: &mut R, buf: &mut Vec<u8>, max: usize) 
             None => (available.len(), false),
         };
         if fits {
-            if buf.len() + take > max + 1 {
+            if buf.len() + take > max.saturating_add(1) {
                 fits = false;
                 buf.clear();
                 buf.shrink_to_fit();
@@ -492,17 +507,11 @@ impl Head {
     }
 }
 
-/// Opens the input as a stream. JSONL compressed with zstd or gzip is recognised by its
-/// first bytes, whatever the file is called, and read as it decompresses;
-/// a read error (a truncated or damaged stream) names the input. `read`
-/// counts the bytes taken from the file (before decompression), for progress.
-fn open_input(path: &str, read: Arc<AtomicU64>) -> anyhow::Result<Box<dyn BufRead + Send>> {
-    let raw: Box<dyn io::Read + Send> = if path == "-" {
-        Box::new(Counted { inner: io::stdin(), read })
-    } else {
-        let f = File::open(path).with_context(|| format!("cannot open {path}"))?;
-        Box::new(Counted { inner: f, read })
-    };
+/// `raw` (standard input, or the file at `path`) as a stream. JSONL
+/// compressed with zstd or gzip is recognised by its first bytes, whatever
+/// the file is called, and read as it decompresses; a read error (a
+/// truncated or damaged stream) names the input.
+fn open_stream(raw: Box<dyn io::Read + Send>, path: &str) -> anyhow::Result<Box<dyn BufRead + Send>> {
     let mut buffered = BufReader::with_capacity(1 << 20, raw);
     let head = buffered.fill_buf().with_context(|| format!("cannot read {path}"))?;
     let name = if path == "-" { "standard input".to_owned() } else { path.to_owned() };
@@ -611,7 +620,9 @@ mod tests {
         std::fs::write(file.path(), data).unwrap();
         let read = Arc::new(AtomicU64::new(0));
         let mut reader = if mapped {
-            JsonlReader::Mapped(map_plain(file.path().to_str().unwrap(), Arc::clone(&read)).unwrap().expect("mapped"))
+            let reader = JsonlReader::open(file.path().to_str().unwrap(), true, Arc::clone(&read)).unwrap();
+            assert!(matches!(reader, JsonlReader::Mapped(_)), "{reader:?}");
+            reader
         } else {
             JsonlReader::Stream(Box::new(io::BufReader::with_capacity(buffer, io::Cursor::new(data.to_vec()))))
         };
@@ -667,6 +678,7 @@ mod tests {
                 (100, 1 << 20, 0),
                 (3, 7, 1),
                 (100, 1 << 20, 1 << 20),
+                (4, 1 << 20, usize::MAX),
             ] {
                 let expected = chunks(data, false, 4, limits);
                 assert_eq!(chunks(data, true, 0, limits), expected, "{:?} {limits:?}", String::from_utf8_lossy(data));
@@ -674,19 +686,90 @@ mod tests {
                 cases += 1;
             }
         }
-        assert_eq!(cases, 309 * 6);
+        assert_eq!(cases, 309 * 7);
     }
 
     #[test]
-    fn compressed_parquet_and_empty_files_are_not_mapped() {
-        let read = Arc::new(AtomicU64::new(0));
-        for head in [&b"PAR1...."[..], &[0x28, 0xB5, 0x2F, 0xFD, 0][..], &[0x1F, 0x8B, 8][..], b""] {
-            let file = tempfile::NamedTempFile::new().unwrap();
-            std::fs::write(file.path(), head).unwrap();
-            assert!(map_plain(file.path().to_str().unwrap(), Arc::clone(&read)).unwrap().is_none(), "{head:?}");
+    fn only_plain_files_are_mapped_and_only_when_asked() {
+        let open = |path: &std::path::Path, mmap: bool| {
+            JsonlReader::open(path.to_str().unwrap(), mmap, Arc::new(AtomicU64::new(0))).map(|r| format!("{r:?}"))
+        };
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), b"{\"text\":\"a\"}\n").unwrap();
+        assert!(open(file.path(), true).unwrap().starts_with("Mapped"));
+        assert_eq!(open(file.path(), false).unwrap(), "Stream");
+        let gz = {
+            let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            io::Write::write_all(&mut enc, b"{\"text\":\"a\"}\n").unwrap();
+            enc.finish().unwrap()
+        };
+        let zst = zstd::stream::encode_all(&b"{\"text\":\"a\"}\n"[..], 3).unwrap();
+        for (what, bytes) in [("gzip", gz), ("zstd", zst), ("empty", Vec::new())] {
+            std::fs::write(file.path(), &bytes).unwrap();
+            assert_eq!(open(file.path(), true).unwrap(), "Stream", "{what}");
         }
-        let dir = tempfile::tempdir().unwrap();
-        assert!(map_plain(dir.path().to_str().unwrap(), read).unwrap().is_none(), "a folder");
+        std::fs::write(file.path(), b"PAR1....").unwrap();
+        let e = open(file.path(), true).unwrap_err().to_string();
+        assert!(e.contains("is Parquet"), "{e}");
+        let e = open(&file.path().join("nothing"), true).unwrap_err().to_string();
+        assert!(e.contains("cannot open"), "{e}");
+    }
+
+    /// The resident bytes of the mapping that holds `at`, from its entry in
+    /// /proc/self/smaps (tests running beside this one do not count).
+    #[cfg(target_os = "linux")]
+    fn resident_at(at: *const u8) -> u64 {
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let at = at as usize;
+        let mut lines = smaps.lines().skip_while(|l| {
+            let Some((range, _)) = l.split_once(' ') else { return true };
+            let Some((lo, hi)) = range.split_once('-') else { return true };
+            match (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16)) {
+                (Ok(lo), Ok(hi)) => !(lo..hi).contains(&at),
+                _ => true,
+            }
+        });
+        assert!(lines.next().is_some(), "{at:x} is mapped");
+        let rss = lines.find(|l| l.starts_with("Rss:")).unwrap();
+        rss.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() << 10
+    }
+
+    /// Many small chunks whose ends fall anywhere in a block: once each is
+    /// dropped, next to nothing of the file is resident.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn small_chunks_give_back_the_blocks_they_share() {
+        let line = format!("{{\"text\":\"{}\"}}\n", "v ".repeat(91));
+        assert_ne!(line.len() % 64, 0, "lines that do not divide a block");
+        let data = line.repeat((24 << 20) / line.len());
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), &data).unwrap();
+        let mut reader = JsonlReader::open(file.path().to_str().unwrap(), true, Arc::new(AtomicU64::new(0))).unwrap();
+        let JsonlReader::Mapped(m) = &reader else { panic!("{reader:?}") };
+        let at = m.map.as_ptr();
+        let (mut n, mut rejects, mut lines) = (0, Vec::new(), 0);
+        let limits = Limits { records: 97, bytes: usize::MAX, max_line: 1 << 20 };
+        // Two chunks alive at a time, as in the pipeline: each is dropped
+        // once the one after it is read.
+        let mut held = None;
+        let last = loop {
+            let mut chunk = Vec::new();
+            let more = reader.read_chunk(&mut n, limits, &mut chunk, &mut rejects).unwrap();
+            lines += chunk.len();
+            assert!(chunk
+                .iter()
+                .all(|l| matches!(&l.body, Body::Json(b) if b[..] == line.as_bytes()[..line.len() - 1])));
+            if !more {
+                break chunk;
+            }
+            held = Some(chunk);
+        };
+        drop(held);
+        assert_eq!(lines, data.len() / line.len());
+        let before = resident_at(at);
+        drop(last);
+        let after = resident_at(at);
+        assert!(before > 0 && after <= 64 << 10, "resident {before} with the last chunk, {after} after");
     }
 
     /// A mapped chunk's pages leave the process's resident memory when its
@@ -694,30 +777,21 @@ mod tests {
     #[cfg(target_os = "linux")]
     #[test]
     fn mapped_chunks_give_their_pages_back() {
-        // The file's mapping's resident bytes, from its entry in
-        // /proc/self/smaps (tests running beside this one do not count).
-        fn resident(path: &std::path::Path) -> u64 {
-            let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
-            let name = path.to_str().unwrap();
-            let mut lines = smaps.lines().skip_while(|l| !l.ends_with(name));
-            assert!(lines.next().is_some(), "{name} is mapped");
-            let rss = lines.find(|l| l.starts_with("Rss:")).unwrap();
-            rss.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() << 10
-        }
         let line = format!("{{\"text\":\"{}\"}}\n", "w ".repeat(500));
         let data = line.repeat((48 << 20) / line.len());
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), &data).unwrap();
         let mut reader = JsonlReader::open(file.path().to_str().unwrap(), true, Arc::new(AtomicU64::new(0))).unwrap();
-        assert!(matches!(reader, JsonlReader::Mapped(_)), "{reader:?}");
+        let JsonlReader::Mapped(m) = &reader else { panic!("{reader:?}") };
+        let at = m.map.as_ptr();
         let (mut n, mut rejects) = (0, Vec::new());
         let mut first = Vec::new();
         let limits = Limits { records: usize::MAX, bytes: 40 << 20, max_line: 1 << 20 };
         reader.read_chunk(&mut n, limits, &mut first, &mut rejects).unwrap();
         let touched: u64 = first.iter().map(|l| l.len() as u64).sum();
-        let before = resident(file.path());
+        let before = resident_at(at);
         drop(first);
-        let after = resident(file.path());
+        let after = resident_at(at);
         assert!(before > after + (32 << 20), "resident {before} -> {after} after {touched} bytes of lines dropped");
         let mut rest = Vec::new();
         assert!(!reader.read_chunk(&mut n, Limits { bytes: usize::MAX, ..limits }, &mut rest, &mut rejects).unwrap());

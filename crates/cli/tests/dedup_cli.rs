@@ -320,6 +320,56 @@ fn zstd_and_gzip_inputs_give_the_same_pairs() {
     assert!(text(&out.stderr).contains("after line"), "{}", text(&out.stderr));
 }
 
+/// A pipe or a FIFO given as a path is opened once, by its reader: looking
+/// at its first bytes first lost them (the first record rejected), and a
+/// FIFO whose writer had finished hung the second open. A plain file gives
+/// the same pairs mapped and through a buffer (`--no-mmap`).
+#[cfg(unix)]
+#[test]
+fn fifos_are_read_once_and_mapping_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (corpus, _) = gen_corpus(dir.path(), "40");
+    let pairs_of = |input: &str, extra: &[&str]| {
+        let pairs = dir.path().join("p.jsonl");
+        let mut args = vec!["dedup", input, "-q", "--pairs", pairs.to_str().unwrap(), "--json"];
+        args.extend_from_slice(extra);
+        let out = neardup(&args, None);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(summary["rejected"].as_array().map(Vec::len), Some(0), "{summary}");
+        (summary["records"].as_u64().unwrap(), std::fs::read_to_string(pairs).unwrap())
+    };
+    let want = pairs_of(&corpus, &[]);
+    assert!(want.0 > 100 && !want.1.is_empty(), "{want:?}");
+    assert_eq!(pairs_of(&corpus, &["--no-mmap"]), want);
+    let fifo = dir.path().join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+    assert!(made.success());
+    let body = std::fs::read(&corpus).unwrap();
+    let writer = {
+        let fifo = fifo.clone();
+        // Opening a FIFO to write waits for its reader.
+        std::thread::spawn(move || std::fs::OpenOptions::new().write(true).open(fifo).unwrap().write_all(&body))
+    };
+    let (tx, rx) = std::sync::mpsc::channel();
+    let path = fifo.to_str().unwrap().to_owned();
+    std::thread::spawn(move || tx.send(pairs_of_fifo(&path)).unwrap());
+    let got = rx.recv_timeout(std::time::Duration::from_secs(60)).expect("a FIFO is read without hanging");
+    writer.join().unwrap().unwrap();
+    assert_eq!(got, want);
+}
+
+/// `neardup dedup FIFO --pairs … --json`: (records, pairs).
+#[cfg(unix)]
+fn pairs_of_fifo(path: &str) -> (u64, String) {
+    let pairs = format!("{path}.pairs");
+    let out = neardup(&["dedup", path, "-q", "--pairs", &pairs, "--json"], None);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["rejected"].as_array().map(Vec::len), Some(0), "{summary}");
+    (summary["records"].as_u64().unwrap(), std::fs::read_to_string(pairs).unwrap())
+}
+
 /// Issue 13: several inputs (or a folder) are one dataset read in order;
 /// records without an id are named `FILE:LINE`, a file without a final
 /// newline does not merge into the next, and a rejected line names its file.
