@@ -127,11 +127,11 @@ pub struct InputArgs {
     /// pages of each chunk are given back once it is done. A mapped file is
     /// read as long as it was when the run opened it, and must not shrink
     /// or be rewritten while the run reads it; and a read error (a failing
-    /// disk, a network file system that drops) cannot be reported as an
-    /// error there: the system stops the run with a bus error (SIGBUS).
-    /// Pass this flag for files that may change under the run or live on
-    /// such a file system. Standard input, pipes and compressed files are
-    /// always read through a buffer.
+    /// disk) cannot be reported as an error there: the system stops the
+    /// run with a bus error (SIGBUS).
+    /// Pass this flag for files that may change under the run. Standard
+    /// input, pipes, compressed files and files on network or user-space
+    /// file systems (NFS, SMB, FUSE, ...) are always read through a buffer.
     #[arg(long, help_heading = "Input")]
     pub no_mmap: bool,
 }

@@ -153,8 +153,9 @@ pub struct Limits {
 ///
 /// The file is read as long as it was when mapped. It must not shrink
 /// while it is read: on Linux, reading a page past its new end stops the
-/// process with SIGBUS, as does a read error of the device or network
-/// file system under it. `--no-mmap` reads through a buffer instead.
+/// process with SIGBUS, as does a read error of the device under it
+/// (files on network file systems are not mapped: [`on_network_fs`]).
+/// `--no-mmap` reads through a buffer instead.
 pub struct Mapped {
     map: Arc<memmap2::Mmap>,
     pos: usize,
@@ -166,7 +167,7 @@ pub struct Mapped {
 /// `None` when it is not, or when the system will not map it.
 fn map_plain(file: &File, path: &str) -> anyhow::Result<Option<memmap2::Mmap>> {
     let meta = file.metadata().with_context(|| format!("cannot read {path}"))?;
-    if !meta.is_file() || meta.len() == 0 || usize::try_from(meta.len()).is_err() {
+    if !meta.is_file() || meta.len() == 0 || usize::try_from(meta.len()).is_err() || on_network_fs(file) {
         return Ok(None);
     }
     // SAFETY: the mapping is read only. A file changed while it is mapped
@@ -182,6 +183,52 @@ fn map_plain(file: &File, path: &str) -> anyhow::Result<Option<memmap2::Mmap>> {
     // behind the reader go first. A hint; its failure changes nothing.
     let _ = map.advise(memmap2::Advice::Sequential);
     Ok(Some(map))
+}
+
+/// Whether `file` is on a network or user-space file system (NFS, SMB,
+/// FUSE, AFS, Ceph, 9P, cluster file systems): there a read error or a
+/// server that goes away is more than a remote chance, and in a mapping
+/// it would stop the run with SIGBUS instead of an error that names the
+/// file, so such files are read through a buffer.
+#[cfg(target_os = "linux")]
+fn on_network_fs(file: &File) -> bool {
+    use std::os::fd::AsRawFd;
+    // SAFETY: `statfs` is plain data, for which all zeroes is a value.
+    let mut st: libc::statfs = unsafe { std::mem::zeroed() };
+    // SAFETY: the descriptor is open for as long as `file` is borrowed,
+    // and `st` is a `statfs` the call may write.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut st) } != 0 {
+        return false;
+    }
+    // The type's width differs between targets; every magic fits 32 bits.
+    is_network_fs(st.f_type as u32)
+}
+
+#[cfg(not(target_os = "linux"))]
+fn on_network_fs(_: &File) -> bool {
+    false
+}
+
+/// [`on_network_fs`] by a `statfs` type (the magic numbers of Linux's
+/// `magic.h` and the file systems' own headers).
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn is_network_fs(magic: u32) -> bool {
+    const NETWORK: [u32; 13] = [
+        0x0000_6969, // NFS
+        0x0000_517B, // SMB
+        0xFF53_4D42, // CIFS
+        0xFE53_4D42, // SMB2
+        0x6573_5546, // FUSE
+        0x5346_414F, // AFS
+        0x7375_7245, // Coda
+        0x0102_1997, // 9P
+        0x00C3_6400, // Ceph
+        0x0116_1970, // GFS2
+        0x7461_636F, // OCFS2
+        0x0BD0_0BD0, // Lustre
+        0x4750_4653, // GPFS
+    ];
+    NETWORK.contains(&magic)
 }
 
 impl Mapped {
@@ -713,6 +760,24 @@ mod tests {
         assert!(e.contains("is Parquet"), "{e}");
         let e = open(&file.path().join("nothing"), true).unwrap_err().to_string();
         assert!(e.contains("cannot open"), "{e}");
+    }
+
+    #[test]
+    fn network_file_systems_are_not_mapped() {
+        for (magic, network) in [
+            (0x6969, true),
+            (0x6573_5546, true),
+            (0xFE53_4D42, true),
+            (0xEF53, false),
+            (0x0102_1994, false),
+            (0x9123_683E, false),
+            (0x794C_7630, false),
+        ] {
+            assert_eq!(is_network_fs(magic), network, "{magic:x}");
+        }
+        // The file systems tests run on here are local: mapped.
+        let file = tempfile::NamedTempFile::new().unwrap();
+        assert!(!on_network_fs(file.as_file()));
     }
 
     /// The resident bytes of the mapping that holds `at`, from its entry in
