@@ -17,7 +17,8 @@ pub struct Input {
     /// Its path as given or found (`-` for standard input).
     pub name: String,
     pub kind: Kind,
-    /// Its size on disk (unknown for standard input).
+    /// Its size on disk (unknown for standard input, pipes and FIFOs:
+    /// what has none can be read only once).
     pub size: Option<u64>,
 }
 

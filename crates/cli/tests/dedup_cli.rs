@@ -345,6 +345,26 @@ fn fifos_are_read_once_and_mapping_changes_nothing() {
     let fifo = dir.path().join("fifo");
     let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
     assert!(made.success());
+    // Read twice, as --annotate does, it cannot be: refused before it is
+    // opened (this FIFO has no writer yet, so an open would wait).
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["dedup", fifo.to_str().unwrap(), "-q", "--annotate", "-o", "/dev/null"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(30) {
+            child.kill().unwrap();
+            panic!("--annotate opened a FIFO with no writer and waited");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("(a pipe) can be read once"), "{}", text(&out.stderr));
     let body = std::fs::read(&corpus).unwrap();
     let writer = {
         let fifo = fifo.clone();
