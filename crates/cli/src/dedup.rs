@@ -362,9 +362,14 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         return Err(UsageError("--json and --output - both want stdout; write one to a file".into()).into());
     }
     let inputs = crate::input::expand(&a.input.inputs)?;
-    // A stream (standard input, a pipe, a FIFO) has no size: it can be read once.
+    // A stream (standard input, a pipe, a FIFO, a device) has no size: it
+    // can be read once.
     if let Some(stream) = inputs.iter().find(|i| a.annotate && i.size.is_none()) {
-        let what = if stream.name == "-" { "standard input".to_owned() } else { format!("{} (a pipe)", stream.name) };
+        let what = if stream.name == "-" {
+            "standard input".to_owned()
+        } else {
+            format!("{} (not a regular file)", stream.name)
+        };
         return Err(UsageError(format!("--annotate reads the inputs twice; {what} can be read once")).into());
     }
     let report_parquet = |path: &str| match a.format {
