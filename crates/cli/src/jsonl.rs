@@ -799,6 +799,19 @@ mod tests {
         rss.split_whitespace().nth(1).unwrap().parse::<u64>().unwrap() << 10
     }
 
+    /// A file of `line` repeated to about `bytes`, opened mapped: (its
+    /// text, the file, the reader, where the mapping starts).
+    #[cfg(target_os = "linux")]
+    fn mapped_lines(line: &str, bytes: usize) -> (String, tempfile::NamedTempFile, JsonlReader, *const u8) {
+        let data = line.repeat(bytes / line.len());
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), &data).unwrap();
+        let reader = JsonlReader::open(file.path().to_str().unwrap(), true, Arc::new(AtomicU64::new(0))).unwrap();
+        let JsonlReader::Mapped(m) = &reader else { panic!("{reader:?}") };
+        let at = m.map.as_ptr();
+        (data, file, reader, at)
+    }
+
     /// Many small chunks whose ends fall anywhere in a block: once each is
     /// dropped, next to nothing of the file is resident.
     #[cfg(target_os = "linux")]
@@ -806,12 +819,7 @@ mod tests {
     fn small_chunks_give_back_the_blocks_they_share() {
         let line = format!("{{\"text\":\"{}\"}}\n", "v ".repeat(91));
         assert_ne!(line.len() % 64, 0, "lines that do not divide a block");
-        let data = line.repeat((24 << 20) / line.len());
-        let file = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(file.path(), &data).unwrap();
-        let mut reader = JsonlReader::open(file.path().to_str().unwrap(), true, Arc::new(AtomicU64::new(0))).unwrap();
-        let JsonlReader::Mapped(m) = &reader else { panic!("{reader:?}") };
-        let at = m.map.as_ptr();
+        let (data, _file, mut reader, at) = mapped_lines(&line, 24 << 20);
         let (mut n, mut rejects, mut lines) = (0, Vec::new(), 0);
         let limits = Limits { records: 97, bytes: usize::MAX, max_line: 1 << 20 };
         // Two chunks alive at a time, as in the pipeline: each is dropped
@@ -843,12 +851,7 @@ mod tests {
     #[test]
     fn mapped_chunks_give_their_pages_back() {
         let line = format!("{{\"text\":\"{}\"}}\n", "w ".repeat(500));
-        let data = line.repeat((48 << 20) / line.len());
-        let file = tempfile::NamedTempFile::new().unwrap();
-        std::fs::write(file.path(), &data).unwrap();
-        let mut reader = JsonlReader::open(file.path().to_str().unwrap(), true, Arc::new(AtomicU64::new(0))).unwrap();
-        let JsonlReader::Mapped(m) = &reader else { panic!("{reader:?}") };
-        let at = m.map.as_ptr();
+        let (data, _file, mut reader, at) = mapped_lines(&line, 48 << 20);
         let (mut n, mut rejects) = (0, Vec::new());
         let mut first = Vec::new();
         let limits = Limits { records: usize::MAX, bytes: 40 << 20, max_line: 1 << 20 };
