@@ -10,7 +10,7 @@ use std::time::Instant;
 use anyhow::Context;
 
 use crate::chunk::{Chunk, Input, Kind, ReadOptions};
-use crate::jsonl::{JsonlReader, Limits, Reject};
+use crate::jsonl::{Head, JsonlReader, Limits, Reject};
 use crate::parquet_io::ParquetInput;
 
 /// Expands the inputs as given into files, in reading order: a folder
@@ -109,7 +109,7 @@ fn recognise(path: &Path) -> anyhow::Result<Input> {
             Err(e) => return Err(e).with_context(|| format!("cannot read {name}")),
         }
     }
-    let kind = if got == 4 && &head == b"PAR1" { Kind::Parquet } else { Kind::Jsonl };
+    let kind = if Head::of(&head[..got]) == Head::Parquet { Kind::Parquet } else { Kind::Jsonl };
     Ok(Input { name, kind, size: Some(size) })
 }
 
