@@ -364,7 +364,7 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     let inputs = crate::input::expand(&a.input.inputs)?;
     // A stream (standard input, a pipe, a FIFO, a device) has no size: it
     // can be read once.
-    if let Some(stream) = inputs.iter().find(|i| a.annotate && i.size.is_none()) {
+    if let Some(stream) = inputs.iter().find(|i| i.size.is_none()).filter(|_| a.annotate) {
         let what = if stream.name == "-" {
             "standard input".to_owned()
         } else {
