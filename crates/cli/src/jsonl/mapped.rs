@@ -8,7 +8,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use bytes::Bytes;
 
-use super::read::{content_len, too_long, Head, Limits};
+use super::read::{content_len, over_limit, too_long, Head, Limits};
 use super::{Body, Line, Reject};
 
 /// A plain JSONL file mapped into memory, handed out a chunk at a time.
@@ -29,13 +29,6 @@ pub struct Mapped {
     map: Arc<memmap2::Mmap>,
     pos: usize,
     read: Arc<AtomicU64>,
-}
-
-impl Mapped {
-    /// Hands out `map` from its start; `read` counts the bytes handed out.
-    pub(super) fn new(map: memmap2::Mmap, read: Arc<AtomicU64>) -> Mapped {
-        Mapped { map: Arc::new(map), pos: 0, read }
-    }
 }
 
 impl std::fmt::Debug for Mapped {
@@ -114,6 +107,11 @@ fn is_network_fs(magic: u32) -> bool {
 }
 
 impl Mapped {
+    /// Hands out `map` from its start; `read` counts the bytes handed out.
+    pub(super) fn new(map: memmap2::Mmap, read: Arc<AtomicU64>) -> Mapped {
+        Mapped { map: Arc::new(map), pos: 0, read }
+    }
+
     /// [`super::JsonlReader::read_chunk`] over the mapping.
     pub(super) fn read_chunk(
         &mut self,
@@ -139,7 +137,7 @@ impl Mapped {
             let start = self.pos;
             self.pos += raw;
             *next_line += 1;
-            if raw > limits.max_line.saturating_add(1) {
+            if over_limit(raw, limits.max_line) {
                 rejects.push(Reject::at(*next_line, too_long(limits.max_line)));
                 continue;
             }

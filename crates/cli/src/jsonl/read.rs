@@ -78,6 +78,13 @@ pub struct Limits {
     pub max_line: usize,
 }
 
+/// Whether a raw line of `raw` bytes (its newline included, if any) is
+/// longer than `max_line` bytes and a newline: the length rule of both
+/// readers.
+pub(super) fn over_limit(raw: usize, max_line: usize) -> bool {
+    raw > max_line.saturating_add(1)
+}
+
 /// Why an over-long line was skipped.
 pub(super) fn too_long(max_line: usize) -> String {
     format!("line longer than the {max_line}-byte limit (--max-line-bytes); skipped")
@@ -144,7 +151,7 @@ fn read_line_limited<R: BufRead>(reader: &mut R, buf: &mut Vec<u8>, max: usize) 
             None => (available.len(), false),
         };
         if fits {
-            if buf.len() + take > max.saturating_add(1) {
+            if over_limit(buf.len() + take, max) {
                 fits = false;
                 buf.clear();
                 buf.shrink_to_fit();
