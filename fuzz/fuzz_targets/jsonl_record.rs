@@ -1,16 +1,72 @@
-//! The JSONL record decoder of `neardup dedup` never panics on any line.
+//! The JSONL reader and record decoder of `neardup dedup` never panic on any
+//! input, and the two readers agree: a file mapped into memory is read into
+//! the same lines, numbers and rejects as the same bytes read through a
+//! small buffer.
 #![no_main]
+use std::io;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
+
 use libfuzzer_sys::fuzz_target;
 
-#[allow(dead_code)]
-#[path = "../../crates/cli/src/jsonl.rs"]
+#[allow(dead_code, unused_imports)]
+#[path = "../../crates/cli/src/jsonl/mod.rs"]
 mod jsonl;
+
+use jsonl::{Body, JsonlReader, Limits};
+
+/// Every chunk of one read: (more to come, lines as (number, bytes),
+/// rejects as (line, reason)).
+type Chunks = Vec<(bool, Vec<(u64, Vec<u8>)>, Vec<(u64, String)>)>;
+
+fn chunks(mut reader: JsonlReader, limits: Limits) -> Chunks {
+    let (mut out, mut n) = (Vec::new(), 0);
+    loop {
+        let (mut lines, mut rejects) = (Vec::new(), Vec::new());
+        let more = reader.read_chunk(&mut n, limits, &mut lines, &mut rejects).unwrap();
+        for line in &lines {
+            if let Body::Json(b) = &line.body {
+                let _ = jsonl::parse_record(b, "text", "id");
+            }
+        }
+        let lines = lines
+            .into_iter()
+            .map(|l| match l.body {
+                Body::Json(b) => (l.number, b.to_vec()),
+                Body::Row { .. } => unreachable!("JSONL lines"),
+            })
+            .collect();
+        out.push((more, lines, rejects.into_iter().map(|r| (r.line, r.reason)).collect()));
+        if !more {
+            return out;
+        }
+    }
+}
 
 fuzz_target!(|data: &[u8]| {
     let _ = jsonl::parse_record(data, "text", "id");
-    let mut reader = std::io::BufReader::with_capacity(7, data);
-    let (mut lines, mut rejects, mut n) = (Vec::new(), Vec::new(), 0u64);
-    while jsonl::read_chunk(&mut reader, &mut n, 3, 1 << 16, 64, &mut lines, &mut rejects).unwrap() {
-        lines.clear();
+    // The limits come from the input's first byte, so chunk and line
+    // boundaries fall everywhere.
+    let (limits, data) = match data.split_first() {
+        Some((&b, rest)) => {
+            let limits = Limits {
+                records: 1 + usize::from(b & 7),
+                bytes: 1 + usize::from((b >> 3) & 3) * 9,
+                max_line: [0, 1, 7, 64, 1 << 16, usize::MAX][usize::from(b >> 5) % 6],
+            };
+            (limits, rest)
+        }
+        None => (Limits { records: 3, bytes: 1 << 16, max_line: 64 }, data),
+    };
+    let stream = JsonlReader::Stream(Box::new(io::BufReader::with_capacity(7, io::Cursor::new(data.to_vec()))));
+    let expected = chunks(stream, limits);
+    // The same bytes as a file, mapped when they are plain JSONL (not
+    // empty, compressed or Parquet).
+    let path = std::env::temp_dir().join(format!("neardup-fuzz-jsonl-{}", std::process::id()));
+    std::fs::write(&path, data).unwrap();
+    if let Ok(reader @ JsonlReader::Mapped(_)) =
+        JsonlReader::open(path.to_str().unwrap(), true, Arc::new(AtomicU64::new(0)))
+    {
+        assert_eq!(chunks(reader, limits), expected, "the mapped reader disagrees with the stream reader");
     }
 });
