@@ -69,4 +69,6 @@ fuzz_target!(|data: &[u8]| {
     {
         assert_eq!(chunks(reader, limits), expected, "the mapped reader disagrees with the stream reader");
     }
+    // Nothing left behind when the run ends.
+    let _ = std::fs::remove_file(&path);
 });
