@@ -379,6 +379,52 @@ fn fifos_are_read_once_and_mapping_changes_nothing() {
     assert_eq!(got, want);
 }
 
+/// A mapped input cut short under the run ends it with an error that says
+/// so and status 1, not a bus error. The run is held a few chunks into a
+/// file far longer than that (this test stops reading the kept records it
+/// writes, so it waits on a full pipe) while the file is cut to nothing;
+/// reading on then touches pages past the file's new end.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_mapped_input_cut_short_ends_the_run_with_an_error() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("long.jsonl");
+    // 32,000 distinct records of ~1 KB: 32 MB, against chunks in flight of
+    // a few MB while the run starts (the first chunks are small).
+    let mut x = 7u64;
+    let mut body = Vec::new();
+    for i in 0..32_000 {
+        let words: Vec<String> = (0..150)
+            .map(|_| {
+                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                format!("w{}", x >> 54)
+            })
+            .collect();
+        writeln!(body, r#"{{"id":"{i}","text":"{}"}}"#, words.join(" ")).unwrap();
+    }
+    std::fs::write(&path, &body).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+        .args(["dedup", path.to_str().unwrap(), "-q", "--threads", "1", "-o", "-"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    // A kept record written: the file is mapped and being read.
+    let mut first = [0u8; 1];
+    stdout.read_exact(&mut first).unwrap();
+    std::fs::OpenOptions::new().write(true).open(&path).unwrap().set_len(0).unwrap();
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{:?}: {stderr}", out.status);
+    assert!(stderr.contains("could not be read") && stderr.contains("--no-mmap"), "{stderr}");
+    assert!(rest.len() + 1 < body.len() / 2, "{} of {} bytes written", rest.len() + 1, body.len());
+}
+
 /// `neardup dedup FIFO --pairs … --json`: (records, pairs).
 #[cfg(unix)]
 fn pairs_of_fifo(path: &str) -> (u64, String) {

@@ -21,10 +21,11 @@ use super::{Body, Line, Reject};
 /// faults of a run on a corpus the size of `bench/work/real.jsonl`.
 ///
 /// The file is read as long as it was when mapped. It must not shrink
-/// while it is read: on Linux, reading a page past its new end stops the
-/// process with SIGBUS, as does a read error of the device under it
-/// (files on network file systems are not mapped: [`on_network_fs`]).
-/// `--no-mmap` reads through a buffer instead.
+/// while it is read: on Linux, reading a page past its new end raises
+/// SIGBUS, as does a read error of the device under it (files on network
+/// file systems are not mapped: [`on_network_fs`]); the run then ends
+/// with an error and status 1 ([`exit_on_bus_error`]), not a crash, but
+/// it cannot go on. `--no-mmap` reads through a buffer instead.
 pub struct Mapped {
     map: Arc<memmap2::Mmap>,
     pos: usize,
@@ -57,8 +58,48 @@ pub(super) fn map_plain(file: &File, path: &str) -> anyhow::Result<Option<memmap
     // The file is read front to back: more read-ahead, and the pages
     // behind the reader go first. A hint; its failure changes nothing.
     let _ = map.advise(memmap2::Advice::Sequential);
+    exit_on_bus_error();
     Ok(Some(map))
 }
+
+/// What a bus error means in this process, said before it exits: the
+/// input files are the only files it maps.
+const BUS_ERROR: &[u8] = b"neardup: error: an input file mapped into memory could not be read: it shrank or was \
+rewritten while the run read it, or the device under it failed; rerun with --no-mmap to read it through a buffer\n";
+
+/// Installs, once, a handler for SIGBUS, the signal a mapped page that
+/// cannot be read raises (its file shrank, or the device under it
+/// failed): the run then ends with [`BUS_ERROR`] on standard error and
+/// status 1, as other errors do, instead of a bus error and a core dump.
+/// Nothing can be recovered at that point (the reader is inside a line),
+/// so the handler only writes and exits.
+#[cfg(target_os = "linux")]
+fn exit_on_bus_error() {
+    extern "C" fn on_bus_error(_: libc::c_int) {
+        // SAFETY: `write` and `_exit` are async-signal-safe; the message
+        // is a static byte string.
+        unsafe {
+            libc::write(2, BUS_ERROR.as_ptr().cast(), BUS_ERROR.len());
+            libc::_exit(1);
+        }
+    }
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        // SAFETY: `sigaction` is plain data, for which all zeroes is a
+        // value (no flags, an empty mask once `sigemptyset` has run); the
+        // handler is an `extern "C" fn(c_int)`, as `sa_sigaction` takes
+        // it without SA_SIGINFO.
+        unsafe {
+            let mut action: libc::sigaction = std::mem::zeroed();
+            action.sa_sigaction = on_bus_error as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            libc::sigemptyset(&mut action.sa_mask);
+            libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
+        }
+    });
+}
+
+#[cfg(not(target_os = "linux"))]
+fn exit_on_bus_error() {}
 
 /// Whether `file` is on a network or user-space file system (NFS, SMB,
 /// FUSE, AFS, Ceph, 9P, cluster file systems): there a read error or a
