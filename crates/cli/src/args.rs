@@ -125,11 +125,12 @@ pub struct InputArgs {
     ///
     /// Mapped, a file's lines are read in place, with no copy, and the
     /// pages of each chunk are given back once it is done. A mapped file is
-    /// read as long as it was when the run opened it, and must not shrink
-    /// or be rewritten while the run reads it: if it shrinks, or the disk
-    /// under it fails, the run cannot go on from where it was, and ends
-    /// with an error (status 1) that says so, its outputs incomplete.
-    /// Pass this flag for files that may change under the run. Standard
+    /// read as long as it was when the run opened it, and must not change
+    /// while the run reads it (copy a file that may): if it shrinks, or
+    /// the disk under it fails, the run cannot go on from where it was,
+    /// and on Linux ends with an error (status 1) that says so, its
+    /// outputs incomplete (elsewhere, with a bus error). Through a buffer,
+    /// a read error names its file. Standard
     /// input, pipes, compressed files and files on network or user-space
     /// file systems (NFS, SMB, FUSE, ...) are always read through a buffer.
     #[arg(long, help_heading = "Input")]

@@ -90,6 +90,9 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("neardup: error: {e:#}");
+            if jsonl::is_unreadable_mapping(&e) {
+                eprintln!("neardup: {}", jsonl::UNREADABLE);
+            }
             let usage = e.downcast_ref::<UsageError>().is_some() || e.downcast_ref::<neardup_core::Error>().is_some();
             ExitCode::from(if usage { 2 } else { 1 })
         }

@@ -23,11 +23,15 @@ use super::{Body, Line, Reject};
 /// The file is read as long as it was when mapped. It must not shrink
 /// while it is read: on Linux, reading a page past its new end raises
 /// SIGBUS, as does a read error of the device under it (files on network
-/// file systems are not mapped: [`on_network_fs`]); the run then ends
-/// with an error and status 1 ([`exit_on_bus_error`]), not a crash, but
-/// it cannot go on. `--no-mmap` reads through a buffer instead.
+/// file systems are not mapped: [`on_network_fs`]); on Linux the run then
+/// ends with an error and status 1 ([`exit_on_bus_error`]), not a crash,
+/// but it cannot go on. A file cut short within its last page is caught
+/// by its size, asked after every chunk. `--no-mmap` reads through a
+/// buffer instead.
 pub struct Mapped {
     map: Arc<memmap2::Mmap>,
+    /// The file mapped: asked its size after each chunk.
+    file: File,
     pos: usize,
     read: Arc<AtomicU64>,
 }
@@ -46,6 +50,8 @@ pub(super) fn map_plain(file: &File, path: &str) -> anyhow::Result<Option<memmap
     if !meta.is_file() || meta.len() == 0 || usize::try_from(meta.len()).is_err() || on_network_fs(file) {
         return Ok(None);
     }
+    // Before the first page is read (`Head::of` below reads it).
+    exit_on_bus_error();
     // SAFETY: the mapping is read only. A file changed while it is mapped
     // is the documented hazard of mapping (see `Mapped`); neardup reads
     // its inputs front to back and never writes them.
@@ -58,40 +64,99 @@ pub(super) fn map_plain(file: &File, path: &str) -> anyhow::Result<Option<memmap
     // The file is read front to back: more read-ahead, and the pages
     // behind the reader go first. A hint; its failure changes nothing.
     let _ = map.advise(memmap2::Advice::Sequential);
-    exit_on_bus_error();
     Ok(Some(map))
 }
 
-/// What a bus error means in this process, said before it exits: the
-/// input files are the only files it maps.
-const BUS_ERROR: &[u8] = b"neardup: error: an input file mapped into memory could not be read: it shrank or was \
-rewritten while the run read it, or the device under it failed; rerun with --no-mmap to read it through a buffer\n";
+/// What it means when a page of a mapped input cannot be read, in the
+/// one place it is written: said by the SIGBUS handler, and by `main`
+/// after an error a read of such a page caused in a system call
+/// ([`is_unreadable_mapping`]).
+macro_rules! unreadable {
+    () => {
+        "an input file mapped into memory could not be read (it shrank while the run read it, or the device \
+         under it failed); the run stopped and its outputs are incomplete. Inputs must not change during a \
+         run; --no-mmap reads them through a buffer, where a read error names its file"
+    };
+}
 
-/// Installs, once, a handler for SIGBUS, the signal a mapped page that
-/// cannot be read raises (its file shrank, or the device under it
-/// failed): the run then ends with [`BUS_ERROR`] on standard error and
-/// status 1, as other errors do, instead of a bus error and a core dump.
-/// Nothing can be recovered at that point (the reader is inside a line),
-/// so the handler only writes and exits.
+/// [`unreadable!`], for `main` to add to an error.
+pub(crate) const UNREADABLE: &str = unreadable!();
+
+/// Whether `e` is a system call's refusal of a mapped input's page that
+/// cannot be read (EFAULT: a long line written out straight from the
+/// mapping, after its file shrank), where a read in the process itself
+/// raises SIGBUS.
+pub(crate) fn is_unreadable_mapping(e: &anyhow::Error) -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        e.chain().filter_map(|c| c.downcast_ref::<std::io::Error>()).any(|io| io.raw_os_error() == Some(libc::EFAULT))
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        let _ = e;
+        false
+    }
+}
+
+/// Installs, once, a handler for SIGBUS, the signal a page of a mapped
+/// file that cannot be read raises (the file shrank under it, or the
+/// device under it failed: `si_code` BUS_ADRERR), in whichever thread
+/// touches it first. The run then ends with [`UNREADABLE`] on standard
+/// error and status 1, as other errors do, instead of a bus error and a
+/// core dump. Nothing can be recovered there (the thread is inside a
+/// line), so the handler only writes and exits. Any other SIGBUS (a
+/// machine-check error, one sent by `kill`) goes on to the handler that
+/// was there before, as if this one were not installed.
 #[cfg(target_os = "linux")]
 fn exit_on_bus_error() {
-    extern "C" fn on_bus_error(_: libc::c_int) {
-        // SAFETY: `write` and `_exit` are async-signal-safe; the message
-        // is a static byte string.
+    use std::sync::atomic::AtomicBool;
+    use std::sync::OnceLock;
+    const MESSAGE: &str = concat!("neardup: error: ", unreadable!(), "\n");
+    static PREVIOUS: OnceLock<libc::sigaction> = OnceLock::new();
+    static EXITING: AtomicBool = AtomicBool::new(false);
+    extern "C" fn on_bus_error(signal: libc::c_int, info: *mut libc::siginfo_t, _: *mut libc::c_void) {
+        // SAFETY: the kernel passes a valid `siginfo_t` to an SA_SIGINFO
+        // handler. `write`, `_exit`, `pause`, `sigaction` and `raise` are
+        // async-signal-safe; the message is static; `PREVIOUS` was set
+        // before this handler was installed, and reading it is a load.
         unsafe {
-            libc::write(2, BUS_ERROR.as_ptr().cast(), BUS_ERROR.len());
+            if (*info).si_code != libc::BUS_ADRERR {
+                if let Some(previous) = PREVIOUS.get() {
+                    libc::sigaction(signal, previous, std::ptr::null_mut());
+                }
+                // Pending until this handler returns (SIGBUS is blocked
+                // in it), then delivered to the previous handler; a fault
+                // also recurs when its instruction runs again.
+                libc::raise(signal);
+                return;
+            }
+            // One thread says it; another that faults meanwhile waits for
+            // the exit.
+            if EXITING.swap(true, Ordering::SeqCst) {
+                loop {
+                    libc::pause();
+                }
+            }
+            libc::write(2, MESSAGE.as_ptr().cast(), MESSAGE.len());
             libc::_exit(1);
         }
     }
     static INSTALL: std::sync::Once = std::sync::Once::new();
     INSTALL.call_once(|| {
         // SAFETY: `sigaction` is plain data, for which all zeroes is a
-        // value (no flags, an empty mask once `sigemptyset` has run); the
-        // handler is an `extern "C" fn(c_int)`, as `sa_sigaction` takes
-        // it without SA_SIGINFO.
+        // value; SA_SIGINFO makes `sa_sigaction` the three-argument
+        // handler `on_bus_error` is. The previous action is read before
+        // the new one is installed, so the handler always finds it.
         unsafe {
+            let mut previous: libc::sigaction = std::mem::zeroed();
+            if libc::sigaction(libc::SIGBUS, std::ptr::null(), &mut previous) != 0 {
+                return;
+            }
+            let _ = PREVIOUS.set(previous);
             let mut action: libc::sigaction = std::mem::zeroed();
-            action.sa_sigaction = on_bus_error as extern "C" fn(libc::c_int) as libc::sighandler_t;
+            action.sa_sigaction = on_bus_error as extern "C" fn(libc::c_int, *mut libc::siginfo_t, *mut libc::c_void)
+                as libc::sighandler_t;
+            action.sa_flags = libc::SA_SIGINFO;
             libc::sigemptyset(&mut action.sa_mask);
             libc::sigaction(libc::SIGBUS, &action, std::ptr::null_mut());
         }
@@ -149,8 +214,8 @@ fn is_network_fs(magic: u32) -> bool {
 
 impl Mapped {
     /// Hands out `map` from its start; `read` counts the bytes handed out.
-    pub(super) fn new(map: memmap2::Mmap, read: Arc<AtomicU64>) -> Mapped {
-        Mapped { map: Arc::new(map), pos: 0, read }
+    pub(super) fn new(map: memmap2::Mmap, file: File, read: Arc<AtomicU64>) -> Mapped {
+        Mapped { map: Arc::new(map), file, pos: 0, read }
     }
 
     /// [`super::JsonlReader::read_chunk`] over the mapping.
@@ -160,7 +225,7 @@ impl Mapped {
         limits: Limits,
         out: &mut Vec<Line>,
         rejects: &mut Vec<Reject>,
-    ) -> bool {
+    ) -> std::io::Result<bool> {
         let from = self.pos;
         let data: &[u8] = &self.map;
         // Lines as (line number, start, length) first: the chunk's pages
@@ -186,12 +251,23 @@ impl Mapped {
             bytes += len;
             spans.push((*next_line, start - from, len));
         }
+        // A file cut short within its last page reads as zeros there, not
+        // as a fault: its size, asked after every chunk, says so. (Cut by
+        // a page or more, a read past its end raises SIGBUS first, or
+        // fails a system call: see `exit_on_bus_error`.)
+        let size = self.file.metadata()?.len();
+        if size < self.map.len() as u64 {
+            return Err(std::io::Error::other(format!(
+                "the file shrank from {} to {size} bytes while it was read; inputs must not change during a run",
+                self.map.len()
+            )));
+        }
         self.read.store(self.pos as u64, Ordering::Relaxed);
         let pages = Bytes::from_owner(ChunkPages { map: Arc::clone(&self.map), range: from..self.pos });
         out.extend(
             spans.into_iter().map(|(number, at, len)| Line { number, body: Body::Json(pages.slice(at..at + len)) }),
         );
-        more
+        Ok(more)
     }
 }
 

@@ -13,6 +13,7 @@ use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 mod mapped;
 mod read;
 
+pub(crate) use mapped::{is_unreadable_mapping, UNREADABLE};
 pub(crate) use read::Head;
 pub use read::{JsonlReader, Limits};
 

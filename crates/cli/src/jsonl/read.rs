@@ -46,7 +46,7 @@ impl JsonlReader {
         let file = File::open(path).with_context(|| format!("cannot open {path}"))?;
         if mmap {
             if let Some(map) = map_plain(&file, path)? {
-                return Ok(JsonlReader::Mapped(Mapped::new(map, read)));
+                return Ok(JsonlReader::Mapped(Mapped::new(map, file, read)));
             }
         }
         Ok(JsonlReader::Stream(open_stream(Box::new(Counted { inner: file, read }), path)?))
@@ -63,7 +63,7 @@ impl JsonlReader {
         rejects: &mut Vec<Reject>,
     ) -> io::Result<bool> {
         match self {
-            JsonlReader::Mapped(m) => Ok(m.read_chunk(next_line, limits, out, rejects)),
+            JsonlReader::Mapped(m) => m.read_chunk(next_line, limits, out, rejects),
             JsonlReader::Stream(r) => read_chunk(r, next_line, limits, out, rejects),
         }
     }
