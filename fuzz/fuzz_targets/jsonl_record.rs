@@ -13,34 +13,17 @@ use libfuzzer_sys::fuzz_target;
 #[path = "../../crates/cli/src/jsonl/mod.rs"]
 mod jsonl;
 
-use jsonl::{Body, JsonlReader, Limits};
+use jsonl::{JsonlReader, Limits};
 
-/// Every chunk of one read: (more to come, lines as (number, bytes),
-/// rejects as (line, reason)).
-type Chunks = Vec<(bool, Vec<(u64, Vec<u8>)>, Vec<(u64, String)>)>;
-
-fn chunks(mut reader: JsonlReader, limits: Limits) -> Chunks {
-    let (mut out, mut n) = (Vec::new(), 0);
-    loop {
-        let (mut lines, mut rejects) = (Vec::new(), Vec::new());
-        let more = reader.read_chunk(&mut n, limits, &mut lines, &mut rejects).unwrap();
-        for line in &lines {
-            if let Body::Json(b) = &line.body {
-                let _ = jsonl::parse_record(b, "text", "id");
-            }
-        }
-        let lines = lines
-            .into_iter()
-            .map(|l| match l.body {
-                Body::Json(b) => (l.number, b.to_vec()),
-                Body::Row { .. } => unreachable!("JSONL lines"),
-            })
-            .collect();
-        out.push((more, lines, rejects.into_iter().map(|r| (r.line, r.reason)).collect()));
-        if !more {
-            return out;
+/// Every chunk of one read, each record of it decoded as well.
+fn chunks(mut reader: JsonlReader, limits: Limits) -> Vec<jsonl::ChunkRead> {
+    let chunks = jsonl::every_chunk(&mut reader, limits);
+    for (_, lines, _) in &chunks {
+        for (_, line) in lines {
+            let _ = jsonl::parse_record(line, "text", "id");
         }
     }
+    chunks
 }
 
 fuzz_target!(|data: &[u8]| {

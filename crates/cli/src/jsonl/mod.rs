@@ -15,6 +15,8 @@ mod read;
 
 pub(crate) use mapped::{is_unreadable_mapping, UNREADABLE};
 pub(crate) use read::Head;
+#[cfg(fuzzing)]
+pub(crate) use read::{every_chunk, ChunkRead};
 pub use read::{JsonlReader, Limits};
 
 /// One record of input: its number in the run (1-based; a JSONL line or a

@@ -103,6 +103,33 @@ pub(super) fn content_len(raw: &[u8]) -> Option<usize> {
     (!raw[..len].iter().all(u8::is_ascii_whitespace)).then_some(len)
 }
 
+/// A chunk as read: (more to come, lines as (number, bytes), rejects as
+/// (line, reason)).
+#[cfg(any(test, fuzzing))]
+pub(crate) type ChunkRead = (bool, Vec<(u64, Vec<u8>)>, Vec<(u64, String)>);
+
+/// Every chunk `reader` gives under `limits`, as plain values: what the
+/// tests and the fuzz target that hold the two readers together compare.
+#[cfg(any(test, fuzzing))]
+pub(crate) fn every_chunk(reader: &mut JsonlReader, limits: Limits) -> Vec<ChunkRead> {
+    let (mut out, mut n) = (Vec::new(), 0);
+    loop {
+        let (mut lines, mut rejects) = (Vec::new(), Vec::new());
+        let more = reader.read_chunk(&mut n, limits, &mut lines, &mut rejects).unwrap();
+        let lines = lines
+            .into_iter()
+            .map(|l| match l.body {
+                Body::Json(b) => (l.number, b.to_vec()),
+                Body::Row { .. } => unreachable!("JSONL lines"),
+            })
+            .collect();
+        out.push((more, lines, rejects.into_iter().map(|r| (r.line, r.reason)).collect()));
+        if !more {
+            return out;
+        }
+    }
+}
+
 /// [`JsonlReader::read_chunk`] through a buffer, each line copied out.
 fn read_chunk<R: BufRead>(
     reader: &mut R,
@@ -262,10 +289,6 @@ impl<R: BufRead> BufRead for Named<R> {
 mod tests {
     use super::*;
 
-    /// A chunk as read: (more to come, lines as (number, bytes), rejects as
-    /// (line, reason)).
-    type ChunkRead = (bool, Vec<(u64, Vec<u8>)>, Vec<(u64, String)>);
-
     /// Every chunk of `data` as (more, lines as (number, bytes), rejects as
     /// (line, reason)), read by the stream reader through a buffer of
     /// `buffer` bytes, or mapped from a file holding it.
@@ -281,22 +304,7 @@ mod tests {
         } else {
             JsonlReader::Stream(Box::new(io::BufReader::with_capacity(buffer, io::Cursor::new(data.to_vec()))))
         };
-        let (mut out, mut n) = (Vec::new(), 0);
-        loop {
-            let (mut lines, mut rejects) = (Vec::new(), Vec::new());
-            let more = reader.read_chunk(&mut n, limits, &mut lines, &mut rejects).unwrap();
-            let lines = lines
-                .into_iter()
-                .map(|l| match l.body {
-                    Body::Json(b) => (l.number, b.to_vec()),
-                    Body::Row { .. } => unreachable!("JSONL lines"),
-                })
-                .collect();
-            out.push((more, lines, rejects.into_iter().map(|r| (r.line, r.reason)).collect()));
-            if !more {
-                break;
-            }
-        }
+        let out = every_chunk(&mut reader, limits);
         if mapped {
             assert_eq!(read.load(Ordering::Relaxed), data.len() as u64, "progress counts the whole file");
         }
