@@ -1,23 +1,84 @@
 //! JSONL records, read robustly: bounded line length, invalid UTF-8,
 //! malformed JSON and missing fields are reported per line, never fatal and
 //! never silently dropped. This file holds what a record is and how a line
-//! is parsed into one; `read.rs` how an input's lines are read (through a
-//! buffer, or mapped: `mapped.rs`).
+//! is parsed into one, and [`JsonlReader`], which reads an input's lines
+//! mapped (`mapped.rs`) or through a buffer (`read.rs`).
 
 use std::borrow::Cow;
 use std::fmt;
+use std::fs::File;
+use std::io::BufRead;
+use std::sync::atomic::AtomicU64;
+use std::sync::Arc;
 
+use anyhow::Context;
 use bytes::Bytes;
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 
 mod mapped;
 mod read;
 
+use mapped::Mapped;
+
 pub(crate) use mapped::{is_unreadable_mapping, UNREADABLE};
 pub(crate) use read::Head;
+pub use read::Limits;
 #[cfg(fuzzing)]
 pub(crate) use read::{every_chunk, ChunkRead};
-pub use read::{JsonlReader, Limits};
+
+/// Where a JSONL input's lines come from.
+pub enum JsonlReader {
+    /// A plain file mapped into memory: each line is a slice of the
+    /// mapping, with no copy and no memory of its own (see [`Mapped`]).
+    Mapped(Mapped),
+    /// A stream (standard input, a compressed file, a file that cannot be
+    /// mapped), read through a buffer, each line copied out.
+    Stream(Box<dyn BufRead + Send>),
+}
+
+impl fmt::Debug for JsonlReader {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            JsonlReader::Mapped(m) => m.fmt(f),
+            JsonlReader::Stream(_) => f.write_str("Stream"),
+        }
+    }
+}
+
+impl JsonlReader {
+    /// Opens `path` (`-`: standard input) once: mapped when it is a plain,
+    /// uncompressed regular file and `mmap` allows, else read as a stream
+    /// ([`read::stream`]). `read` counts the bytes of the file taken, for
+    /// progress.
+    pub fn open(path: &str, mmap: bool, read: Arc<AtomicU64>) -> anyhow::Result<JsonlReader> {
+        if path == "-" {
+            return Ok(JsonlReader::Stream(read::stream(std::io::stdin(), read, path)?));
+        }
+        let file = File::open(path).with_context(|| format!("cannot open {path}"))?;
+        if mmap {
+            if let Some(map) = mapped::map_plain(&file, path)? {
+                return Ok(JsonlReader::Mapped(Mapped::new(map, file, read)));
+            }
+        }
+        Ok(JsonlReader::Stream(read::stream(file, read, path)?))
+    }
+
+    /// Reads a chunk of lines into `out` (empty), up to `limits`, skipping
+    /// over-long lines (reported in `rejects`) and blank ones; lines are
+    /// numbered on from `next_line`. Returns false at end of input.
+    pub fn read_chunk(
+        &mut self,
+        next_line: &mut u64,
+        limits: Limits,
+        out: &mut Vec<Line>,
+        rejects: &mut Vec<Reject>,
+    ) -> std::io::Result<bool> {
+        match self {
+            JsonlReader::Mapped(m) => m.read_chunk(next_line, limits, out, rejects),
+            JsonlReader::Stream(r) => read::read_chunk(r, next_line, limits, out, rejects),
+        }
+    }
+}
 
 /// One record of input: its number in the run (1-based; a JSONL line or a
 /// Parquet row) and what it holds.

@@ -1,10 +1,8 @@
-//! How a JSONL input's lines are read, a chunk at a time: from a mapped
-//! file (`mapped.rs`) or through a buffer, with one rule for what a line
-//! is (its ending, blank lines, the length limit) and one for what an
-//! input's first bytes say it is.
+//! How a JSONL input's lines are read through a buffer, a chunk at a
+//! time, with one rule for what a line is (its ending, blank lines, the
+//! length limit), which the mapped reader (`mapped.rs`) follows too, and
+//! one for what an input's first bytes say it is.
 
-use std::fmt;
-use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -12,62 +10,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use bytes::Bytes;
 
-use super::mapped::{map_plain, Mapped};
 use super::{Body, Line, Reject};
-
-/// Where a JSONL input's lines come from.
-pub enum JsonlReader {
-    /// A plain file mapped into memory: each line is a slice of the
-    /// mapping, with no copy and no memory of its own (see [`map_plain`]).
-    Mapped(Mapped),
-    /// A stream (standard input, a compressed file, a file that cannot be
-    /// mapped), read through a buffer, each line copied out.
-    Stream(Box<dyn BufRead + Send>),
-}
-
-impl fmt::Debug for JsonlReader {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            JsonlReader::Mapped(m) => m.fmt(f),
-            JsonlReader::Stream(_) => f.write_str("Stream"),
-        }
-    }
-}
-
-impl JsonlReader {
-    /// Opens `path` (`-`: standard input) once: mapped when it is a plain,
-    /// uncompressed regular file and `mmap` allows, else read as a stream
-    /// ([`open_stream`]). `read` counts the bytes of the file taken, for
-    /// progress.
-    pub fn open(path: &str, mmap: bool, read: Arc<AtomicU64>) -> anyhow::Result<JsonlReader> {
-        if path == "-" {
-            return Ok(JsonlReader::Stream(open_stream(Box::new(Counted { inner: io::stdin(), read }), path)?));
-        }
-        let file = File::open(path).with_context(|| format!("cannot open {path}"))?;
-        if mmap {
-            if let Some(map) = map_plain(&file, path)? {
-                return Ok(JsonlReader::Mapped(Mapped::new(map, file, read)));
-            }
-        }
-        Ok(JsonlReader::Stream(open_stream(Box::new(Counted { inner: file, read }), path)?))
-    }
-
-    /// Reads a chunk of lines into `out` (empty), up to `limits`, skipping
-    /// over-long lines (reported in `rejects`) and blank ones; lines are
-    /// numbered on from `next_line`. Returns false at end of input.
-    pub fn read_chunk(
-        &mut self,
-        next_line: &mut u64,
-        limits: Limits,
-        out: &mut Vec<Line>,
-        rejects: &mut Vec<Reject>,
-    ) -> io::Result<bool> {
-        match self {
-            JsonlReader::Mapped(m) => m.read_chunk(next_line, limits, out, rejects),
-            JsonlReader::Stream(r) => read_chunk(r, next_line, limits, out, rejects),
-        }
-    }
-}
 
 /// What one chunk may hold: `records` lines or `bytes` bytes of them,
 /// whichever comes first; a line longer than `max_line` is skipped.
@@ -111,7 +54,7 @@ pub(crate) type ChunkRead = (bool, Vec<(u64, Vec<u8>)>, Vec<(u64, String)>);
 /// Every chunk `reader` gives under `limits`, as plain values: what the
 /// tests and the fuzz target that hold the two readers together compare.
 #[cfg(any(test, fuzzing))]
-pub(crate) fn every_chunk(reader: &mut JsonlReader, limits: Limits) -> Vec<ChunkRead> {
+pub(crate) fn every_chunk(reader: &mut super::JsonlReader, limits: Limits) -> Vec<ChunkRead> {
     let (mut out, mut n) = (Vec::new(), 0);
     loop {
         let (mut lines, mut rejects) = (Vec::new(), Vec::new());
@@ -130,8 +73,8 @@ pub(crate) fn every_chunk(reader: &mut JsonlReader, limits: Limits) -> Vec<Chunk
     }
 }
 
-/// [`JsonlReader::read_chunk`] through a buffer, each line copied out.
-fn read_chunk<R: BufRead>(
+/// [`super::JsonlReader::read_chunk`] through a buffer, each line copied out.
+pub(super) fn read_chunk<R: BufRead>(
     reader: &mut R,
     next_line: &mut u64,
     limits: Limits,
@@ -218,6 +161,17 @@ impl Head {
     }
 }
 
+/// `raw` (whose bytes taken are counted in `read`, for progress) as a
+/// stream of lines: decompressed when its first bytes say it is gzip or
+/// zstd, refused when they say Parquet.
+pub(super) fn stream(
+    raw: impl io::Read + Send + 'static,
+    read: Arc<AtomicU64>,
+    path: &str,
+) -> anyhow::Result<Box<dyn BufRead + Send>> {
+    open_stream(Box::new(Counted { inner: raw, read }), path)
+}
+
 /// `raw` (standard input, or the file at `path`) as a stream. JSONL
 /// compressed with zstd or gzip is recognised by its first bytes, whatever
 /// the file is called, and read as it decompresses; a read error (a
@@ -288,6 +242,7 @@ impl<R: BufRead> BufRead for Named<R> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::jsonl::JsonlReader;
 
     /// Every chunk of `data` as (more, lines as (number, bytes), rejects as
     /// (line, reason)), read by the stream reader through a buffer of
