@@ -339,6 +339,20 @@ mod tests {
         assert!(!on_network_fs(file.as_file()));
     }
 
+    /// EFAULT from a system call, however deep in an error's context, is
+    /// a mapped page that could not be read; other errors are not.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn efault_is_told_as_an_unreadable_mapping() {
+        let fault =
+            anyhow::Error::from(std::io::Error::from_raw_os_error(libc::EFAULT)).context("cannot write kept.jsonl");
+        assert!(is_unreadable_mapping(&fault));
+        let other =
+            anyhow::Error::from(std::io::Error::from_raw_os_error(libc::EIO)).context("cannot write kept.jsonl");
+        assert!(!is_unreadable_mapping(&other));
+        assert!(!is_unreadable_mapping(&anyhow::anyhow!("Bad address")));
+    }
+
     /// The resident bytes of the mapping that holds `at`, from its entry in
     /// /proc/self/smaps (tests running beside this one do not count).
     #[cfg(target_os = "linux")]
