@@ -37,6 +37,8 @@ mod command;
 mod decision;
 mod engine;
 mod error;
+#[cfg(any(test, feature = "fault-injection"))]
+mod fault;
 mod feedback;
 mod item;
 mod seal;
@@ -56,6 +58,8 @@ pub use engine::{
     TenantStats, TextRun, MAX_EVALUATED_PAIRS, MAX_NEIGHBOURHOOD,
 };
 pub use error::{Error, ErrorKind, Result};
+#[cfg(any(test, feature = "fault-injection"))]
+pub use fault::Gate;
 pub use feedback::{Label, LabelEvent, NewLabel};
 pub use item::{FeaturesAt, Item, ItemInfo, ItemRecord};
 pub use shadow::{is_destructive, ShadowReport};

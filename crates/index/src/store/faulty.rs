@@ -22,6 +22,7 @@ struct Switches {
     reads_fail: AtomicBool,
     writes_fail: AtomicBool,
     write_delay_ms: AtomicU64,
+    write_gate: crate::fault::Gate,
 }
 
 impl Faults {
@@ -39,6 +40,12 @@ impl Faults {
     /// Every write first sleeps `delay`, as on a slow disk.
     pub fn delay_writes(&self, delay: Duration) {
         self.0.write_delay_ms.store(delay.as_millis() as u64, Ordering::SeqCst);
+    }
+
+    /// The gate every write first passes: closed, writes stall until it
+    /// opens, as on a disk that hangs.
+    pub fn write_gate(&self) -> crate::fault::Gate {
+        self.0.write_gate.clone()
     }
 }
 
@@ -69,6 +76,7 @@ impl FaultyStore {
         if ms > 0 {
             std::thread::sleep(Duration::from_millis(ms));
         }
+        self.faults.0.write_gate.pass();
         if self.faults.0.writes_fail.load(Ordering::SeqCst) {
             let e = std::io::Error::new(std::io::ErrorKind::StorageFull, "no space left (injected)");
             return Err(Error::io("writing the store", e));

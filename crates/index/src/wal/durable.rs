@@ -138,20 +138,15 @@ pub(super) fn wait_durable(writer: &Mutex<Writer>, durability: &(Mutex<Durabilit
                 let fail = std::mem::take(&mut w.fail_fsync);
                 #[cfg(not(test))]
                 let fail = false;
-                #[cfg(any(test, feature = "fault-injection"))]
-                let delay = w.fsync_delay;
-                #[cfg(not(any(test, feature = "fault-injection")))]
-                let delay = std::time::Duration::ZERO;
+                let stall = w.fsync_stall.clone();
                 w.file
                     .try_clone()
-                    .map(|f| (f, upto, (fail, delay)))
+                    .map(|f| (f, upto, (fail, stall)))
                     .map_err(|e| Error::io("fsyncing the command log", e))
             })
         };
-        let sync = |f: File, (fail, delay): (bool, std::time::Duration)| {
-            if !delay.is_zero() {
-                std::thread::sleep(delay);
-            }
+        let sync = |f: File, (fail, stall): (bool, super::FsyncStall)| {
+            stall.wait();
             if fail {
                 return Err(std::io::Error::other("fsync failed (test)"));
             }

@@ -149,9 +149,31 @@ struct Writer {
     /// Test hook: the next fsync fails.
     #[cfg(test)]
     fail_fsync: bool,
-    /// Fault injection: every fsync first sleeps this long (a slow disk).
+    /// Fault injection: what every fsync waits for first (a slow disk).
+    fsync_stall: FsyncStall,
+}
+
+/// Fault injection: what every fsync of the log waits for first — a delay,
+/// and a [`crate::fault::Gate`] a test can keep closed. Nothing in a build
+/// without fault injection.
+#[derive(Debug, Clone, Default)]
+pub(super) struct FsyncStall {
     #[cfg(any(test, feature = "fault-injection"))]
-    fsync_delay: std::time::Duration,
+    delay: std::time::Duration,
+    #[cfg(any(test, feature = "fault-injection"))]
+    gate: crate::fault::Gate,
+}
+
+impl FsyncStall {
+    pub(super) fn wait(&self) {
+        #[cfg(any(test, feature = "fault-injection"))]
+        {
+            if !self.delay.is_zero() {
+                std::thread::sleep(self.delay);
+            }
+            self.gate.pass();
+        }
+    }
 }
 
 impl Writer {
@@ -169,8 +191,7 @@ impl Writer {
             fail_after: None,
             #[cfg(test)]
             fail_fsync: false,
-            #[cfg(any(test, feature = "fault-injection"))]
-            fsync_delay: std::time::Duration::ZERO,
+            fsync_stall: FsyncStall::default(),
         }
     }
 
@@ -334,8 +355,14 @@ impl Wal {
     #[cfg(any(test, feature = "fault-injection"))]
     pub(crate) fn delay_fsyncs(&self, delay: std::time::Duration) {
         if let Ok(mut w) = self.writer.lock() {
-            w.fsync_delay = delay;
+            w.fsync_stall.delay = delay;
         }
+    }
+
+    /// Fault injection: the gate every later fsync first passes.
+    #[cfg(any(test, feature = "fault-injection"))]
+    pub(crate) fn fsync_gate(&self) -> Option<crate::fault::Gate> {
+        self.writer.lock().ok().map(|w| w.fsync_stall.gate.clone())
     }
 
     /// Test hook: the next fsync fails.
