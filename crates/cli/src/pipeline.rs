@@ -519,7 +519,9 @@ impl Batch {
             if let Some(pairs) = &mut self.candidate_pairs {
                 pairs.extend(cands.ids.iter().map(|c| (c.id, item)));
             }
-            let last_ranked = cands.ids.iter().rfind(|c| c.bands > 0);
+            // Saturated: the cap cut, and even the lowest-ranked candidate
+            // it let in was a match.
+            let last_ranked = cands.ids.last();
             let saturated = cands.over_cap && last_ranked.is_some_and(|c| matches.iter().any(|m| m.id == c.id));
             let mut duplicate_of = matches.iter().find(|m| self.kept[m.id as usize]).copied();
             let mut unresolved = cands.is_partial();

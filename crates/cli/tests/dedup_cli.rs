@@ -563,3 +563,41 @@ fn eval_reports_rejects_in_line_order() {
         .collect();
     assert_eq!(lines, [1, 2], "{err}");
 }
+
+/// Issue 39 item 1: the candidate cap holds for exact copies too. Two
+/// groups of 1,100 identical texts under the default cap of 100 and the
+/// default bucket read of 1,000: once a group's buckets are read partially,
+/// the band candidates came from a rotated window and the earliest copies
+/// were added on top of them, up to 200 candidates. Now no item verifies
+/// more than 100, so no row has more than 100 pairs; every decision stays
+/// right (one kept per group), and the cut is reported.
+#[test]
+fn the_candidate_cap_holds_for_exact_copies() {
+    let texts = [
+        "The committee will meet on Thursday to review the budget for the coming year and to hear reports.",
+        "Rain is expected across the northern valleys tonight, clearing by the morning with light winds.",
+    ];
+    let mut input = String::new();
+    for i in 0..2200 {
+        input.push_str(&format!("{{\"id\": \"{i}\", \"text\": \"{}\"}}\n", texts[i % 2]));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let pairs = dir.path().join("p.tsv");
+    let out = neardup(&["dedup", "-", "--pairs", pairs.to_str().unwrap(), "--json", "-q"], Some(input.as_bytes()));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(s["kept"], 2, "{s}");
+    assert_eq!(s["dropped"], 2198, "{s}");
+    assert_eq!(s["candidates_per_query"]["max"], 100, "{s}");
+    assert!(s["capped_queries"].as_u64().unwrap() > 0, "{s}");
+    assert!(s["saturated_queries"].as_u64().unwrap() > 0, "{s}");
+    let mut per_row = std::collections::HashMap::<String, usize>::new();
+    let lines = std::fs::read_to_string(&pairs).unwrap();
+    for line in lines.lines() {
+        *per_row.entry(line.split('\t').nth(1).unwrap().to_owned()).or_default() += 1;
+    }
+    assert_eq!(per_row.values().max(), Some(&100));
+    // Each item pairs with min(earlier copies, 100) of its group.
+    let want: usize = 2 * (0..1100).map(|k: usize| k.min(100)).sum::<usize>();
+    assert_eq!(lines.lines().count(), want);
+}

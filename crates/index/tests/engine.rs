@@ -190,6 +190,33 @@ fn over_cap_goes_to_review_when_the_cut_was_close() {
     assert!(d.explanation.contains("far below"), "{}", d.explanation);
 }
 
+/// Issue 39 item 1: an upsert's candidates stay within `max_candidates`
+/// when the tenant holds many exact copies: once their buckets are read
+/// partially, the earliest copies used to come on top of the band
+/// candidates (200 under a cap of 100). The copy is still a duplicate, and
+/// the cut is reported.
+#[test]
+fn exact_copies_count_against_the_candidate_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let e = Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap();
+    let mut c = seed_tenant();
+    // Buckets past 12 entries are read partially, from a rotated window.
+    (c.index.max_candidates, c.index.max_bucket_read) = (10, 12);
+    e.create_tenant("t", c).unwrap();
+    let copy = "the quarterly report is due at the end of the month for every team";
+    let mut last = None;
+    for i in 0..25 {
+        last = Some(e.upsert("t", Item::text(format!("c{i}"), copy)).unwrap());
+    }
+    let d = last.unwrap().decision;
+    assert_eq!(d.candidates.len(), 10, "{d:?}");
+    assert!(d.over_cap, "{d:?}");
+    assert_eq!(d.state, DecisionState::Duplicate, "{}", d.explanation);
+    let d = e.decide("t", copy).unwrap();
+    assert_eq!(d.candidates.len(), 10, "{d:?}");
+    assert_eq!(d.state, DecisionState::Duplicate, "{}", d.explanation);
+}
+
 #[test]
 fn restart_recovers_everything() {
     each_store(|kind| {

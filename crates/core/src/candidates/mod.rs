@@ -27,10 +27,14 @@
 //!   partial read can miss a near duplicate that shares only hot buckets
 //!   with the query; it cannot miss one that shares a bucket that was read
 //!   whole, and it is always reported.
-//! - **Same content**: live ids whose content hash equals the query's are
-//!   always candidates, whatever the bands found: the earliest
-//!   `max_candidates` of them, so a flood of copies cannot grow the work.
-//!   Those the bands did not find follow the band candidates with `bands: 0`.
+//! - **Same content first, inside the cap**: live ids whose content hash
+//!   equals the query's are candidates whatever the bands found, and rank
+//!   first (they are certain): the earliest `max_candidates` of them, with
+//!   the bands they share (`bands: 0` where the bands did not find them).
+//!   They count against the cap: the band candidates fill what the copies
+//!   leave of it, so a query never returns more than `max_candidates`,
+//!   and a flood of copies cannot grow the work. Copies past the cap are
+//!   a cut like any other (`over_cap`, estimate 1).
 //! - `exclude` (the querying item itself) is never returned; a
 //!   [`CandidateIndex::candidates_before`] query sees only ids below its own.
 //!
@@ -106,15 +110,15 @@ pub struct Candidate {
 /// The candidates of one query, with what limited them.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CandidateSet {
-    /// Band candidates, most bands shared first (then lowest id), at most
-    /// `max_candidates`; then same-content ids the bands did not find,
-    /// earliest first.
+    /// Same-content ids first, earliest first; then band candidates, most
+    /// bands shared first (then lowest id) or, when the cap cut, best
+    /// estimated similarity first. At most `max_candidates` in all.
     pub ids: Vec<Candidate>,
     /// Distinct candidates seen before the cap: band candidates plus the
-    /// same-content ids added.
+    /// same-content ids the bands did not find.
     pub distinct: usize,
-    /// More band candidates existed than `max_candidates` and the best
-    /// `max_candidates` by estimated similarity were kept.
+    /// More candidates existed than `max_candidates`: the copies and the
+    /// best band candidates by estimated similarity were kept.
     pub over_cap: bool,
     /// The estimated Jaccard of the best candidate the cap cut (when it cut).
     pub cut_estimate: Option<f64>,

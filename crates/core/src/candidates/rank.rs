@@ -160,27 +160,68 @@ impl CandidateIndex {
             ranked
         });
         ranked.retain(|&(id, _)| keep(id) && self.within_hamming(q.sketch, id));
-        out.distinct = ranked.len();
         let same_content = |id: u32| self.hashes.row(id as usize)[0] == q.hash.0;
-        let candidate = |id: u32, bands: u16| Candidate { id, bands, same_content: same_content(id) };
-        if ranked.len() > limits.max_candidates {
+        let cap = limits.max_candidates;
+        // Same content first: those copies are certain, and they count
+        // against the cap like any other candidate. The earliest `cap` of
+        // them (one more is read to know whether the cap cut any).
+        let content = self.lsh.bands as usize;
+        let (copies, screened) = if may_share(content) {
+            self.postings.screened_bucket(content, hash_key(&q.hash.0))
+        } else {
+            (&[][..], Screened::Unscreened)
+        };
+        out.count_screen(screened, copies.is_empty());
+        let mut same: Vec<Candidate> = copies[..visible(copies)]
+            .iter()
+            .copied()
+            .filter(|&id| Some(id) != q.exclude && same_content(id) && keep(id))
+            .take(cap + 1)
+            .map(|id| Candidate { id, bands: 0, same_content: true })
+            .collect();
+        let same_cut = same.len() > cap;
+        same.truncate(cap);
+        // The band candidates that are copies are among `same` (or cut with
+        // it): they keep the bands they share, and leave the ranking.
+        let banded_seen = ranked.len();
+        ranked.retain(|&(id, bands)| {
+            if !same_content(id) {
+                return true;
+            }
+            if let Ok(i) = same.binary_search_by_key(&id, |c| c.id) {
+                same[i].bands = bands;
+            }
+            false
+        });
+        out.distinct = banded_seen + same.iter().filter(|c| c.bands == 0).count();
+        let candidate = |id: u32, bands: u16| Candidate { id, bands, same_content: false };
+        // What the copies left of the cap, for the band candidates.
+        let room = cap - same.len();
+        if same_cut {
+            // A cut copy is the best cut candidate there can be.
+            out.over_cap = true;
+            out.cut_estimate = Some(1.0);
+            out.cut_close = true;
+        }
+        if ranked.len() > room {
             out.over_cap = true;
             // Best first: agreement, then bands shared, falling; then id,
             // rising — packed into one integer, so that selecting and
             // sorting compare a word instead of three fields.
             let mut scored = self.rank_keys(q.sketch, &ranked);
-            let cap = limits.max_candidates;
-            scored.select_nth_unstable(cap);
-            // Everything after position `cap` ranks at most as high as it.
-            let cut = self.estimate(unpack(scored[cap]).0);
+            scored.select_nth_unstable(room);
+            // Everything after position `room` ranks at most as high as it.
+            let cut = self.estimate(unpack(scored[room]).0);
             let floor = self.floor(limits.threshold);
-            out.cut_estimate = Some(cut);
-            out.cut_close = cut >= floor;
-            if out.cut_close {
+            if !same_cut {
+                out.cut_estimate = Some(cut);
+                out.cut_close = cut >= floor;
+            }
+            if cut >= floor {
                 // The next best, for a caller that must look further among a
                 // subset (a batch among its kept items) without asking again.
                 let mut close: Vec<u64> =
-                    scored[cap..].iter().copied().filter(|&k| self.estimate(unpack(k).0) >= floor).collect();
+                    scored[room..].iter().copied().filter(|&k| self.estimate(unpack(k).0) >= floor).collect();
                 close.sort_unstable();
                 out.close_cut_truncated = close.len() > cap;
                 close.truncate(cap);
@@ -192,7 +233,7 @@ impl CandidateIndex {
                     })
                     .collect();
             }
-            scored.truncate(cap);
+            scored.truncate(room);
             scored.sort_unstable();
             ranked = scored
                 .into_iter()
@@ -204,26 +245,8 @@ impl CandidateIndex {
         } else {
             ranked.sort_unstable_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         }
-        out.ids = ranked.into_iter().map(|(id, bands)| candidate(id, bands)).collect();
-        let content = self.lsh.bands as usize;
-        let (copies, screened) = if may_share(content) {
-            self.postings.screened_bucket(content, hash_key(&q.hash.0))
-        } else {
-            (&[][..], Screened::Unscreened)
-        };
-        out.count_screen(screened, copies.is_empty());
-        let same = copies[..visible(copies)]
-            .iter()
-            .copied()
-            .filter(|&id| Some(id) != q.exclude && same_content(id) && keep(id))
-            .take(limits.max_candidates);
-        let banded = out.ids.len();
-        for id in same {
-            if !out.ids[..banded].iter().any(|c| c.id == id) {
-                out.ids.push(Candidate { id, bands: 0, same_content: true });
-                out.distinct += 1;
-            }
-        }
+        out.ids = same;
+        out.ids.extend(ranked.into_iter().map(|(id, bands)| candidate(id, bands)));
         out
     }
 }

@@ -295,17 +295,62 @@ fn same_content_is_always_a_candidate_up_to_the_cap() {
     add(&mut idx, &[1, 2], h(7));
     let lim = QueryLimits { max_candidates: 4, max_bucket_read: 10, threshold: 0.8 };
     let got = ask(&idx, &[1, 2], h(7), Some(0), lim);
-    // The banded copy first; then the earliest copies, the cap counting
-    // every same-content id taken (the banded one included only if early).
-    assert_eq!(ids(&got), vec![(10, 2), (1, 0), (2, 0), (3, 0), (4, 0)]);
+    // The earliest copies, inside the cap (issue 39: the banded copy used
+    // to come on top of them, five candidates under a cap of four); the
+    // cut copies are reported as a cut.
+    assert_eq!(ids(&got), vec![(1, 0), (2, 0), (3, 0), (4, 0)]);
     assert!(got.ids.iter().all(|c| c.same_content));
     assert_eq!(got.distinct, 5);
-    assert!(!got.is_partial());
+    assert!(got.over_cap && got.is_partial());
+    assert_eq!(got.cut_estimate, Some(1.0));
+    // Under the cap nothing is cut, and a copy the bands found keeps the
+    // bands it shares.
+    let lim = QueryLimits { max_candidates: 11, ..lim };
+    let got = ask(&idx, &[1, 2], h(7), Some(0), lim);
+    let want: Vec<(u32, u16)> = (1..10).map(|id| (id, 0)).chain([(10, 2)]).collect();
+    assert_eq!(ids(&got), want);
+    assert!(!got.over_cap && !got.is_partial());
     // A different hash sharing the first 8 bytes is not the same content.
     let mut other = [7u8; 16];
     other[15] = 0;
     let none = ItemKeys { band_keys: &[], content_hash: ContentHash(other), signature: &[] };
     assert!(idx.candidates(none, None, lim).unwrap().ids.is_empty());
+}
+
+/// Issue 39 item 1: candidates per query never exceed `max_candidates`,
+/// copies included; copies rank first (they are certain) and the band
+/// candidates fill what they leave of the cap, best first.
+#[test]
+fn copies_count_against_the_cap_and_rank_first() {
+    let mut idx = index(4, 2);
+    let q = [1, 2, 3, 4, 5, 6, 7, 8];
+    // 150 identical items: the cap holds the earliest 100 of them.
+    for _ in 0..150 {
+        add(&mut idx, &q, h(1));
+    }
+    let lim = QueryLimits { max_candidates: 100, max_bucket_read: 1000, threshold: 0.8 };
+    let got = ask(&idx, &q, h(1), None, lim);
+    assert_eq!(got.ids.len(), 100);
+    assert_eq!(got.ids.iter().map(|c| c.id).collect::<Vec<_>>(), (0..100).collect::<Vec<_>>());
+    assert!(got.ids.iter().all(|c| c.same_content && c.bands == 4));
+    assert!(got.over_cap);
+
+    // Three copies and twenty near items under a cap of five: the copies,
+    // then the two near items whose signatures agree most with the query.
+    let mut idx = index(4, 2);
+    for i in 0..20 {
+        add(&mut idx, &[1, 2, 3, 4, 5, 6, 90 + i, 91 + i], h(10 + i as u8));
+    }
+    let close = add(&mut idx, &[1, 2, 3, 4, 5, 6, 7, 99], h(50));
+    let copies: Vec<u32> = (0..3).map(|_| add(&mut idx, &q, h(1))).collect();
+    let lim = QueryLimits { max_candidates: 5, max_bucket_read: 1000, threshold: 0.8 };
+    let got = ask(&idx, &q, h(1), None, lim);
+    assert_eq!(got.ids.len(), 5);
+    assert_eq!(got.ids[..3].iter().map(|c| c.id).collect::<Vec<_>>(), copies);
+    assert!(got.ids[..3].iter().all(|c| c.same_content));
+    assert_eq!((got.ids[3].id, got.ids[3].same_content), (close, false));
+    assert!(got.over_cap);
+    assert_eq!(got.distinct, 24);
 }
 
 /// Buckets shared by many items and buckets of one (band 1, and every
