@@ -6,7 +6,8 @@
 //! `<main>`, sidebars and forms. Block elements end a line; runs of
 //! whitespace inside a block collapse to one space, except in `<pre>`.
 //! The tree is walked iteratively, so deeply nested markup cannot overflow
-//! the stack.
+//! the stack, and markup nested past [`super::html_depth::MAX_DEPTH`] loses
+//! its deepest tags before parsing, so it cannot take quadratic time.
 
 use ego_tree::iter::Edge;
 use scraper::{Html, Node, Selector};
@@ -57,7 +58,8 @@ const BLOCK: &[&str] = &[
 ];
 
 pub(crate) fn extract(source: &str) -> Extracted {
-    let doc = Html::parse_document(source);
+    // Nesting bounded first: the parser's work grows with depth squared.
+    let doc = Html::parse_document(&super::html_depth::cap_depth(source));
     let title = Selector::parse("title")
         .ok()
         .and_then(|sel| doc.select(&sel).next())
@@ -88,7 +90,7 @@ pub(crate) fn extract(source: &str) -> Extracted {
                         "br" => out.newline(),
                         _ => {}
                     }
-                    if BLOCK.contains(&name) {
+                    if is_block(name) {
                         out.newline();
                     }
                 }
@@ -106,7 +108,7 @@ pub(crate) fn extract(source: &str) -> Extracted {
                         "article" | "main" => content -= 1,
                         _ => {}
                     }
-                    if BLOCK.contains(&el.name()) {
+                    if is_block(el.name()) {
                         out.newline();
                     }
                 }
@@ -114,6 +116,11 @@ pub(crate) fn extract(source: &str) -> Extracted {
         }
     }
     Extracted { text: out.finish(), title }
+}
+
+/// Whether element `name` starts and ends a line of output.
+pub(super) fn is_block(name: &str) -> bool {
+    BLOCK.contains(&name)
 }
 
 fn is_skipped(name: &str, role: Option<&str>, inside_content: usize) -> bool {

@@ -8,6 +8,7 @@
 
 mod docx;
 mod html;
+mod html_depth;
 mod markdown;
 mod pdf;
 pub mod pdf_cleanup;
@@ -130,18 +131,36 @@ fn extract_within_deadline(
     if bytes.len() < DEADLINE_FROM_BYTES {
         return extract(bytes, hint_path, limits);
     }
-    let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let (owned, hint, lim) = (bytes.to_vec(), hint_path.map(Path::to_path_buf), limits.clone());
+    match within(limits.parse_timeout, move || extract(&owned, hint.as_deref(), &lim)) {
+        Within::Done(result) => result,
+        Within::TimedOut => Err(Error::new(ErrorKind::ParseTimeout { timeout_ms: limits.parse_timeout.as_millis() })),
+        // No thread to be had (a process limit): parse here, without a deadline.
+        Within::NoThread => extract(bytes, hint_path, limits),
+    }
+}
+
+/// How [`within`] ended.
+#[derive(Debug, PartialEq)]
+enum Within<T> {
+    Done(T),
+    TimedOut,
+    NoThread,
+}
+
+/// Runs `work` on a thread of its own and waits up to `timeout` for it;
+/// past the deadline the thread is left behind, detached.
+fn within<T: Send + 'static>(timeout: std::time::Duration, work: impl FnOnce() -> T + Send + 'static) -> Within<T> {
+    let (tx, rx) = std::sync::mpsc::sync_channel(1);
     let spawned = std::thread::Builder::new().name("neardup-parse".into()).spawn(move || {
-        let _ = tx.send(extract(&owned, hint.as_deref(), &lim));
+        let _ = tx.send(work());
     });
     if spawned.is_err() {
-        // No thread to be had (a process limit): parse here, without a deadline.
-        return extract(bytes, hint_path, limits);
+        return Within::NoThread;
     }
-    match rx.recv_timeout(limits.parse_timeout) {
-        Ok(result) => result,
-        Err(_) => Err(Error::new(ErrorKind::ParseTimeout { timeout_ms: limits.parse_timeout.as_millis() })),
+    match rx.recv_timeout(timeout) {
+        Ok(result) => Within::Done(result),
+        Err(_) => Within::TimedOut,
     }
 }
 
@@ -232,22 +251,38 @@ mod tests {
         assert!(matches!(err.kind(), ErrorKind::TextTooLarge { limit: 3 }));
     }
 
-    /// Issue 15 item 5: deeply nested HTML parses in quadratic time, and a
-    /// scan used to wait for it without end; past the deadline it is
-    /// reported and skipped, and an ordinary page of the same size is not.
+    /// Issue 15 item 5: a parse past the deadline is reported and skipped.
+    /// Shown as an ordering: the work is held until the answer is in hand
+    /// (a minute at most, the guard against a hang), so an answer at all is
+    /// one that did not wait for the work.
     #[test]
     fn a_parse_past_the_deadline_is_reported_and_skipped() {
-        let limits = Limits { parse_timeout: std::time::Duration::from_millis(150), ..Limits::default() };
-        let deep = format!("<html><body>{}deep{}</body></html>", "<div>".repeat(40_000), "</div>".repeat(40_000));
-        let started = std::time::Instant::now();
-        let err = parse_bytes(deep.as_bytes(), Some("deep.html".as_ref()), &limits).unwrap_err();
-        assert!(matches!(err.kind(), ErrorKind::ParseTimeout { timeout_ms: 150 }), "{err}");
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let got = within(std::time::Duration::from_millis(150), move || {
+            let _ = held.recv_timeout(std::time::Duration::from_secs(60));
+            "parsed"
+        });
+        let _ = release.send(());
+        assert_eq!(got, Within::TimedOut);
+        assert_eq!(within(std::time::Duration::from_secs(60), || "parsed"), Within::Done("parsed"));
+        let err = Error::new(ErrorKind::ParseTimeout { timeout_ms: 150 });
         assert!(err.is_document_error());
-        assert!(started.elapsed() < std::time::Duration::from_secs(5));
         let flat = format!("<html><body>{}</body></html>", "<p>some words in a paragraph</p>".repeat(4_000));
         assert!(flat.len() > DEADLINE_FROM_BYTES);
         let doc = parse_bytes(flat.as_bytes(), Some("flat.html".as_ref()), &Limits::default()).unwrap();
         assert!(doc.text.starts_with("some words"));
+    }
+
+    /// Issue 39 item 2: markup nested 100,000 deep parses in time linear in
+    /// its size (it took 32–47 s, quadratic, before the nesting was
+    /// bounded; the speed itself is measured in bench/results/, not here).
+    /// The text survives, and the deadline is not what ends it.
+    #[test]
+    fn deeply_nested_html_parses_whole() {
+        let deep =
+            format!("<html><body>{}deep text{}</body></html>", "<div>".repeat(100_000), "</div>".repeat(100_000));
+        let doc = parse_bytes(deep.as_bytes(), Some("deep.html".as_ref()), &Limits::default()).unwrap();
+        assert_eq!(doc.text, "deep text");
     }
 
     #[test]
