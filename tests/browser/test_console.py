@@ -13,6 +13,7 @@ import socket
 import subprocess
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -223,6 +224,149 @@ def test_a_hostile_item_renders_as_text(server, browser):
     # Nothing from the data became an element.
     assert len(d.find_elements(By.TAG_NAME, "script")) == 1
     assert not d.find_elements(By.CSS_SELECTOR, ".side b, .side img, .side script")
+    assert not csp_violations(d)
+
+
+@pytest.fixture(scope="module")
+def triage(server):
+    """A tenant of its own for the queue and the compare view's other
+    candidates: a pair with no other candidate, a cluster of three (one
+    other) and one of four (two others), edited by different amounts so the
+    closest-match scores differ, and written in an order the scores do not
+    follow."""
+    status, created = server["admin"].call("POST", "/v1/tenants", {
+        "tenant_id": "triage", "config": {"normalizer": "seed", "shingle_width": 2, "threshold": 0.75}})
+    assert status == 201, created
+    api = Api(server["url"], created["api_key"])
+    paras = paragraphs()
+    three, four = paras[8], paras[9]
+    items = [
+        {"item_id": "four-0", "content": four},
+        {"item_id": "solo-a", "content": "red fox runs very fast"},
+        {"item_id": "three-0", "content": three},
+        {"item_id": "four-1", "content": four + " See also the runbook for the details of this step."},
+        {"item_id": "three-1", "content": variant(three)},
+        {"item_id": "solo-b", "content": "red fox runs very fast today"},
+        {"item_id": "four-2", "content": variant(four)},
+        {"item_id": "three-2", "content": "As the runbook says: " + three.replace(" a ", " one ", 1)},
+        {"item_id": "four-3", "content": "Quoted: " + four},
+    ]
+    status, out = api.call("POST", "/v1/tenants/triage/items", {"items": items})
+    assert status == 200, out
+    return {"key": created["api_key"], "api": api}
+
+
+def candidates(api, item, limit=10):
+    status, c = api.call("GET", f"/v1/tenants/triage/items/{urllib.parse.quote(item, safe='')}/candidates?limit={limit}")
+    assert status == 200, c
+    return c["candidates"]
+
+
+def open_compare(d, server, triage, left, right=None, expect_right=None):
+    """Opens the compare view of a pair and waits until it shows that pair."""
+    route = f"tenant=triage&key={triage['key']}&view=compare&left={left}" + (f"&right={right}" if right else "")
+    d.get(server["url"] + "/console/#" + route)
+
+    def shown(d):
+        if d.execute_script("return !!document.body.dataset.loading"):
+            return False
+        ids = [e.text for e in d.find_elements(By.CSS_SELECTOR, ".side .item-id")]
+        return ids == [left, right or expect_right]
+
+    WebDriverWait(d, 30).until(shown)
+
+
+def other_candidates(d):
+    """The texts of the verification card's paragraphs other than the
+    explanation (where the other candidates are listed), and its links."""
+    card = d.find_element(By.ID, "verification")
+    texts = [p.text for p in card.find_elements(By.CSS_SELECTOR, ":scope > p") if p.get_attribute("id") != "explanation"]
+    links = [a.text for a in card.find_elements(By.CSS_SELECTOR, "a")]
+    return texts, links
+
+
+def test_compare_lists_the_other_candidates_as_links(server, triage, browser):
+    d = browser
+    api = triage["api"]
+    # No other candidate: nothing is listed, and no stray separator or URL.
+    assert [c["item_id"] for c in candidates(api, "solo-b")] == ["solo-a"]
+    open_compare(d, server, triage, "solo-b", expect_right="solo-a")
+    texts, links = other_candidates(d)
+    assert texts == [] and links == [], (texts, links)
+    assert "Other candidates" not in d.find_element(By.ID, "verification").text
+    assert "http" not in d.find_element(By.ID, "verification").text
+
+    # One other candidate: its id as a link, its score beside it.
+    others = [c for c in candidates(api, "three-0") if c["item_id"] != "three-1"]
+    assert [c["item_id"] for c in others] == ["three-2"], others
+    open_compare(d, server, triage, "three-0", "three-1")
+    texts, links = other_candidates(d)
+    assert texts == [f"Other candidates: three-2 ({others[0]['score']:.3f})"], texts
+    assert links == ["three-2"], links
+    assert "http" not in d.find_element(By.ID, "verification").text
+
+    # Two: links in the API's order (best first), separated by a comma.
+    others = [c for c in candidates(api, "four-0") if c["item_id"] != "four-1"]
+    assert sorted(c["item_id"] for c in others) == ["four-2", "four-3"], others
+    open_compare(d, server, triage, "four-0", "four-1")
+    texts, links = other_candidates(d)
+    assert texts == ["Other candidates: " + ", ".join(f"{c['item_id']} ({c['score']:.3f})" for c in others)], texts
+    assert links == [c["item_id"] for c in others], links
+    assert "http" not in d.find_element(By.ID, "verification").text
+    # A link opens that pair.
+    d.find_element(By.CSS_SELECTOR, f'#verification a[data-item="{others[0]["item_id"]}"]').click()
+    WebDriverWait(d, 30).until(lambda d: [e.text for e in d.find_elements(By.CSS_SELECTOR, ".side .item-id")] == ["four-0", others[0]["item_id"]])
+    assert not csp_violations(d)
+
+
+def queue_rows(d):
+    """(item, closest match, score) of each row of the queue, in order."""
+    out = []
+    for r in d.find_elements(By.CSS_SELECTOR, "#queue-table tbody tr[data-item]"):
+        closest = r.find_elements(By.CSS_SELECTOR, "td.closest")
+        score = r.find_elements(By.CSS_SELECTOR, "td.score")
+        out.append((r.get_attribute("data-item"), closest[0].text if closest else None, score[0].text if score else None))
+    return out
+
+
+def test_queue_shows_the_closest_match_and_sorts_by_its_score(server, triage, browser):
+    d = browser
+    api = triage["api"]
+    status, page = api.call("GET", "/v1/tenants/triage/queue?limit=100")
+    assert status == 200, page
+    newest = [q["item"]["item_id"] for q in page["items"]]
+    # What the reviewer triages by, as the candidates route tells it.
+    best = {i: candidates(api, i, 1)[0] for i in newest}
+    expected = [(i, best[i]["item_id"], f"{best[i]['score']:.4f}") for i in newest]
+    by_score = sorted(newest, key=lambda i: -best[i]["score"])  # stable: ties stay newest first
+    assert len(set(e[2] for e in expected)) >= 3 and by_score != newest, expected
+
+    d.get(server["url"] + f"/console/#tenant=triage&key={triage['key']}")
+    WebDriverWait(d, 30).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#queue-table tbody tr[data-item]")) == len(newest))
+    settled(d, 30)
+    assert queue_rows(d) == expected
+
+    def order(d):
+        return [r[0] for r in queue_rows(d)]
+
+    head = d.find_element(By.ID, "queue-sort-score")
+    head.click()
+    WebDriverWait(d, 30).until(lambda d: head.find_element(By.XPATH, "..").get_attribute("aria-sort") == "descending")
+    assert order(d) == by_score
+    scores = [float(r[2]) for r in queue_rows(d)]
+    assert scores == sorted(scores, reverse=True), scores
+    assert "sort=score-desc" in d.current_url
+    head.click()
+    WebDriverWait(d, 30).until(lambda d: head.find_element(By.XPATH, "..").get_attribute("aria-sort") == "ascending")
+    scores = [float(r[2]) for r in queue_rows(d)]
+    assert scores == sorted(scores), scores
+    d.find_element(By.ID, "queue-sort-newest").click()
+    WebDriverWait(d, 30).until(lambda d: head.find_element(By.XPATH, "..").get_attribute("aria-sort") == "none")
+    assert order(d) == newest
+    # A skip in the compare view follows the order shown.
+    head.click()
+    WebDriverWait(d, 30).until(lambda d: order(d) == by_score)
+    assert d.execute_script("return JSON.parse(sessionStorage.getItem('neardup.queue'))") == by_score
     assert not csp_violations(d)
 
 

@@ -38,8 +38,11 @@
     }
   }
 
+  // Children may be nested arrays, to any depth (a list built with map,
+  // each entry a separator and an element): all are flattened, so an
+  // array never reaches String() and prints as its elements' text.
   function append(e, children) {
-    for (const c of children.flat()) {
+    for (const c of children.flat(Infinity)) {
       if (c === undefined || c === null || c === false) continue;
       e.appendChild(c instanceof Node ? c : document.createTextNode(String(c)));
     }
@@ -262,20 +265,56 @@
   let generation = 0;
   const stale = (g) => g !== generation;
 
+  // The queue's orders: the server's (newest write first) and by the
+  // closest match's score. Items without a verified match go last in both
+  // score orders; ties keep the server's order.
+  const QUEUE_SORTS = {
+    newest: 'newest first',
+    'score-desc': 'closest-match score, highest first',
+    'score-asc': 'closest-match score, lowest first',
+  };
+
+  function queueOrder(sort) {
+    const score = (r) => (r.q.closest ? r.q.closest.score : null);
+    if (sort === 'newest') return (a, b) => a.n - b.n;
+    const dir = sort === 'score-asc' ? 1 : -1;
+    return (a, b) => {
+      const x = score(a), y = score(b);
+      if (x === null || y === null) return (x === null) - (y === null) || a.n - b.n;
+      return dir * (x - y) || a.n - b.n;
+    };
+  }
+
   async function queueView(p) {
     const states = (p.get('state') || FLAGGED.join(',')).split(',').filter(Boolean);
     const filter = p.get('q') || '';
+    let sort = Object.hasOwn(QUEUE_SORTS, p.get('sort')) ? p.get('sort') : 'newest';
     const v = clear(view());
     v.appendChild(heading('Review queue'));
     const boxes = FLAGGED.concat(['duplicate']).map((s) =>
       el('label', {}, el('input', { type: 'checkbox', value: s, checked: states.includes(s), class: 'state-filter' }), s.replace('_', ' ')));
     const search = el('input', { type: 'text', id: 'queue-filter', placeholder: 'item id contains…', value: filter });
-    const apply = () => go({ view: 'queue', state: [...v.querySelectorAll('.state-filter:checked')].map((b) => b.value).join(','), q: search.value || undefined });
+    const apply = () => go({ view: 'queue', state: [...v.querySelectorAll('.state-filter:checked')].map((b) => b.value).join(','), q: search.value || undefined, sort: sort === 'newest' ? undefined : sort });
     for (const b of boxes) b.firstChild.addEventListener('change', apply);
     search.addEventListener('change', apply);
     v.appendChild(el('div', { class: 'toolbar' }, boxes, search, el('button', { type: 'button', on: { click: apply } }, 'Refresh')));
+    // Sortable columns: a button in the header; aria-sort says the order.
+    const sortBy = (next) => {
+      sort = next;
+      // The order stays in the address (a reload keeps it) without a reload now.
+      const q = new URLSearchParams(location.hash.replace(/^#/, ''));
+      if (sort === 'newest') q.delete('sort');
+      else q.set('sort', sort);
+      history.replaceState(null, '', location.pathname + location.search + '#' + q.toString());
+      draw();
+    };
+    const scoreHead = el('th', {}, el('button', { type: 'button', class: 'sort', id: 'queue-sort-score', title: 'Sort by the closest match\'s score',
+      on: { click: () => sortBy(sort === 'score-desc' ? 'score-asc' : 'score-desc') } }, 'Score'));
+    const newestHead = el('th', {}, el('button', { type: 'button', class: 'sort', id: 'queue-sort-newest', title: 'Sort by log position, newest first',
+      on: { click: () => sortBy('newest') } }, 'Log position'));
+    const th = (h) => el('th', { text: h });
     const table = el('table', { id: 'queue-table' },
-      el('thead', {}, el('tr', {}, ['Item', 'Decision when written', 'Epoch', 'Log position', 'Labels', ''].map((h) => el('th', { text: h })))));
+      el('thead', {}, el('tr', {}, th('Item'), th('Closest match'), scoreHead, th('Decision when written'), th('Epoch'), newestHead, th('Labels'), th(''))));
     const body = el('tbody');
     table.appendChild(body);
     const summary = el('p', { class: 'muted', id: 'queue-summary' });
@@ -284,10 +323,21 @@
     const more = el('button', { type: 'button', id: 'queue-more', hidden: true }, 'Older items');
     v.appendChild(el('div', { class: 'actions' }, more));
     let before;
-    let shown = 0;
+    let total = 0;
     let loading = false;
-    const order = [];
+    const rows = [];
     const g = generation;
+    // Puts the rows in the chosen order; the order a skip follows is the one shown.
+    const draw = () => {
+      rows.sort(queueOrder(sort));
+      for (const r of rows) body.appendChild(r.tr);
+      scoreHead.setAttribute('aria-sort', sort === 'score-desc' ? 'descending' : sort === 'score-asc' ? 'ascending' : 'none');
+      newestHead.setAttribute('aria-sort', sort === 'newest' ? 'descending' : 'none');
+      scoreHead.firstChild.textContent = 'Score' + (sort === 'score-desc' ? ' ↓' : sort === 'score-asc' ? ' ↑' : '');
+      newestHead.firstChild.textContent = 'Log position' + (sort === 'newest' ? ' ↓' : '');
+      sessionStorage.setItem('neardup.queue', JSON.stringify(rows.map((r) => r.q.item.item_id)));
+      summary.textContent = `${fmt(total)} flagged items in these states; ${fmt(rows.length)} shown, ${QUEUE_SORTS[sort]}. Open one to compare it with its closest match.`;
+    };
     const load = async () => {
       if (loading) return;
       loading = true;
@@ -306,22 +356,24 @@
       if (nothing) nothing.remove();
       for (const q of page.items) {
         if (filter && !q.item.item_id.includes(filter)) continue;
-        shown++;
-        order.push(q.item.item_id);
         const open = () => go({ view: 'compare', left: q.item.item_id });
-        body.appendChild(el('tr', { class: 'clickable', 'data-item': q.item.item_id, on: { click: open } },
+        const m = q.closest;
+        const tr = el('tr', { class: 'clickable', 'data-item': q.item.item_id, on: { click: open } },
           el('td', { class: 'id', text: q.item.item_id }),
+          m ? el('td', { class: 'id closest', 'data-item': m.item_id, text: m.item_id }) : el('td', { class: 'closest muted', text: 'none' }),
+          el('td', { class: 'num score', 'data-score': m ? m.score : undefined, title: m ? m.verdict : 'no verified candidate', text: m ? m.score.toFixed(4) : '—' }),
           el('td', {}, badge(q.item.decision)),
           el('td', { text: fmt(q.item.epoch) }),
           el('td', { text: fmt(q.lsn) }),
           el('td', { text: fmt(q.labels) }),
-          el('td', {}, el('button', { type: 'button', on: { click: (e) => { e.stopPropagation(); open(); } } }, 'Review'))));
+          el('td', {}, el('button', { type: 'button', on: { click: (e) => { e.stopPropagation(); open(); } } }, 'Review')));
+        rows.push({ q, tr, n: rows.length });
       }
-      sessionStorage.setItem('neardup.queue', JSON.stringify(order));
+      total = page.total;
       before = page.next_before;
       more.hidden = before === undefined || before === null;
-      summary.textContent = `${fmt(page.total)} flagged items in these states; ${fmt(shown)} shown, newest first. Open one to compare it with its closest match.`;
-      if (!shown && !body.firstChild) body.appendChild(el('tr', { class: 'nothing' }, el('td', { colspan: 6, class: 'empty', text: 'Nothing to review.' })));
+      draw();
+      if (!rows.length && !body.firstChild) body.appendChild(el('tr', { class: 'nothing' }, el('td', { colspan: 8, class: 'empty', text: 'Nothing to review.' })));
     };
     more.addEventListener('click', () => load().catch(fail));
     await load();
@@ -380,8 +432,9 @@
         badge(ver.verdict),
         el('span', { class: 'muted', text: `exact Jaccard · policy ${ver.policy.id}@v${ver.policy.version}: identical ≥ ${ver.policy.threshold_identical}, similar ≥ ${ver.policy.threshold_similar}` })),
       el('p', { id: 'explanation', text: ver.explanation }),
-      others.length ? el('p', { class: 'muted' }, 'Other candidates: ', others.map((o, i) => [i ? ', ' : '',
-        el('a', { href: '#', on: { click: (e) => { e.preventDefault(); go({ view: 'compare', left, right: o.item_id }); } } }, `${o.item_id} (${o.score.toFixed(3)})`)])) : null));
+      others.length ? el('p', { class: 'muted', id: 'other-candidates' }, 'Other candidates: ', ...others.flatMap((o, i) => [i ? ', ' : null,
+        el('a', { href: '#', class: 'id other-candidate', 'data-item': o.item_id, on: { click: (e) => { e.preventDefault(); go({ view: 'compare', left, right: o.item_id }); } } }, o.item_id),
+        ` (${o.score.toFixed(3)})`])) : null));
     v.appendChild(el('div', { class: 'pair' }, sideCard(c.left, 'Item'), sideCard(c.right, 'Match')));
     const rationale = el('input', { type: 'text', id: 'rationale', placeholder: 'rationale (optional; Enter saves as near duplicate)' });
     const result = el('span', { id: 'label-result', class: 'muted' });

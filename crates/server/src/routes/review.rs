@@ -3,7 +3,7 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use neardup_index::{DecisionState, NewLabel};
+use neardup_index::{DecisionState, ErrorKind, NewLabel, Query};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -12,7 +12,8 @@ use crate::error::{ApiError, ApiResult, StdErrors};
 use crate::extract::{ApiJson, P, Q};
 use crate::state::AppState;
 use crate::wire::{
-    AuditLog, CompareRequest, ComparisonView, DecisionLog, LabelList, LabelRequest, LabelView, ReviewQueueView,
+    AuditLog, CandidateView, CompareRequest, ComparisonView, DecisionLog, LabelList, LabelRequest, LabelView,
+    ReviewQueueView,
 };
 
 /// Records a reviewer label: an immutable event with actor, rationale and
@@ -151,8 +152,11 @@ fn parse_states(s: Option<&str>) -> ApiResult<Vec<DecisionState>> {
 }
 
 /// The review queue: live items whose decision when written is in `state`,
-/// newest write first. Each call reads every record of the tenant (about a
-/// second per million items): a page for a person, not a hot path.
+/// newest write first, each with its closest verified candidate now. Each
+/// call reads every record of the tenant (about a second per million
+/// items) and asks one candidate query per item returned (counted among
+/// the tenant's queries, not in the decision log): a page for a person,
+/// not a hot path.
 #[utoipa::path(get, path = "/v1/tenants/{tenant}/queue", tag = "review",
     params(("tenant" = String, Path, description = "Tenant id"), QueueParams),
     responses((status = 200, body = ReviewQueueView), StdErrors), security(("bearer" = [])))]
@@ -177,10 +181,25 @@ pub(crate) async fn queue(
         }
     };
     let t = tenant.clone();
-    let q = s
-        .run(&tenant, move |e| e.review_queue(&t, &states, before.as_ref().map(|(l, i)| (*l, i.as_str())), limit))
+    let (q, closest) = s
+        .run(&tenant, move |e| {
+            let q = e.review_queue(&t, &states, before.as_ref().map(|(l, i)| (*l, i.as_str())), limit)?;
+            let mut closest = Vec::with_capacity(q.items.len());
+            for i in &q.items {
+                closest.push(match e.candidates(&t, Query::Item(&i.item.item_id), 1) {
+                    Ok(d) => d.candidates.first().map(CandidateView::from),
+                    // Tombstoned since the scan: it leaves the queue on the next read.
+                    Err(err) if matches!(err.kind(), ErrorKind::ItemNotFound { .. }) => None,
+                    Err(err) => return Err(err),
+                });
+            }
+            Ok((q, closest))
+        })
         .await?;
     let mut view = ReviewQueueView::from(&q);
+    for (entry, closest) in view.items.iter_mut().zip(closest) {
+        entry.closest = closest;
+    }
     if q.items.len() == limit {
         view.next_before = q.items.last().map(|i| format!("{}:{}", i.lsn, i.item.item_id));
     }

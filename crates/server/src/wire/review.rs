@@ -4,9 +4,10 @@
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
-use super::{ItemView, LabelView, ShadowView, StatsView, VerifyResponse};
+use super::{CandidateView, ItemView, LabelView, ShadowView, StatsView, VerifyResponse};
 
-/// `GET /v1/tenants/{tenant}/queue`: flagged items, newest write first.
+/// `GET /v1/tenants/{tenant}/queue`: flagged items, newest write first,
+/// each with its closest verified match.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ReviewQueueView {
     /// Items, newest write first.
@@ -19,7 +20,7 @@ pub struct ReviewQueueView {
     pub next_before: Option<String>,
 }
 
-/// An item of the review queue.
+/// An item of the review queue and what a reviewer triages it by.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct QueuedItemView {
     /// The item (never its content).
@@ -28,6 +29,9 @@ pub struct QueuedItemView {
     pub lsn: u64,
     /// Label events naming the item.
     pub labels: u32,
+    /// Its closest verified candidate now, with the exact score (the pair
+    /// the console's compare view opens); null when it has none.
+    pub closest: Option<CandidateView>,
 }
 
 /// `POST /v1/tenants/{tenant}/compare`.
@@ -289,7 +293,7 @@ impl From<&neardup_index::ReviewQueue> for ReviewQueueView {
             items: q
                 .items
                 .iter()
-                .map(|i| QueuedItemView { item: ItemView::from(&i.item), lsn: i.lsn, labels: i.labels })
+                .map(|i| QueuedItemView { item: ItemView::from(&i.item), lsn: i.lsn, labels: i.labels, closest: None })
                 .collect(),
             total: q.total,
             scanned: q.scanned,
