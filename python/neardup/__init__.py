@@ -15,6 +15,18 @@ similarity, not an estimate. Parameters, names and defaults are those of the
 
 from typing import Any, Iterable, Iterator, List, Mapping, NamedTuple, Optional, Tuple
 
+# Fingerprints hand their arrays out as NumPy arrays: without NumPy the
+# extension would fail only at the first array, with a Rust panic.
+try:
+    import numpy as _numpy  # noqa: F401
+except ImportError as e:
+    raise ImportError(
+        f"neardup needs NumPy, which cannot be imported here ({e}); install it with "
+        "`python -m pip install 'numpy>=1.21'` (pip installs it with neardup unless told not to, "
+        "as with --no-deps)",
+        name="numpy",
+    ) from e
+
 from ._neardup import DEFAULT_SEED, Fingerprint, Fingerprinter, Index, exact_pairs, jaccard, pair_score
 
 __all__ = ["DEFAULT_SEED", "Fingerprint", "Fingerprinter", "Index", "Outcome", "dedup", "exact_pairs", "jaccard", "pair_score"]

@@ -26,6 +26,22 @@ Stages:
    from the verified pairs alone (not the texts): the rule is sequential in
    input order, so its memory grows with the number of verified pairs.
 
+Where the workers get neardup: the Python workers of the executors import
+it. On a local master (``local``, ``local[N]``, ``local-cluster[...]``) the
+command runs them with its own interpreter (``sys.executable``), so a
+virtual environment works without being activated; ``PYSPARK_PYTHON``, when
+set, names the workers' interpreter instead. On a cluster the executors'
+interpreter needs neardup too: install it there, or ship an environment
+with the job, as Spark's "Python Package Management" guide describes::
+
+    venv-pack -o env.tar.gz          # in the environment with neardup (or conda-pack)
+    PYSPARK_PYTHON=./env/bin/python python -m neardup.spark \\
+        --master spark://host:7077 --conf spark.archives=env.tar.gz#env ...
+
+Before any work, a small probe job checks that the workers import
+neardup; when they cannot, the command says so, with this advice, and exits
+with status 1.
+
 Where it differs from ``neardup dedup``: candidates are not capped per item
 (the single-machine path verifies at most ``max_candidates`` per item,
 ranked by estimated similarity); here every pair sharing a band is
@@ -34,6 +50,7 @@ same (tested), and where some are, Spark finds a superset.
 """
 
 import argparse
+import os
 import sys
 from typing import Any, Dict, Iterator, Optional, Tuple
 
@@ -199,6 +216,51 @@ def dedup(
     return pairs_df.drop("a", "b"), clusters_df.orderBy("pos").drop("pos"), kept_df
 
 
+def _is_local(master: str) -> bool:
+    """Whether Spark master URL ``master`` runs the executors on this machine."""
+    return master == "local" or master.startswith(("local[", "local-cluster["))
+
+
+_SHIP_ADVICE = """\
+The workers run PYSPARK_PYTHON ({python}), which must import neardup (and NumPy).
+On a local master this command runs them with its own interpreter unless PYSPARK_PYTHON is set.
+On a cluster, install neardup for the executors' python, or ship an environment with the job
+(Spark's "Python Package Management"):
+    venv-pack -o env.tar.gz        # or conda-pack, in an environment with neardup installed
+    PYSPARK_PYTHON=./env/bin/python python -m neardup.spark --master <url> \\
+        --conf spark.archives=env.tar.gz#env ..."""
+
+
+def _worker_problem(spark) -> Optional[str]:
+    """None when the executors' Python workers import neardup, else why not.
+
+    Runs a task per default partition (a few executors on a cluster); the
+    import is tried inside the task, so a missing package is an answer, not
+    a failed (and retried) task.
+    """
+    sc = spark.sparkContext
+
+    # Nested and naming no module global: pickled by value, so unpickling
+    # it on a worker imports nothing of neardup's.
+    def probe(_):
+        import sys as worker_sys
+
+        try:
+            import neardup  # noqa: F401
+        except Exception as e:  # an ImportError, or the package's own
+            yield f"{type(e).__name__}: {e} (in {worker_sys.executable})"
+
+    n = max(1, min(sc.defaultParallelism, 64))
+    try:
+        found = sc.parallelize(range(n), n).mapPartitions(probe).collect()
+    except Exception as e:  # no worker ran it: no such python, ...
+        lines = [l.strip() for l in str(e).splitlines() if l.strip()]
+        cause = next((l[l.index("Cannot run program"):] for l in lines if "Cannot run program" in l), None)
+        cause = cause or " ".join(lines[:2])
+        return f"the probe job failed: {cause[:500]}"
+    return found[0] if found else None
+
+
 def main(argv: Optional[list] = None) -> int:
     p = argparse.ArgumentParser(prog="python -m neardup.spark", description=__doc__.split("\n\n")[0])
     p.add_argument("--input", required=True, help="Parquet or JSONL (file or folder)")
@@ -212,15 +274,47 @@ def main(argv: Optional[list] = None) -> int:
     p.add_argument("--max-bucket", type=int, default=1000)
     p.add_argument("--format", choices=["auto", "parquet", "json"], default="auto")
     p.add_argument("--master", default=None, help="Spark master URL (default: Spark's own)")
+    p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                   help="a Spark setting, e.g. spark.archives=env.tar.gz#env (repeatable)")
     a = p.parse_args(argv)
+    conf = []
+    for kv in a.conf:
+        key, eq, value = kv.partition("=")
+        if not eq or not key:
+            p.error(f"--conf takes KEY=VALUE, got {kv!r}")
+        conf.append((key, value))
 
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName("neardup-dedup").config("spark.ui.showConsoleProgress", "false")
+    for key, value in conf:
+        builder = builder.config(key, value)
     if a.master:
         builder = builder.master(a.master)
-    spark = builder.getOrCreate()
+    # PySpark runs its workers with PYSPARK_PYTHON, else `python3` from
+    # PATH — not this interpreter when it is a virtual environment's that is
+    # not activated. On a local master the workers are on this machine: run
+    # them with this interpreter. (PySpark reads the variable when the
+    # context starts, so it is set before.)
+    own_python = "PYSPARK_PYTHON" not in os.environ
+    if own_python and a.master and _is_local(a.master):
+        os.environ["PYSPARK_PYTHON"] = sys.executable
+        try:
+            spark = builder.getOrCreate()
+        finally:
+            del os.environ["PYSPARK_PYTHON"]
+    else:
+        spark = builder.getOrCreate()
     try:
+        sc = spark.sparkContext
+        if own_python and not a.master and _is_local(sc.master):
+            # Spark's default master, known only now: the same rule.
+            sc.pythonExec = sys.executable
+        problem = _worker_problem(spark)
+        if problem:
+            print(f"neardup.spark: the Spark workers cannot import neardup: {problem}", file=sys.stderr)
+            print(_SHIP_ADVICE.format(python=sc.pythonExec), file=sys.stderr)
+            return 1
         fmt = a.format
         if fmt == "auto":
             fmt = "json" if a.input.endswith((".jsonl", ".json", ".jsonl.gz", ".json.gz")) else "parquet"

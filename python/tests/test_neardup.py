@@ -140,38 +140,125 @@ def test_index_gives_the_cli_verified_pairs_on_real_documents(tmp_path):
     assert got == want, (len(got), len(want), sorted(got ^ want)[:5])
 
 
-def test_work_runs_without_the_gil():
-    # A watcher thread notes the time as fast as it can while the main
-    # thread fingerprints a long text. With the GIL held through the call,
-    # the watcher would stall for the whole call; released, it keeps running.
-    import time
+# Whether a call into the extension releases the GIL, decided by the order of
+# events rather than by timing. Runs in a fresh interpreter: no pytest, Spark
+# or server threads that could take the GIL, and the switch interval is its own.
+#
+# With a switch interval of 1000 s the interpreter never asks the thread that
+# holds the GIL to let go: a thread waiting for it gets it only when the
+# holder releases it (a blocking wait, or an extension's `py.detach`). The
+# main thread starts a worker and blocks (in `Thread.start`, then on
+# `ready`), releasing the GIL; the worker sets `ready`, notes "in", makes the
+# call and notes "out", taking no contended lock on the way. The main
+# thread, woken, must wait for the GIL: if the call releases it,
+# the main thread runs during the call and sees only "in"; if the call holds
+# it, the main thread runs after the call and sees "in" and "out" —
+# whatever the machine's load. A woken thread that is not scheduled before
+# the ~0.1 s call ends can also see both, so a pass needs one of several
+# attempts to see "in" alone; a call holding the GIL fails every attempt.
+GIL_CHECK = r"""
+import faulthandler, sys, threading
+import neardup
 
-    f = neardup.Fingerprinter()
-    # Long enough that the call takes well over 50 ms on a fast machine
-    # (1.5 M words once took 49.9 ms here, too short to judge).
-    text = " ".join(f"word{i % 5000}" for i in range(5_000_000))
-    stamps = []
-    done = threading.Event()
+faulthandler.dump_traceback_later(120, exit=True)  # a hang guard that needs no GIL
+block = " ".join(f"word{i}" for i in range(5000))
+text = " ".join([block] * 1000)  # 5 M words: ~0.1 s in Rust on a fast machine
+f = neardup.Fingerprinter()
+calls = {
+    "fingerprint": lambda: f.fingerprint(text),
+    "add_many": lambda: neardup.Index().add_many([("a", text)]),
+}
+call = calls[sys.argv[1]]
+seen = []
+sys.setswitchinterval(1000)
+try:
+    for attempt in range(5):
+        state, ready = [], threading.Event()
 
-    def watch():
-        while not done.is_set():
-            stamps.append(time.perf_counter())
+        def work():
+            ready.set()
+            state.append("in")
+            call()
+            state.append("out")
 
-    t = threading.Thread(target=watch)
-    t.start()
-    time.sleep(0.05)
-    start = time.perf_counter()
-    f.fingerprint(text)
-    end = time.perf_counter()
-    done.set()
-    t.join()
-    call = end - start
-    # The call's start and end count as stamps: a watcher stalled from just
-    # before the call to its end leaves one gap as long as the call.
-    inside = [start] + [s for s in stamps if start <= s <= end] + [end]
-    gaps = [b - a for a, b in zip(inside, inside[1:])]
-    assert call > 0.05, call
-    assert len(inside) > 10 and max(gaps) < call / 2, (call, len(inside), max(gaps, default=None))
+        t = threading.Thread(target=work)
+        t.start()
+        ready.wait()
+        seen.append(list(state))
+        t.join(60)
+        assert not t.is_alive() and state == ["in", "out"], ("the call did not finish", state)
+        if seen[-1] == ["in"]:
+            break
+finally:
+    sys.setswitchinterval(0.005)
+print(seen)
+sys.exit(0 if seen[-1] == ["in"] else 1)
+"""
+
+
+@pytest.mark.parametrize("call", ["fingerprint", "add_many"])
+def test_work_runs_without_the_gil(call, tmp_path):
+    if hasattr(sys, "_is_gil_enabled") and not sys._is_gil_enabled():
+        pytest.skip("no GIL in this interpreter")
+    run = subprocess.run([sys.executable, "-c", GIL_CHECK, call], capture_output=True, text=True, timeout=300,
+                         cwd=tmp_path)
+    # Each attempt's view from the main thread: ['in'] — the call let it run.
+    assert run.returncode == 0, (run.stdout, run.stderr[-3000:])
+
+
+# Index.load with the GIL released, by a barrier rather than timing: it reads
+# a FIFO, and opening a FIFO's read end blocks until another thread opens the
+# write end — here the main thread, which (switch interval 1000 s, as above)
+# gets the GIL back only when load releases it. Released: the main thread
+# opens the FIFO and writes a saved index, which load reads. Held: neither
+# thread can go on, and the hang guard ends the interpreter.
+LOAD_CHECK = r"""
+import faulthandler, sys, threading
+import neardup
+
+faulthandler.dump_traceback_later(60, exit=True)  # the deadlock's end; needs no GIL
+saved, fifo = sys.argv[1], sys.argv[2]
+data = open(saved, "rb").read()
+got, ready = [], threading.Event()
+sys.setswitchinterval(1000)
+
+def work():
+    ready.set()
+    got.append(neardup.Index.load(fifo))
+
+t = threading.Thread(target=work)
+t.start()
+ready.wait()
+with open(fifo, "wb") as w:
+    w.write(data)
+t.join(60)
+sys.setswitchinterval(0.005)
+print(len(got[0]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_index_load_runs_without_the_gil(tmp_path):
+    if hasattr(sys, "_is_gil_enabled") and not sys._is_gil_enabled():
+        pytest.skip("no GIL in this interpreter")
+    idx = neardup.Index()
+    idx.add_many([(str(i), f"item {i} " + " ".join(f"w{j}" for j in range(i, i + 50))) for i in range(200)])
+    idx.save(tmp_path / "saved.ndx")
+    os.mkfifo(tmp_path / "fifo")
+    run = subprocess.run([sys.executable, "-c", LOAD_CHECK, str(tmp_path / "saved.ndx"), str(tmp_path / "fifo")],
+                         capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert run.returncode == 0 and run.stdout.split() == ["200"], (run.stdout, run.stderr[-3000:])
+
+
+def test_a_missing_numpy_is_an_import_error_that_says_so(tmp_path):
+    # numpy unimportable (None in sys.modules): `import neardup` fails with
+    # the advice, rather than the first fingerprint array panicking in Rust.
+    code = "import sys; sys.modules['numpy'] = None; import neardup"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 1, (run.stdout, run.stderr)
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("ImportError: neardup needs NumPy"), run.stderr
+    assert "pip install 'numpy>=1.21'" in last, last
 
 
 def test_dedup_keeps_and_drops_as_the_cli_does(tmp_path):

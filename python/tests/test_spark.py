@@ -5,13 +5,31 @@ installs Java).
 """
 
 import json
+import os
 import subprocess
 import sys
+
+import pytest
 
 from test_neardup import real_corpus, run_cli
 
 
-def test_spark_job_gives_the_cli_pairs_and_kept_set(tmp_path):
+def python3_without_neardup(tmp_path):
+    """A folder holding a `python3` that is this interpreter without its
+    site-packages, so without neardup (but with pyspark from the PYTHONPATH
+    Spark gives its workers): the `python3` on PATH when the job runs from
+    a virtual environment that is not activated."""
+    folder = tmp_path / "bin"
+    folder.mkdir(exist_ok=True)
+    shim = folder / "python3"
+    shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    shim.chmod(0o755)
+    if subprocess.run([str(shim), "-c", "import neardup"], capture_output=True).returncode == 0:
+        pytest.skip("neardup is importable here without site-packages (PYTHONPATH?)")
+    return folder
+
+
+def test_spark_job_gives_the_cli_pairs_and_kept_set(tmp_path, capsys):
 
     corpus, records = real_corpus(tmp_path, 3000)
     pairs_tsv, kept_jsonl = tmp_path / "pairs.tsv", tmp_path / "kept.jsonl"
@@ -37,6 +55,21 @@ def test_spark_job_gives_the_cli_pairs_and_kept_set(tmp_path):
         got = {(r["left"], r["right"], r["score"]) for r in spark.read.parquet(str(out / "pairs")).collect()}
         kept = [r["id"] for r in spark.read.parquet(str(out / "kept")).collect()]
         clusters = {r["id"]: r["cluster"] for r in spark.read.parquet(str(out / "clusters")).collect()}
+
+        # Workers whose python cannot import neardup: the job's probe finds
+        # it before any work, and the command says what to do and exits
+        # with 1. (Run here, on this session, which main() then reuses and
+        # stops; the session's workers get that python.)
+        import neardup.spark
+
+        spark.sparkContext.pythonExec = str(python3_without_neardup(tmp_path) / "python3")
+        capsys.readouterr()
+        assert neardup.spark.main(["--input", str(corpus), "--output", str(tmp_path / "none"),
+                                   "--master", "local[1]"]) == 1
+        err = capsys.readouterr().err
+        assert "the Spark workers cannot import neardup: ModuleNotFoundError: No module named 'neardup'" in err, err
+        assert "spark.archives=env.tar.gz#env" in err and "venv-pack" in err, err
+        assert not (tmp_path / "none").exists()
     finally:
         spark.stop()
     assert got == want, (len(got), len(want), sorted(got ^ want)[:5])
@@ -45,6 +78,26 @@ def test_spark_job_gives_the_cli_pairs_and_kept_set(tmp_path):
     for left, right, _ in want:
         assert clusters[left] == clusters[right]
     assert set(clusters.values()) <= set(clusters)
+
+
+def test_spark_job_on_a_local_master_runs_its_workers_with_its_own_python(tmp_path):
+    """Issue 39: the job started by an interpreter that is not the `python3`
+    on PATH (a virtual environment's, not activated) used to fail in every
+    task with ModuleNotFoundError: Spark ran its workers with `python3`."""
+    corpus = tmp_path / "small.jsonl"
+    texts = ["red fox runs very fast", "red fox runs very fast today", "database backup completed nightly",
+             "the lazy dog sleeps all day"]
+    corpus.write_text("".join(json.dumps({"id": f"r{i}", "text": t}) + "\n" for i, t in enumerate(texts)))
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")}
+    env["PATH"] = f"{python3_without_neardup(tmp_path)}{os.pathsep}{env['PATH']}"
+    run = subprocess.run(
+        [sys.executable, "-m", "neardup.spark", "--input", str(corpus), "--output", str(tmp_path / "out"),
+         "--master", "local[2]", "--threshold", "0.75", "--shingle-width", "2", "--normalizer", "seed",
+         "--conf", "spark.sql.shuffle.partitions=2"],
+        capture_output=True, text=True, timeout=600, env=env,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines()[-1] == "pairs 1, clustered rows 2, kept 3 of 4", run.stdout
 
 
 def _free_port():
