@@ -27,7 +27,7 @@ except ImportError as e:
         name="numpy",
     ) from e
 
-from ._neardup import DEFAULT_SEED, Fingerprint, Fingerprinter, Index, exact_pairs, jaccard, pair_score
+from ._neardup import DEFAULT_SEED, Fingerprint, Fingerprinter, Index, _Dedup, exact_pairs, jaccard, pair_score
 
 __all__ = ["DEFAULT_SEED", "Fingerprint", "Fingerprinter", "Index", "Outcome", "dedup", "exact_pairs", "jaccard", "pair_score"]
 
@@ -43,7 +43,8 @@ class Outcome(NamedTuple):
     duplicate_of: Optional[str]
     #: Its exact Jaccard score against ``duplicate_of``.
     score: Optional[float]
-    #: Every earlier record it verifies against, ``(id, score)``, best first.
+    #: Every earlier record it verifies against, ``(id, score)``: the first
+    #: query's best first, then any found by looking further among kept records.
     matches: List[Tuple[str, float]]
 
 
@@ -67,8 +68,9 @@ def dedup(
     """
     if chunk < 1:
         raise ValueError("chunk must be at least 1")
-    index = Index(**params)
-    kept = set()
+    # The command line's rule itself (greedy leaders, and the look further
+    # among kept records when the cap cut close), from the Rust core.
+    rule = _Dedup(**params)
     position = 0
     batch: List[Mapping[str, Any]] = []
 
@@ -82,11 +84,8 @@ def dedup(
                 raise ValueError(f"record {position}: missing string field {text_key!r}")
             rid = record.get(id_key)
             items.append((str(rid) if rid is not None else str(position), text))
-        for record, (rid, _), matches in zip(batch, items, index.add_many(items)):
-            best = next(((m, s) for m, s in matches if m in kept), None)
-            if best is None:
-                kept.add(rid)
-            yield record, Outcome(rid, best is None, best[0] if best else None, best[1] if best else None, matches)
+        for record, (rid, _), (kept, dup, score, matches) in zip(batch, items, rule.add_many(items)):
+            yield record, Outcome(rid, kept, dup, score, matches)
         batch.clear()
 
     for record in records:

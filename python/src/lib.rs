@@ -7,6 +7,7 @@
 
 use std::collections::HashMap;
 
+use neardup_core::batch::Greedy;
 use neardup_core::saved_index::{self, FormatError, Header, Reader, SavedItem};
 use neardup_core::{
     Config, Fingerprint, Fingerprinter as CoreFingerprinter, MemoryIndex, Normalizer, Params, ShingleKind,
@@ -434,11 +435,97 @@ fn exact_pairs(py: Python<'_>, sets: Vec<Vec<u64>>, threshold: f64) -> PyResult<
     Ok(py.detach(|| neardup_core::oracle::all_pairs(&sets, threshold)))
 }
 
+/// The batch decision rule of `neardup dedup`, for `neardup.dedup`: the
+/// core's [`Greedy`], the one implementation both call.
+#[pyclass(module = "neardup", name = "_Dedup")]
+pub struct Dedup {
+    fingerprinter: CoreFingerprinter,
+    index: MemoryIndex,
+    rule: Greedy,
+    ids: Vec<String>,
+    by_id: HashMap<String, u32>,
+}
+
+/// One record's outcome: kept, duplicate_of, its score, every match.
+type Outcome = (bool, Option<String>, Option<f64>, Vec<(String, f64)>);
+
+#[pymethods]
+impl Dedup {
+    #[new]
+    #[pyo3(signature = (*, threshold=0.8, shingle_width=5, char_shingles=false, normalizer="default", num_perm=None,
+        bands=None, rows=None, signature="oph", seed=neardup_core::DEFAULT_SEED, max_candidates=100))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        threshold: f64,
+        shingle_width: u32,
+        char_shingles: bool,
+        normalizer: &str,
+        num_perm: Option<u32>,
+        bands: Option<u32>,
+        rows: Option<u32>,
+        signature: &str,
+        seed: u64,
+        max_candidates: u32,
+    ) -> PyResult<Self> {
+        let p = params(
+            threshold,
+            shingle_width,
+            char_shingles,
+            normalizer,
+            num_perm,
+            bands,
+            rows,
+            signature,
+            seed,
+            max_candidates,
+        )?;
+        Ok(Dedup {
+            fingerprinter: CoreFingerprinter::new(p.clone()).map_err(value_error)?,
+            index: MemoryIndex::new(p),
+            rule: Greedy::new(),
+            ids: Vec::new(),
+            by_id: HashMap::new(),
+        })
+    }
+
+    /// Decides `(item_id, text)` pairs in order, each against every earlier
+    /// one, as `neardup dedup` does. An id seen before is a ValueError, and
+    /// then none of the pairs is added.
+    fn add_many(&mut self, py: Python<'_>, items: Vec<(String, String)>) -> PyResult<Vec<Outcome>> {
+        let mut fresh = std::collections::HashSet::new();
+        for (id, _) in &items {
+            if self.by_id.contains_key(id) || !fresh.insert(id.as_str()) {
+                return Err(value_error(format!("item id {id:?} was seen before; ids must be unique")));
+            }
+        }
+        py.detach(|| {
+            let mut added = Vec::with_capacity(items.len());
+            for (id, text) in items {
+                let n = self.index.insert(self.fingerprinter.fingerprint(&text)).map_err(value_error)?;
+                self.by_id.insert(id.clone(), n);
+                self.ids.push(id);
+                added.push(n);
+            }
+            let name = |ids: &[String], id: u32| ids[id as usize].clone();
+            Ok(added
+                .into_iter()
+                .map(|n| {
+                    let look = Greedy::look(&self.index, n);
+                    let d = self.rule.decide(&self.index, n, look, &mut |_| {});
+                    let matches = d.matches.iter().map(|m| (name(&self.ids, m.id), m.score)).collect();
+                    (d.kept, d.duplicate_of.map(|m| name(&self.ids, m.id)), d.duplicate_of.map(|m| m.score), matches)
+                })
+                .collect())
+        })
+    }
+}
+
 #[pymodule]
 fn _neardup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Fingerprinter>()?;
     m.add_class::<Fingerprint_>()?;
     m.add_class::<Index>()?;
+    m.add_class::<Dedup>()?;
     m.add_function(wrap_pyfunction!(jaccard, m)?)?;
     m.add_function(wrap_pyfunction!(exact_pairs, m)?)?;
     m.add_function(wrap_pyfunction!(pair_score, m)?)?;

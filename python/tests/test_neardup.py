@@ -261,6 +261,54 @@ def test_a_missing_numpy_is_an_import_error_that_says_so(tmp_path):
     assert "pip install 'numpy>=1.21'" in last, last
 
 
+def look_alike_groups(records, groups=6, copies=160):
+    """Dense groups of look-alikes from real text, as templated pages make
+    them: an original of 200 words, then copies that all share one edit of
+    its first words and differ from each other by one word. Each copy is
+    closer to the other copies (J about 0.99) than to the original (about
+    0.84), so past the cap of 100 the ranking keeps copies, all dropped, and
+    cuts the original, the one kept item each must be dropped against: the
+    rule must look further among the kept items."""
+    words = " ".join(r["text"] for r in records).split()
+    assert len(words) > 400_000, len(words)
+    pages = []
+    for g in range(groups):
+        base = words[100_000 + g * 5000:100_000 + g * 5000 + 200]
+        edited = words[300_000 + g * 100:300_000 + g * 100 + 12] + base[12:]
+        pages.append({"id": f"g{g}-original", "text": " ".join(base)})
+        for i in range(copies):
+            w = list(edited)
+            w[30 + i % 150] = f"variant{i}"
+            pages.append({"id": f"g{g}-copy{i}", "text": " ".join(w)})
+    return pages
+
+
+def test_dedup_keeps_and_drops_as_the_cli_does_when_queries_are_capped(tmp_path):
+    # Issue 39 item 6: one rule, tested where the cap cuts (the default cap,
+    # dense look-alikes), where a second implementation would drift: the
+    # earlier Python rule (the first kept match, no look further) kept 7
+    # copies here that the command line drops.
+    _, records = real_corpus(tmp_path, 100_000)
+    pages = look_alike_groups(records)
+    corpus = tmp_path / "pages.jsonl"
+    corpus.write_text("".join(json.dumps(p) + "\n" for p in pages))
+    dropped_tsv = tmp_path / "dropped.tsv"
+    cli = run_cli("dedup", str(corpus), "--dropped", str(dropped_tsv), "--json", "-q")
+    assert cli.returncode == 0, cli.stderr
+    summary = json.loads(cli.stdout)
+    assert summary["capped_queries"] > len(pages) // 4, summary
+    assert summary["kept"] <= 12, summary
+    want = {}
+    for line in dropped_tsv.read_text().splitlines():
+        item, kept_item, score = line.split("\t")
+        want[item] = (kept_item, float(score))
+    got = {}
+    for _, outcome in neardup.dedup(iter(pages), chunk=250):
+        if not outcome.kept:
+            got[outcome.id] = (outcome.duplicate_of, outcome.score)
+    assert got == want
+
+
 def test_dedup_keeps_and_drops_as_the_cli_does(tmp_path):
     corpus, records = real_corpus(tmp_path, 3000)
     dropped_tsv = tmp_path / "dropped.tsv"

@@ -9,24 +9,17 @@
 //! One pass, bounded chunk memory; the index holds features of every item
 //! seen.
 //!
-//! Decision rule ("greedy leaders"): an item is dropped only when it verifies
-//! at or above the threshold against an earlier *kept* item, which it names
-//! as `duplicate_of`. So every dropped item has a kept near-duplicate, which
-//! the transitive rule of keeping one item per union-find cluster does not
-//! guarantee. Clusters (connected components of verified pairs) are still
-//! reported, with the kept items of each.
-//!
-//! Dense neighbourhoods: when an item's candidates were capped and none of
-//! those verified is a kept item, it asks again among the kept items only
-//! (the cap now applies to them), so a dense cluster of dropped look-alikes
-//! cannot hide the kept item it should be dropped against. Only if that
-//! search is partial too is a kept item "unresolved".
+//! Decision rule ("greedy leaders", with the look further among kept items
+//! when the cap cut close): [`neardup_core::batch::Greedy`], the one
+//! implementation the Python package calls too. Clusters (connected
+//! components of verified pairs) are reported, with the kept items of each.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
+use neardup_core::batch::Greedy;
 use neardup_core::{CandidateSet, Fingerprinter, Match, MemoryIndex, Params};
 use rayon::prelude::*;
 
@@ -60,7 +53,7 @@ pub struct Outcome {
     /// The candidate cap or a hot bucket cut the candidate list.
     pub capped: bool,
     /// The search stayed partial even among the kept items (see
-    /// [`Batch::process`]): a kept item's uniqueness is unproven.
+    /// [`neardup_core::batch::Greedy`]): a kept item's uniqueness is unproven.
     pub unresolved: bool,
     /// The cap cut inside the near duplicates: the lowest-ranked candidate
     /// still verified, so this item may have more near duplicates than
@@ -75,7 +68,8 @@ pub struct Batch {
     pub index: MemoryIndex,
     pub ids: Vec<String>,
     id_to_item: HashMap<String, u32>,
-    pub kept: Vec<bool>,
+    /// The decision rule, and which items it kept.
+    pub rule: Greedy,
     pub uf: UnionFind,
     text_field: String,
     id_field: String,
@@ -301,7 +295,7 @@ impl Batch {
             index: MemoryIndex::new(params),
             ids: Vec::new(),
             id_to_item: HashMap::new(),
-            kept: Vec::new(),
+            rule: Greedy::new(),
             uf: UnionFind::default(),
             text_field: text_field.to_owned(),
             id_field: id_field.to_owned(),
@@ -328,13 +322,9 @@ impl Batch {
         let item = self.index.insert_row(row, features)?;
         self.id_to_item.insert(id.clone(), item);
         self.ids.push(id);
-        self.kept.push(kept);
+        self.rule.set_kept(item, kept);
         self.uf.push();
         Ok(item)
-    }
-
-    pub fn threshold(&self) -> f64 {
-        self.index.params().threshold()
     }
 
     /// Runs the inputs through the pipeline: `f` sees each chunk with its
@@ -480,7 +470,6 @@ impl Batch {
             let item = loader.insert(fp)?;
             self.id_to_item.insert(external.clone(), item);
             self.ids.push(external);
-            self.kept.push(false);
             self.uf.push();
             staged.push((item, line.number, degraded));
         }
@@ -499,67 +488,38 @@ impl Batch {
         self.timings.index_s += t1.elapsed().as_secs_f64();
 
         let t2 = Instant::now();
-        let threshold = self.threshold();
         let index = &self.index;
-        let verified: Vec<(CandidateSet, Vec<Match>)> = staged
-            .par_iter()
-            .map(|&(item, _, _)| {
-                let cands = index.candidates_before(item);
-                let matches = index.verify_item(item, &cands.ids, threshold);
-                (cands, matches)
-            })
-            .collect();
+        let looks: Vec<(CandidateSet, Vec<Match>)> =
+            staged.par_iter().map(|&(item, _, _)| Greedy::look(index, item)).collect();
         self.timings.verify_s += t2.elapsed().as_secs_f64();
 
         let t3 = Instant::now();
         let mut out = Vec::with_capacity(staged.len());
-        for ((item, line, degraded), (cands, mut matches)) in staged.into_iter().zip(verified) {
-            let capped = cands.over_cap || cands.hot_buckets > 0;
-            self.candidate_counts.push(cands.ids.len());
-            if let Some(pairs) = &mut self.candidate_pairs {
-                pairs.extend(cands.ids.iter().map(|c| (c.id, item)));
+        for ((item, line, degraded), look) in staged.into_iter().zip(looks) {
+            self.candidate_counts.push(look.0.ids.len());
+            let pairs = &mut self.candidate_pairs;
+            if let Some(pairs) = pairs.as_mut() {
+                pairs.extend(look.0.ids.iter().map(|c| (c.id, item)));
             }
-            // Saturated: the cap cut, and even the lowest-ranked candidate
-            // it let in was a match.
-            let last_ranked = cands.ids.last();
-            let saturated = cands.over_cap && last_ranked.is_some_and(|c| matches.iter().any(|m| m.id == c.id));
-            let mut duplicate_of = matches.iter().find(|m| self.kept[m.id as usize]).copied();
-            let mut unresolved = cands.is_partial();
-            if duplicate_of.is_none() && cands.cut_close {
-                // The cap may have cut a kept near duplicate: look further
-                // among the kept items, first in the cut candidates the query
-                // kept in reserve, and ask the index again only if the
-                // reserve itself was cut.
-                let kept = &self.kept;
-                let reserve: Vec<_> = cands.close_cut.iter().copied().filter(|c| kept[c.id as usize]).collect();
-                let mut found = self.index.verify_item(item, &reserve, threshold);
-                unresolved = cands.hot_buckets > 0 || cands.close_cut_truncated;
-                if found.is_empty() && cands.close_cut_truncated {
-                    let mut tried: Vec<u32> = cands.ids.iter().chain(&cands.close_cut).map(|c| c.id).collect();
-                    tried.sort_unstable();
-                    let keep = |id: u32| kept[id as usize] && tried.binary_search(&id).is_err();
-                    let again = self.index.candidates_before_where(item, &keep);
-                    found = self.index.verify_item(item, &again.ids, threshold);
-                    unresolved = cands.hot_buckets > 0 || again.is_partial();
-                    if let Some(pairs) = &mut self.candidate_pairs {
-                        pairs.extend(again.ids.iter().map(|c| (c.id, item)));
-                    }
+            let d = self.rule.decide(&self.index, item, look, &mut |tried| {
+                if let Some(pairs) = pairs.as_mut() {
+                    pairs.extend(tried.iter().map(|c| (c.id, item)));
                 }
-                if let Some(pairs) = &mut self.candidate_pairs {
-                    pairs.extend(reserve.iter().map(|c| (c.id, item)));
-                }
-                duplicate_of = found.first().copied();
-                if duplicate_of.is_some() {
-                    unresolved = false;
-                }
-                matches.extend(found);
-            }
-            for m in &matches {
+            });
+            for m in &d.matches {
                 self.uf.union(item, m.id);
             }
-            let kept = duplicate_of.is_none();
-            self.kept[item as usize] = kept;
-            out.push(Outcome { id: item, line, kept, duplicate_of, matches, capped, unresolved, saturated, degraded });
+            out.push(Outcome {
+                id: item,
+                line,
+                kept: d.kept,
+                duplicate_of: d.duplicate_of,
+                matches: d.matches,
+                capped: d.capped,
+                unresolved: d.unresolved,
+                saturated: d.saturated,
+                degraded,
+            });
         }
         self.timings.index_s += t3.elapsed().as_secs_f64();
         Ok(out)
@@ -593,7 +553,7 @@ impl Batch {
             .into_values()
             .filter(|m| m.len() > 1)
             .map(|m| {
-                let kept = m.iter().copied().filter(|&i| self.kept[i as usize]).collect();
+                let kept = m.iter().copied().filter(|&i| self.rule.is_kept(i)).collect();
                 (m, kept)
             })
             .collect();

@@ -92,7 +92,7 @@ pub fn save(dir: &Path, batch: &mut Batch, runs: u64) -> anyhow::Result<Saved> {
     let firsts = batch.cluster_firsts();
     let batch = &*batch;
     let params = batch.index.params();
-    let kept = batch.kept.iter().filter(|&&k| k).count() as u64;
+    let kept = batch.rule.kept().iter().filter(|&&k| k).count() as u64;
     let header = Header::new(
         params,
         u64::from(n),
@@ -107,7 +107,7 @@ pub fn save(dir: &Path, batch: &mut Batch, runs: u64) -> anyhow::Result<Saved> {
         let items = (0..n).map_while(|i| {
             Some(SavedItem {
                 id: &batch.ids[i as usize],
-                kept: batch.kept[i as usize],
+                kept: batch.rule.is_kept(i),
                 first: firsts[i as usize],
                 row: view.row(i)?,
                 features: batch.index.features(i).unwrap_or(&[]),

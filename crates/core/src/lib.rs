@@ -23,6 +23,7 @@
 //! # Ok::<(), neardup_core::Error>(())
 //! ```
 
+pub mod batch;
 mod candidates;
 mod config;
 mod error;
