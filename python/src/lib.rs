@@ -42,7 +42,7 @@ fn params(
         shingle_width,
         signature,
         // 64 SimHash bits or 128 MinHash values unless given, as the CLI.
-        num_perm: num_perm.unwrap_or(if signature.is_simhash() { 64 } else { 128 }),
+        num_perm: num_perm.unwrap_or(signature.default_num_perm()),
         bands,
         rows,
         seed,

@@ -72,7 +72,7 @@ impl PipelineArgs {
             shingle_kind: if self.char_shingles { ShingleKind::Char } else { ShingleKind::Word },
             shingle_width: self.shingle_width,
             signature,
-            num_perm: self.num_perm.unwrap_or(if signature.is_simhash() { 64 } else { 128 }),
+            num_perm: self.num_perm.unwrap_or(signature.default_num_perm()),
             bands: self.bands,
             rows: self.rows,
             seed: self.seed,

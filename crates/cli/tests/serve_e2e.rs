@@ -183,3 +183,57 @@ fn an_oversized_body_sent_whole_still_gets_its_413() {
     assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
     assert!(answer.contains("payload_too_large"), "{answer}");
 }
+
+/// Issue 40: the documented precedence of `neardup serve`'s options, flag >
+/// environment variable > `--config` file > default, through the binary.
+/// Each layer sets an invalid value of its own, so the refusal names the
+/// value that won; with none set, the default listen address is valid and
+/// the run stops at the next check (no operator credential), never serving.
+#[test]
+fn serve_options_take_flag_then_environment_then_file_then_default() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("serve.toml");
+    std::fs::write(&file, "listen = \"from-file\"\nlog_format = \"file-format\"\n").unwrap();
+    let serve = |flag: bool, env: bool, config: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_neardup"));
+        c.arg("serve").env_remove("NEARDUP_ADMIN_TOKEN").env_remove("NEARDUP_CONFIG");
+        for v in ["NEARDUP_LISTEN", "NEARDUP_LOG_FORMAT", "NEARDUP_ADMIN_TOKEN_FILE"] {
+            c.env_remove(v);
+        }
+        if flag {
+            c.args(["--listen", "from-flag", "--log-format", "flag-format"]);
+        }
+        if env {
+            c.env("NEARDUP_LISTEN", "from-env").env("NEARDUP_LOG_FORMAT", "env-format");
+        }
+        if config {
+            c.arg("--config").arg(&file);
+        }
+        let out = c.output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "a usage error");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(serve(true, true, true).contains("\"from-flag\""));
+    assert!(serve(false, true, true).contains("\"from-env\""));
+    assert!(serve(false, false, true).contains("\"from-file\""));
+    let e = serve(false, false, false);
+    assert!(e.contains("no operator credential"), "{e}");
+    // The same order for a second option, checked after the credential.
+    let with_token = |flag: bool, env: bool| {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_neardup"));
+        c.args(["serve", "--listen", "127.0.0.1:0", "--config"]).arg(&file);
+        c.env("NEARDUP_ADMIN_TOKEN", "a-test-operator-token-0123").env_remove("NEARDUP_LOG_FORMAT");
+        if flag {
+            c.args(["--log-format", "flag-format"]);
+        }
+        if env {
+            c.env("NEARDUP_LOG_FORMAT", "env-format");
+        }
+        let out = c.output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "a usage error");
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    assert!(with_token(true, true).contains("\"flag-format\""));
+    assert!(with_token(false, true).contains("\"env-format\""));
+    assert!(with_token(false, false).contains("\"file-format\""));
+}

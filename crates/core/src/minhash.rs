@@ -69,6 +69,16 @@ impl SignatureScheme {
         }
     }
 
+    /// The signature length a configuration gets when it names none: one
+    /// 64-bit SimHash, or 128 MinHash values. The one place this default
+    /// is written; the CLI, the service and the Python package ask here.
+    pub fn default_num_perm(self) -> u32 {
+        match self {
+            SignatureScheme::SimHash => 64,
+            _ => crate::Config::default().num_perm,
+        }
+    }
+
     /// True for SimHash, whose values are bits compared by Hamming distance.
     pub fn is_simhash(self) -> bool {
         self == SignatureScheme::SimHash

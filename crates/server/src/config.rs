@@ -1,6 +1,7 @@
-//! Service configuration: the validated [`ServerConfig`] and the TOML file
-//! form, [`FileConfig`]. Precedence (done by the CLI): flag > `NEARDUP_*`
-//! environment variable > TOML file > default.
+//! Service configuration: [`ServeSettings`], every option once (flags,
+//! `NEARDUP_*` environment variables and the TOML file fill it), and the
+//! validated [`ServerConfig`]. Precedence: flag > environment variable >
+//! TOML file > default.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -69,68 +70,154 @@ impl StoreSetting {
     }
 }
 
-/// The TOML configuration file: every key optional, unknown keys refused.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FileConfig {
-    /// `listen = "127.0.0.1:8080"`.
-    pub listen: Option<String>,
-    /// `data_dir = "./neardup-data"`.
-    pub data_dir: Option<PathBuf>,
-    /// `fsync = "always" | "everysec" | "os"`.
-    pub fsync: Option<FsyncSetting>,
-    /// `store = "fjall" | "memory"`.
-    pub store: Option<StoreSetting>,
-    /// Largest JSON body.
-    pub max_body_bytes: Option<u64>,
-    /// Largest snapshot upload.
-    pub max_snapshot_bytes: Option<u64>,
-    /// Request timeout.
-    pub request_timeout_ms: Option<u64>,
-    /// Requests per second per tenant.
-    pub rate_limit_rps: Option<f64>,
-    /// Request burst per tenant.
-    pub rate_limit_burst: Option<f64>,
-    /// Body bytes per second per tenant.
-    pub byte_quota_per_sec: Option<u64>,
-    /// Body byte burst per tenant.
-    pub byte_quota_burst: Option<u64>,
-    /// File with the 32-byte snapshot key (raw or 64 hex characters).
-    pub snapshot_key_file: Option<PathBuf>,
-    /// File holding the operator token.
-    pub admin_token_file: Option<PathBuf>,
-    /// Seconds between automatic checkpoints (0 = never).
-    pub checkpoint_interval_secs: Option<u64>,
-    /// Snapshots kept per tenant.
-    pub keep_snapshots: Option<usize>,
-    /// `json` or `text`.
-    pub log_format: Option<String>,
-    /// `cluster = "nats://h1:4222,nats://h2:4222,nats://h3:4222"`.
-    pub cluster: Option<String>,
-    /// `node_id = "node-1"`.
-    pub node_id: Option<String>,
-    /// Seconds between snapshot sets in the cluster's object store (0 = never).
-    pub cluster_snapshot_secs: Option<u64>,
-    /// `partitions = 4`: tenants spread over that many streams.
-    pub partitions: Option<u32>,
-    /// `serve_partitions = "0,2-3"`: the partitions this node serves.
-    pub serve_partitions: Option<String>,
-    /// `advertise_url = "http://10.0.0.5:8080"`: where clients reach it.
-    pub advertise_url: Option<String>,
+/// Writes the settings struct and its merge from one list of fields, so
+/// that each option is written once.
+macro_rules! settings {
+    ($(#[$outer:meta])* pub struct $name:ident { $( $(#[$attr:meta])* pub $field:ident : Option<$ty:ty>, )* }) => {
+        $(#[$outer])*
+        pub struct $name { $( $(#[$attr])* pub $field: Option<$ty>, )* }
+
+        impl $name {
+            /// These settings, each one unset here taken from `lower` (the
+            /// one rule of precedence: flag and environment, then file).
+            pub fn or(self, lower: $name) -> $name {
+                $name { $( $field: self.$field.or(lower.$field), )* }
+            }
+        }
+    };
 }
 
-impl FileConfig {
-    /// Reads and parses a TOML file.
-    pub fn load(path: &Path) -> Result<FileConfig, ServeError> {
-        let bad = |e: &dyn std::fmt::Display| ServeError::Config(format!("--config {}: {e}", path.display()));
-        let bytes = neardup_fs::read_small(path, 1 << 20).map_err(|e| bad(&e))?;
-        let text = std::str::from_utf8(&bytes).map_err(|e| bad(&e))?;
-        FileConfig::parse(text).map_err(|e| bad(&e))
-    }
+settings! {
+    /// Every `neardup serve` setting, each optional: the one definition that
+    /// clap fills from flags and `NEARDUP_*` environment variables (its doc
+    /// comments are the `--help` text), that the `--config` TOML file
+    /// deserializes into (snake_case keys, unknown keys refused), that
+    /// [`ServeSettings::or`] layers — flag > environment > file — and that
+    /// [`ServeSettings::validate`] completes with defaults and checks.
+    #[derive(Debug, Clone, Default, PartialEq, Deserialize, clap::Args)]
+    #[serde(deny_unknown_fields)]
+    pub struct ServeSettings {
+    /// Address to listen on, IP:PORT (port 0 picks a free one; the address
+    /// is printed as `listening on ADDR`). [default: 127.0.0.1:8080]
+    #[arg(long, env = "NEARDUP_LISTEN", value_name = "ADDR")]
+    pub listen: Option<String>,
 
-    /// Parses TOML text.
-    pub fn parse(text: &str) -> Result<FileConfig, toml::de::Error> {
-        toml::from_str(text)
+    /// Directory for the command log, snapshots, item store and keys.json.
+    /// [default: ./neardup-data]
+    #[arg(long, env = "NEARDUP_DATA_DIR", value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+
+    /// When the command log is fsynced. `always`: before every
+    /// acknowledgement (an acknowledged write survives power loss);
+    /// `everysec`: once a second (power loss or kernel crash loses up to
+    /// ~1 s of acknowledged writes; a process crash loses nothing);
+    /// `os`: left to the OS (up to ~30 s on power loss). [default: always]
+    #[arg(long, env = "NEARDUP_FSYNC", value_name = "POLICY", value_parser = FsyncSetting::parse)]
+    pub fsync: Option<FsyncSetting>,
+
+    /// Item store: `fjall` (on disk) or `memory` (rebuilt from snapshots
+    /// and the log at start). [default: fjall]
+    #[arg(long, env = "NEARDUP_STORE", value_name = "KIND", value_parser = StoreSetting::parse)]
+    pub store: Option<StoreSetting>,
+
+    /// Largest JSON request body in bytes; checked from Content-Length
+    /// before the body is read. [default: 8388608]
+    #[arg(long, env = "NEARDUP_MAX_BODY_BYTES", value_name = "N")]
+    pub max_body_bytes: Option<u64>,
+
+    /// Largest snapshot upload in bytes. [default: 1073741824]
+    #[arg(long, env = "NEARDUP_MAX_SNAPSHOT_BYTES", value_name = "N")]
+    pub max_snapshot_bytes: Option<u64>,
+
+    /// Whole-request timeout in milliseconds (408 after it; a write may
+    /// still have been applied: retry with the same idempotency key).
+    /// [default: 30000]
+    #[arg(long, env = "NEARDUP_REQUEST_TIMEOUT_MS", value_name = "MS")]
+    pub request_timeout_ms: Option<u64>,
+
+    /// Sustained requests per second per tenant (429 + Retry-After above).
+    /// [default: 5000]
+    #[arg(long, env = "NEARDUP_RATE_LIMIT_RPS", value_name = "N")]
+    pub rate_limit_rps: Option<f64>,
+
+    /// Request burst per tenant. [default: 10000]
+    #[arg(long, env = "NEARDUP_RATE_LIMIT_BURST", value_name = "N")]
+    pub rate_limit_burst: Option<f64>,
+
+    /// Sustained request-body bytes per second per tenant. [default: 67108864]
+    #[arg(long, env = "NEARDUP_BYTE_QUOTA_PER_SEC", value_name = "N")]
+    pub byte_quota_per_sec: Option<u64>,
+
+    /// Request-body byte burst per tenant. [default: 134217728]
+    #[arg(long, env = "NEARDUP_BYTE_QUOTA_BURST", value_name = "N")]
+    pub byte_quota_burst: Option<u64>,
+
+    /// File with the 32-byte snapshot encryption key (raw or 64 hex
+    /// characters); snapshots at rest and downloaded are then encrypted
+    /// and clear ones are refused.
+    #[arg(long, env = "NEARDUP_SNAPSHOT_KEY_FILE", value_name = "FILE")]
+    pub snapshot_key_file: Option<PathBuf>,
+
+    /// File holding the operator token (used when NEARDUP_ADMIN_TOKEN is
+    /// unset). At least 16 characters.
+    #[arg(long, env = "NEARDUP_ADMIN_TOKEN_FILE", value_name = "FILE")]
+    pub admin_token_file: Option<PathBuf>,
+
+    /// Seconds between automatic checkpoints (snapshot every tenant, trim
+    /// the log); 0 disables them. [default: 300]
+    #[arg(long, env = "NEARDUP_CHECKPOINT_INTERVAL_SECS", value_name = "SECS")]
+    pub checkpoint_interval_secs: Option<u64>,
+
+    /// Snapshots kept per tenant. [default: 2]
+    #[arg(long, env = "NEARDUP_KEEP_SNAPSHOTS", value_name = "N")]
+    pub keep_snapshots: Option<usize>,
+
+    /// Log format on stderr: `json` or `text` (filter with NEARDUP_LOG,
+    /// e.g. `info,neardup_server=debug`). [default: json]
+    #[arg(long, env = "NEARDUP_LOG_FORMAT", value_name = "FORMAT")]
+    pub log_format: Option<String>,
+
+    /// Cluster mode: join the NATS JetStream cluster at these servers
+    /// (comma-separated `nats://HOST:PORT`); writes go through its
+    /// replicated stream and every node is a replica. See docs/cluster.md.
+    #[arg(long, env = "NEARDUP_CLUSTER", value_name = "URLS")]
+    pub cluster: Option<String>,
+
+    /// This node's id in the cluster ([A-Za-z0-9_-], up to 64).
+    #[arg(long, env = "NEARDUP_NODE_ID", value_name = "ID")]
+    pub node_id: Option<String>,
+
+    /// Cluster mode: seconds between snapshot sets written to the
+    /// cluster's object store, from which new nodes start and behind
+    /// which the stream is trimmed; written by whichever node finds the
+    /// newest set older than this (0 = never). [default: 600]
+    #[arg(long, env = "NEARDUP_CLUSTER_SNAPSHOT_SECS", value_name = "SECS")]
+    pub cluster_snapshot_secs: Option<u64>,
+
+    /// Cluster mode: tenants are spread over this many partitions, each
+    /// its own replicated stream (the same count on every node; 1..=256).
+    /// [default: 1, every node a full replica]
+    #[arg(long, env = "NEARDUP_PARTITIONS", value_name = "N")]
+    pub partitions: Option<u32>,
+
+    /// Cluster mode: the partitions this node serves, e.g. `0,2-3`;
+    /// requests for tenants of other partitions are redirected (307) to a
+    /// node that serves them. [default: all]
+    #[arg(long, env = "NEARDUP_SERVE_PARTITIONS", value_name = "LIST")]
+    pub serve_partitions: Option<String>,
+
+    /// Cluster mode: the URL clients reach this node at
+    /// (`http://HOST:PORT`), given to other nodes for their redirects.
+    /// [default: http://LISTEN when --listen is not a wildcard address]
+    #[arg(long, env = "NEARDUP_ADVERTISE_URL", value_name = "URL")]
+    pub advertise_url: Option<String>,
+
+
+        /// The operator token: from NEARDUP_ADMIN_TOKEN only (never a flag,
+        /// never in the file), so it stays out of process listings.
+        #[arg(skip)]
+        #[serde(skip)]
+        pub admin_token: Option<String>,
     }
 }
 
@@ -161,88 +248,18 @@ pub struct ServerConfig {
     pub cluster: Option<neardup_cluster::ClusterOptions>,
 }
 
-/// Raw values before validation (what the CLI collected).
-#[derive(Debug, Clone, Default)]
-pub struct RawConfig {
-    /// Listen address.
-    pub listen: Option<String>,
-    /// Data dir.
-    pub data_dir: Option<PathBuf>,
-    /// Fsync.
-    pub fsync: Option<FsyncSetting>,
-    /// Store.
-    pub store: Option<StoreSetting>,
-    /// Body limit.
-    pub max_body_bytes: Option<u64>,
-    /// Snapshot upload limit.
-    pub max_snapshot_bytes: Option<u64>,
-    /// Timeout.
-    pub request_timeout_ms: Option<u64>,
-    /// Rate.
-    pub rate_limit_rps: Option<f64>,
-    /// Burst.
-    pub rate_limit_burst: Option<f64>,
-    /// Byte rate.
-    pub byte_quota_per_sec: Option<u64>,
-    /// Byte burst.
-    pub byte_quota_burst: Option<u64>,
-    /// Snapshot key file.
-    pub snapshot_key_file: Option<PathBuf>,
-    /// Admin token (from the environment).
-    pub admin_token: Option<String>,
-    /// Admin token file.
-    pub admin_token_file: Option<PathBuf>,
-    /// Checkpoint interval.
-    pub checkpoint_interval_secs: Option<u64>,
-    /// Snapshots kept.
-    pub keep_snapshots: Option<usize>,
-    /// Log format.
-    pub log_format: Option<String>,
-    /// NATS server URLs (cluster mode).
-    pub cluster: Option<String>,
-    /// This node's id (cluster mode).
-    pub node_id: Option<String>,
-    /// Seconds between snapshot sets (cluster mode; 0 = never).
-    pub cluster_snapshot_secs: Option<u64>,
-    /// Partitions in the cluster (cluster mode).
-    pub partitions: Option<u32>,
-    /// Partitions this node serves (cluster mode).
-    pub serve_partitions: Option<String>,
-    /// Where clients reach this node (cluster mode).
-    pub advertise_url: Option<String>,
-}
+impl ServeSettings {
+    /// Reads and parses a TOML file.
+    pub fn load(path: &Path) -> Result<ServeSettings, ServeError> {
+        let bad = |e: &dyn std::fmt::Display| ServeError::Config(format!("--config {}: {e}", path.display()));
+        let bytes = neardup_fs::read_small(path, 1 << 20).map_err(|e| bad(&e))?;
+        let text = std::str::from_utf8(&bytes).map_err(|e| bad(&e))?;
+        ServeSettings::parse(text).map_err(|e| bad(&e))
+    }
 
-impl RawConfig {
-    /// Fills every unset value from `file`.
-    pub fn or_file(mut self, file: FileConfig) -> RawConfig {
-        macro_rules! fill {
-            ($($f:ident),*) => { $( if self.$f.is_none() { self.$f = file.$f; } )* };
-        }
-        fill!(
-            listen,
-            data_dir,
-            fsync,
-            store,
-            max_body_bytes,
-            max_snapshot_bytes,
-            request_timeout_ms,
-            rate_limit_rps,
-            rate_limit_burst,
-            byte_quota_per_sec,
-            byte_quota_burst,
-            snapshot_key_file,
-            admin_token_file,
-            checkpoint_interval_secs,
-            keep_snapshots,
-            log_format,
-            cluster,
-            node_id,
-            cluster_snapshot_secs,
-            partitions,
-            serve_partitions,
-            advertise_url
-        );
-        self
+    /// Parses TOML text.
+    pub fn parse(text: &str) -> Result<ServeSettings, toml::de::Error> {
+        toml::from_str(text)
     }
 
     /// Applies defaults and validates everything, with errors that name the option.
@@ -423,8 +440,8 @@ impl ServerConfig {
 mod tests {
     use super::*;
 
-    fn raw() -> RawConfig {
-        RawConfig { admin_token: Some("x".repeat(20)), ..RawConfig::default() }
+    fn raw() -> ServeSettings {
+        ServeSettings { admin_token: Some("x".repeat(20)), ..ServeSettings::default() }
     }
 
     #[test]
@@ -436,12 +453,12 @@ mod tests {
 
     #[test]
     fn errors_name_the_option() {
-        let cases: [(RawConfig, &str); 5] = [
-            (RawConfig { listen: Some("nope".into()), ..raw() }, "--listen"),
-            (RawConfig { max_body_bytes: Some(1), ..raw() }, "--max-body-bytes"),
-            (RawConfig { rate_limit_rps: Some(-1.0), ..raw() }, "--rate-limit-rps"),
-            (RawConfig { admin_token: None, ..raw() }, "NEARDUP_ADMIN_TOKEN"),
-            (RawConfig { log_format: Some("xml".into()), ..raw() }, "--log-format"),
+        let cases: [(ServeSettings, &str); 5] = [
+            (ServeSettings { listen: Some("nope".into()), ..raw() }, "--listen"),
+            (ServeSettings { max_body_bytes: Some(1), ..raw() }, "--max-body-bytes"),
+            (ServeSettings { rate_limit_rps: Some(-1.0), ..raw() }, "--rate-limit-rps"),
+            (ServeSettings { admin_token: None, ..raw() }, "NEARDUP_ADMIN_TOKEN"),
+            (ServeSettings { log_format: Some("xml".into()), ..raw() }, "--log-format"),
         ];
         for (c, want) in cases {
             let e = c.validate().unwrap_err().to_string();
@@ -451,23 +468,26 @@ mod tests {
 
     #[test]
     fn partition_options_are_checked() {
-        let cluster =
-            |r: RawConfig| RawConfig { cluster: Some("nats://127.0.0.1:4222".into()), node_id: Some("n1".into()), ..r };
-        let c = cluster(RawConfig { partitions: Some(4), serve_partitions: Some("1,3".into()), ..raw() })
+        let cluster = |r: ServeSettings| ServeSettings {
+            cluster: Some("nats://127.0.0.1:4222".into()),
+            node_id: Some("n1".into()),
+            ..r
+        };
+        let c = cluster(ServeSettings { partitions: Some(4), serve_partitions: Some("1,3".into()), ..raw() })
             .validate()
             .unwrap();
         let c = c.cluster.unwrap();
         assert_eq!(c.layout.served, vec![1, 3]);
         assert_eq!(c.advertise_url, None, "the bound address is advertised at start");
-        let cases: [(RawConfig, &str); 5] = [
-            (RawConfig { partitions: Some(4), ..raw() }, "--partitions is for cluster mode"),
-            (cluster(RawConfig { partitions: Some(0), ..raw() }), "--partitions 0"),
-            (cluster(RawConfig { serve_partitions: Some("2".into()), ..raw() }), "--serve-partitions"),
+        let cases: [(ServeSettings, &str); 5] = [
+            (ServeSettings { partitions: Some(4), ..raw() }, "--partitions is for cluster mode"),
+            (cluster(ServeSettings { partitions: Some(0), ..raw() }), "--partitions 0"),
+            (cluster(ServeSettings { serve_partitions: Some("2".into()), ..raw() }), "--serve-partitions"),
             (
-                cluster(RawConfig { partitions: Some(2), listen: Some("0.0.0.0:8080".into()), ..raw() }),
+                cluster(ServeSettings { partitions: Some(2), listen: Some("0.0.0.0:8080".into()), ..raw() }),
                 "--advertise-url",
             ),
-            (cluster(RawConfig { advertise_url: Some("ftp://x".into()), ..raw() }), "--advertise-url"),
+            (cluster(ServeSettings { advertise_url: Some("ftp://x".into()), ..raw() }), "--advertise-url"),
         ];
         for (c, want) in cases {
             let e = c.validate().unwrap_err().to_string();
@@ -481,22 +501,22 @@ mod tests {
             return;
         }
         // An endless file is refused, not read until memory runs out.
-        let key = RawConfig { snapshot_key_file: Some("/dev/zero".into()), ..raw() }.validate().unwrap_err();
+        let key = ServeSettings { snapshot_key_file: Some("/dev/zero".into()), ..raw() }.validate().unwrap_err();
         assert!(key.to_string().contains("--snapshot-key-file"), "{key}");
-        let token = RawConfig { admin_token: None, admin_token_file: Some("/dev/zero".into()), ..raw() }
+        let token = ServeSettings { admin_token: None, admin_token_file: Some("/dev/zero".into()), ..raw() }
             .validate()
             .unwrap_err();
         assert!(token.to_string().contains("--admin-token-file"), "{token}");
-        let file = FileConfig::load(Path::new("/dev/zero")).unwrap_err();
+        let file = ServeSettings::load(Path::new("/dev/zero")).unwrap_err();
         assert!(file.to_string().contains("--config"), "{file}");
     }
 
     #[test]
     fn toml_fills_unset_values_only() {
-        let file: FileConfig = toml::from_str("listen = \"0.0.0.0:9000\"\nfsync = \"everysec\"\n").unwrap();
-        let c = RawConfig { fsync: Some(FsyncSetting::Os), ..raw() }.or_file(file).validate().unwrap();
+        let file: ServeSettings = toml::from_str("listen = \"0.0.0.0:9000\"\nfsync = \"everysec\"\n").unwrap();
+        let c = ServeSettings { fsync: Some(FsyncSetting::Os), ..raw() }.or(file).validate().unwrap();
         assert_eq!(c.listen.port(), 9000);
         assert_eq!(c.fsync, FsyncSetting::Os);
-        assert!(toml::from_str::<FileConfig>("surprise = 1").is_err());
+        assert!(toml::from_str::<ServeSettings>("surprise = 1").is_err());
     }
 }

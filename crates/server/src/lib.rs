@@ -53,7 +53,7 @@ mod tenant_spec;
 mod wire;
 
 pub use auth::{KeyStore, KeyStoreError, MintedKey, Principal, Scope};
-pub use config::{FileConfig, FsyncSetting, RawConfig, ServerConfig, StoreSetting};
+pub use config::{FsyncSetting, ServeSettings, ServerConfig, StoreSetting};
 pub use error::{ApiError, ApiErrorKind, ApiResult, ErrorBody, ErrorDetail, GatewayKind, ServeError};
 pub use journal::{AuditEntry, DecisionEntry, Journal};
 pub use metrics::Metrics;

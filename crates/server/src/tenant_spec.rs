@@ -200,9 +200,8 @@ impl TenantSpec {
             let scheme = SignatureScheme::from_name(s).map_err(|e| bad("signature", e))?;
             signature_changed = scheme != idx.signature;
             if signature_changed && self.num_perm.is_none() {
-                // Each scheme's own default length: one 64-bit SimHash, or
-                // the MinHash default.
-                idx.num_perm = if scheme.is_simhash() { 64 } else { neardup_core::Config::default().num_perm };
+                // Each scheme's own default length.
+                idx.num_perm = scheme.default_num_perm();
             }
             idx.signature = scheme;
         }
