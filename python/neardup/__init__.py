@@ -70,7 +70,7 @@ def dedup(
         raise ValueError("chunk must be at least 1")
     # The command line's rule itself (greedy leaders, and the look further
     # among kept records when the cap cut close), from the Rust core.
-    rule = _Dedup(**params)
+    rule = _Dedup(Index(**params))
     position = 0
     batch: List[Mapping[str, Any]] = []
 

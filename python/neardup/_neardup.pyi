@@ -39,20 +39,7 @@ class Fingerprinter:
 class _Dedup:
     """The batch decision rule of ``neardup dedup`` (used by ``neardup.dedup``)."""
 
-    def __init__(
-        self,
-        *,
-        threshold: float = 0.8,
-        shingle_width: int = 5,
-        char_shingles: bool = False,
-        normalizer: str = "default",
-        num_perm: Optional[int] = None,
-        bands: Optional[int] = None,
-        rows: Optional[int] = None,
-        signature: str = "oph",
-        seed: int = ...,
-        max_candidates: int = 100,
-    ) -> None: ...
+    def __init__(self, like: "Index") -> None: ...
     def add_many(
         self, items: Sequence[Tuple[str, str]]
     ) -> List[Tuple[bool, Optional[str], Optional[float], List[Tuple[str, float]]]]: ...

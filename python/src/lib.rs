@@ -451,34 +451,11 @@ type Outcome = (bool, Option<String>, Option<f64>, Vec<(String, f64)>);
 
 #[pymethods]
 impl Dedup {
+    /// A rule over an empty index made with `like`'s parameters (an
+    /// `Index`, so that the parameters and their defaults are written once).
     #[new]
-    #[pyo3(signature = (*, threshold=0.8, shingle_width=5, char_shingles=false, normalizer="default", num_perm=None,
-        bands=None, rows=None, signature="oph", seed=neardup_core::DEFAULT_SEED, max_candidates=100))]
-    #[allow(clippy::too_many_arguments)]
-    fn new(
-        threshold: f64,
-        shingle_width: u32,
-        char_shingles: bool,
-        normalizer: &str,
-        num_perm: Option<u32>,
-        bands: Option<u32>,
-        rows: Option<u32>,
-        signature: &str,
-        seed: u64,
-        max_candidates: u32,
-    ) -> PyResult<Self> {
-        let p = params(
-            threshold,
-            shingle_width,
-            char_shingles,
-            normalizer,
-            num_perm,
-            bands,
-            rows,
-            signature,
-            seed,
-            max_candidates,
-        )?;
+    fn new(like: PyRef<'_, Index>) -> PyResult<Self> {
+        let p = like.index.params().clone();
         Ok(Dedup {
             fingerprinter: CoreFingerprinter::new(p.clone()).map_err(value_error)?,
             index: MemoryIndex::new(p),

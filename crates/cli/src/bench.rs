@@ -236,7 +236,7 @@ fn dedup_once(path: &str, input: &InputArgs, params: neardup_core::Params) -> an
     let mut rejects = Vec::new();
     let mut kept = 0u64;
     batch.run(&inputs, &input.read_options(), &mut rejects, |_, _, outcomes| {
-        kept += outcomes.iter().filter(|o| o.kept).count() as u64;
+        kept += outcomes.iter().filter(|o| o.decided.kept).count() as u64;
         Ok(())
     })?;
     Ok(kept)

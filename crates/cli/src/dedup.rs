@@ -433,35 +433,35 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         let entry = &mut per_input[chunk.input];
         for o in outcomes {
             entry.records += 1;
-            entry.kept += u64::from(o.kept);
-            entry.dropped += u64::from(!o.kept);
+            entry.kept += u64::from(o.decided.kept);
+            entry.dropped += u64::from(!o.decided.kept);
             if a.annotate {
-                notes.push((o.line, o.id, o.duplicate_of.map_or(u32::MAX, |m| m.id)));
-            } else if o.kept && rows_out.is_some() {
+                notes.push((o.line, o.id, o.decided.duplicate_of.map_or(u32::MAX, |m| m.id)));
+            } else if o.decided.kept && rows_out.is_some() {
                 while chunk.lines[line_at].number < o.line {
                     line_at += 1;
                 }
                 picks.push((line_at, None));
             }
-            if o.kept {
+            if o.decided.kept {
                 kept += 1;
             } else {
                 dropped += 1;
-                if let (Some(w), Some(m)) = (dropped_out.as_mut(), o.duplicate_of) {
+                if let (Some(w), Some(m)) = (dropped_out.as_mut(), o.decided.duplicate_of) {
                     w.row(&batch.ids[o.id as usize], &batch.ids[m.id as usize], m.score)?;
                 }
             }
             if o.degraded {
                 degraded.push(batch.ids[o.id as usize].clone());
             }
-            capped_queries += u64::from(o.capped);
-            saturated += u64::from(o.saturated);
+            capped_queries += u64::from(o.decided.capped);
+            saturated += u64::from(o.decided.saturated);
             // A kept item whose search was cut even among kept items may
             // still have a duplicate that was not examined.
-            if o.kept && o.unresolved {
+            if o.decided.kept && o.decided.unresolved {
                 over_cap.push(batch.ids[o.id as usize].clone());
             }
-            for m in &o.matches {
+            for m in &o.decided.matches {
                 pairs += 1;
                 if let Some(w) = pairs_out.as_mut() {
                     w.row(&batch.ids[m.id as usize], &batch.ids[o.id as usize], m.score)?;

@@ -76,10 +76,10 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
     let (mut dropped, mut capped, mut saturated) = (Vec::new(), 0u64, 0u64);
     batch.run(&inputs, &opts, &mut rejects, |_, _, outcomes| {
         for o in outcomes {
-            reported.extend(o.matches.iter().map(|m| (m.id.min(o.id), m.id.max(o.id), m.score)));
-            dropped.push(!o.kept);
-            capped += u64::from(o.capped);
-            saturated += u64::from(o.saturated);
+            reported.extend(o.decided.matches.iter().map(|m| (m.id.min(o.id), m.id.max(o.id), m.score)));
+            dropped.push(!o.decided.kept);
+            capped += u64::from(o.decided.capped);
+            saturated += u64::from(o.decided.saturated);
         }
         Ok(())
     })?;

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use neardup_core::batch::Greedy;
+use neardup_core::batch::{Decided, Greedy};
 use neardup_core::{CandidateSet, Fingerprinter, Match, MemoryIndex, Params};
 use rayon::prelude::*;
 
@@ -45,20 +45,8 @@ pub struct Timings {
 pub struct Outcome {
     pub id: u32,
     pub line: u64,
-    pub kept: bool,
-    /// Best kept match when dropped.
-    pub duplicate_of: Option<Match>,
-    /// Every verified match at or above the threshold (earlier items).
-    pub matches: Vec<Match>,
-    /// The candidate cap or a hot bucket cut the candidate list.
-    pub capped: bool,
-    /// The search stayed partial even among the kept items (see
-    /// [`neardup_core::batch::Greedy`]): a kept item's uniqueness is unproven.
-    pub unresolved: bool,
-    /// The cap cut inside the near duplicates: the lowest-ranked candidate
-    /// still verified, so this item may have more near duplicates than
-    /// `max_candidates`, and its pairs list is incomplete.
-    pub saturated: bool,
+    /// What the decision rule decided.
+    pub decided: Decided,
     pub degraded: bool,
 }
 
@@ -509,17 +497,7 @@ impl Batch {
             for m in &d.matches {
                 self.uf.union(item, m.id);
             }
-            out.push(Outcome {
-                id: item,
-                line,
-                kept: d.kept,
-                duplicate_of: d.duplicate_of,
-                matches: d.matches,
-                capped: d.capped,
-                unresolved: d.unresolved,
-                saturated: d.saturated,
-                degraded,
-            });
+            out.push(Outcome { id: item, line, decided: d, degraded });
         }
         self.timings.index_s += t3.elapsed().as_secs_f64();
         Ok(out)
