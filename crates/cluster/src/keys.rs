@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_nats::jetstream::{self, kv};
 use tokio::runtime::Handle;
 
-use crate::ClusterError;
+use crate::error::ClusterError;
 
 /// The key-value bucket holding the keys.
 pub const KEYS_BUCKET: &str = "NEARDUP_KEYS";

@@ -7,7 +7,8 @@ use async_nats::jetstream::{self, kv};
 use futures_util::StreamExt;
 use tokio::runtime::Handle;
 
-use crate::ClusterError;
+use crate::error::ClusterError;
+use crate::nats::retry;
 
 /// Opens bucket `name`, creating it if missing, with `replicas` and
 /// entries aging out after `max_age` (zero: never).
@@ -37,12 +38,12 @@ pub(crate) async fn bucket(
         discard: jetstream::stream::DiscardPolicy::New,
         ..Default::default()
     };
-    crate::retry(20, Duration::from_millis(250), || async {
+    retry(20, Duration::from_millis(250), || async {
         js.get_or_create_stream(config.clone()).await.map_err(|e| e.to_string())?;
         js.get_key_value(name).await.map_err(|e| e.to_string())
     })
     .await
-    .map_err(|last| ClusterError(format!("creating the key-value bucket {name}: {last}")))
+    .map_err(|last| ClusterError::jetstream(format!("creating the key-value bucket {name}"), last))
 }
 
 /// Hands every change of `kv` to `apply` — a key and its value, or `None`

@@ -10,7 +10,14 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::ClusterError;
+use crate::error::ClusterError;
+
+/// The stream holding the command log (of the only partition; see
+/// [`Partition::stream`]).
+pub const STREAM: &str = "NEARDUP_LOG";
+/// Subjects of the stream: one per tenant under this prefix (of the only
+/// partition; see [`Partition::subject_prefix`]).
+pub const SUBJECT_PREFIX: &str = "neardup.log.t.";
 
 /// The snapshot bucket of the only partition (see [`Partition::bucket`]).
 pub const SNAPSHOT_BUCKET: &str = "NEARDUP_SNAPSHOTS";
@@ -34,16 +41,16 @@ impl Partition {
     /// The JetStream stream holding this partition's commands.
     pub fn stream(&self) -> String {
         if self.count == 1 {
-            crate::STREAM.to_string()
+            STREAM.to_string()
         } else {
-            format!("{}_P{}", crate::STREAM, self.index)
+            format!("{STREAM}_P{}", self.index)
         }
     }
 
     /// The subject prefix of its tenants (one subject per tenant after it).
     pub fn subject_prefix(&self) -> String {
         if self.count == 1 {
-            crate::SUBJECT_PREFIX.to_string()
+            SUBJECT_PREFIX.to_string()
         } else {
             format!("neardup.log.p{}.t.", self.index)
         }
@@ -72,6 +79,13 @@ impl std::fmt::Display for Partition {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}/{}", self.index, self.count)
     }
+}
+
+/// The stream subject of `tenant` in partition `p`. Tenant ids are
+/// `[A-Za-z0-9_.-]`; `.` separates subject tokens, so it is written `~`
+/// (which ids never hold).
+pub fn tenant_subject(p: Partition, tenant: &str) -> String {
+    format!("{}{}", p.subject_prefix(), tenant.replace('.', "~"))
 }
 
 /// 64-bit FNV-1a of `bytes`: small, and fixed forever (a tenant's
@@ -111,10 +125,14 @@ impl Layout {
     /// `served` is a list such as `0,2,5-7`.
     pub fn new(count: u32, served: Option<&str>) -> Result<Layout, ClusterError> {
         if count == 0 || count > MAX_PARTITIONS {
-            return Err(ClusterError(format!("--partitions {count}: use 1..={MAX_PARTITIONS}")));
+            return Err(ClusterError::option(
+                "--partitions",
+                format!("--partitions {count}: use 1..={MAX_PARTITIONS}"),
+            ));
         }
         let Some(list) = served else { return Ok(Layout { count, served: (0..count).collect() }) };
-        let bad = |why: String| ClusterError(format!("--serve-partitions {list:?}: {why}"));
+        let bad =
+            |why: String| ClusterError::option("--serve-partitions", format!("--serve-partitions {list:?}: {why}"));
         let mut out = Vec::new();
         for part in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (lo, hi) = match part.split_once('-') {
@@ -183,7 +201,7 @@ mod tests {
         assert!(!l.serves(Partition { index: 2, count: 4 }));
         assert!(!l.serves(Partition { index: 1, count: 2 }));
         // One partition: the first release's names.
-        assert_eq!(Partition::ONLY.stream(), crate::STREAM);
+        assert_eq!(Partition::ONLY.stream(), STREAM);
         assert_eq!(Partition { index: 2, count: 4 }.stream(), "NEARDUP_LOG_P2");
         assert_eq!(Partition::ONLY.dir(Path::new("/d")), Path::new("/d"));
     }

@@ -14,8 +14,9 @@ use async_nats::jetstream;
 use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
+use crate::error::{ClusterError, ErrorKind};
 use crate::partition::{Layout, Partition};
-use crate::ClusterError;
+use crate::snapshots::now_ms;
 
 /// The key-value bucket of node entries.
 pub const NODES_BUCKET: &str = "NEARDUP_NODES";
@@ -42,12 +43,14 @@ pub struct NodeEntry {
 impl NodeEntry {
     /// Written within [`EXPIRY`] (by this node's clock).
     fn fresh(&self) -> bool {
-        crate::snapshots::now_ms().saturating_sub(self.at_ms) < EXPIRY.as_millis() as u64
+        now_ms().saturating_sub(self.at_ms) < EXPIRY.as_millis() as u64
     }
 
     fn encode(&mut self) -> Result<bytes::Bytes, ClusterError> {
-        self.at_ms = crate::snapshots::now_ms();
-        serde_json::to_vec(self).map(bytes::Bytes::from).map_err(|e| ClusterError(e.to_string()))
+        self.at_ms = now_ms();
+        serde_json::to_vec(self)
+            .map(bytes::Bytes::from)
+            .map_err(|e| ClusterError::encoding("encoding this node's entry", e))
     }
 }
 
@@ -108,7 +111,7 @@ pub(crate) async fn join(
         .await?;
     let registry = Registry::default();
     // Current entries first, to check the partition count.
-    let mut keys = kv.keys().await.map_err(|e| ClusterError(format!("reading {NODES_BUCKET}: {e}")))?;
+    let mut keys = kv.keys().await.map_err(|e| ClusterError::jetstream(format!("reading {NODES_BUCKET}"), e))?;
     while let Some(k) = keys.next().await {
         let Ok(k) = k else { continue };
         let Ok(Some(v)) = kv.get(&k).await else { continue };
@@ -120,16 +123,17 @@ pub(crate) async fn join(
             continue;
         }
         if e.partitions != layout.count {
-            return Err(ClusterError(format!(
-                "node {} runs with --partitions {} and this node with {}: every node of a cluster needs the same count",
-                e.node, e.partitions, layout.count
-            )));
+            return Err(ClusterError::new(ErrorKind::NodePartitions {
+                node: e.node,
+                theirs: e.partitions,
+                ours: layout.count,
+            }));
         }
         registry.saw(e);
     }
     let mut me = me;
     let value = me.encode()?;
-    kv.put(&me.node, value).await.map_err(|e| ClusterError(format!("writing to {NODES_BUCKET}: {e}")))?;
+    kv.put(&me.node, value).await.map_err(|e| ClusterError::jetstream(format!("writing to {NODES_BUCKET}"), e))?;
     registry.saw(me.clone());
     let renew = {
         let kv = kv.clone();

@@ -27,8 +27,9 @@ use neardup_index::Engine;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
+use crate::error::ClusterError;
+use crate::nats::retry;
 use crate::partition::Partition;
-use crate::ClusterError;
 
 /// The object store bucket holding snapshot sets (of the only partition;
 /// see [`Partition::bucket`]).
@@ -73,7 +74,7 @@ pub(crate) fn now_ms() -> u64 {
 }
 
 fn err(what: &str, e: impl std::fmt::Display) -> ClusterError {
-    ClusterError(format!("{what}: {e}"))
+    ClusterError::snapshot(what, e)
 }
 
 /// A snapshot bucket: its objects, and the stream that holds them (which
@@ -108,7 +109,10 @@ pub async fn bucket(js: &jetstream::Context, replicas: usize, partition: Partiti
     };
     // An object store is the stream `OBJ_{bucket}` (the JetStream object
     // store convention every client follows).
-    let stream = js.get_stream(format!("OBJ_{name}")).await.map_err(|e| err("reading the snapshot bucket", e))?;
+    let stream = js
+        .get_stream(format!("OBJ_{name}"))
+        .await
+        .map_err(|e| ClusterError::jetstream("reading the snapshot bucket", e))?;
     Ok(SetBucket { objects, stream, name })
 }
 
@@ -124,7 +128,7 @@ async fn create_bucket(
         storage: jetstream::stream::StorageType::File,
         ..Default::default()
     };
-    crate::retry(20, Duration::from_millis(250), || async {
+    retry(20, Duration::from_millis(250), || async {
         match js.create_object_store(config.clone()).await {
             Ok(b) => Ok(b),
             // Another node may have created it meanwhile.
@@ -132,7 +136,7 @@ async fn create_bucket(
         }
     })
     .await
-    .map_err(|last| ClusterError(format!("creating the object store {name}: {last}")))
+    .map_err(|last| ClusterError::jetstream(format!("creating the object store {name}"), last))
 }
 
 /// Every live object name in the bucket.
@@ -157,7 +161,7 @@ pub async fn names(bucket: &SetBucket) -> Result<Vec<String>, ClusterError> {
             Err(e) => return Err(err("listing snapshot sets", e)),
         };
         let info: object_store::ObjectInfo = serde_json::from_slice(&message.payload)
-            .map_err(|e| err("an object's metadata in the snapshot bucket", e))?;
+            .map_err(|e| ClusterError::encoding("an object's metadata in the snapshot bucket", e))?;
         if !info.deleted {
             out.push(info.name);
         }
@@ -191,9 +195,9 @@ async fn read_manifest(store: &SetBucket, id: &str) -> Result<Manifest, ClusterE
         .map_err(|e| err("reading a snapshot manifest", e))?;
     let mut bytes = Vec::new();
     object.read_to_end(&mut bytes).await.map_err(|e| err("reading a snapshot manifest", e))?;
-    let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| err("a snapshot manifest", e))?;
+    let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| ClusterError::encoding("a snapshot manifest", e))?;
     if m.format != 1 || set_id(m.position, &m.node) != id {
-        return Err(ClusterError(format!("the snapshot manifest of set {id} is not one this node reads")));
+        return Err(ClusterError::corrupt(format!("the snapshot manifest of set {id}"), "is not one this node reads"));
     }
     Ok(m)
 }
@@ -238,7 +242,7 @@ pub async fn publish(
             Ok(c) => c,
             // Dropped since it was listed: not in the set.
             Err(e) if matches!(e.kind(), neardup_index::ErrorKind::TenantNotFound { .. }) => continue,
-            Err(e) => return Err(ClusterError(format!("snapshot of {tenant}: {e}"))),
+            Err(e) => return Err(ClusterError::snapshot(format!("snapshot of {tenant}"), e)),
         };
         let mut file = tokio::fs::File::open(&path).await.map_err(|e| err("reading a snapshot", e))?;
         let info = store
@@ -250,7 +254,7 @@ pub async fn publish(
         entries.push(SetTenant { tenant, covered_lsn, bytes: info.size as u64 });
     }
     let manifest = Manifest { format: 1, position, node: node.to_string(), created_ms: now_ms(), tenants: entries };
-    let bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| err("encoding the manifest", e))?;
+    let bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| ClusterError::encoding("encoding the manifest", e))?;
     store
         .objects()
         .put(format!("{prefix}{MANIFEST}").as_str(), &mut &bytes[..])
@@ -279,9 +283,10 @@ async fn prune(js: &jetstream::Context, store: &SetBucket, partition: Partition)
         }
     }
     if kept.len() == KEEP_SETS {
-        let stream = js.get_stream(partition.stream()).await.map_err(|e| err("reading the stream", e))?;
+        let stream =
+            js.get_stream(partition.stream()).await.map_err(|e| ClusterError::jetstream("reading the stream", e))?;
         // Keep every command after the oldest kept set's position.
-        stream.purge().sequence(oldest + 1).await.map_err(|e| err("trimming the stream", e))?;
+        stream.purge().sequence(oldest + 1).await.map_err(|e| ClusterError::jetstream("trimming the stream", e))?;
     }
     Ok(())
 }
@@ -307,10 +312,10 @@ pub async fn seed_from_latest(store: &SetBucket, dir: &Path) -> Result<Option<Ma
         let copied = tokio::io::copy(&mut object, &mut file).await.map_err(|e| err("downloading a snapshot", e))?;
         file.sync_all().await.map_err(|e| err("writing a snapshot", e))?;
         if copied != t.bytes {
-            return Err(ClusterError(format!(
-                "the snapshot of {} is {copied} bytes where the manifest says {}",
-                t.tenant, t.bytes
-            )));
+            return Err(ClusterError::corrupt(
+                format!("the snapshot of {}", t.tenant),
+                format!("is {copied} bytes where the manifest says {}", t.bytes),
+            ));
         }
         files.push((t.tenant.clone(), path));
     }

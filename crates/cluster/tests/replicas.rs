@@ -264,7 +264,8 @@ fn new_nodes_start_from_snapshot_sets_and_the_stream_is_trimmed() {
     let mut cb = ClusterOptions::new(&nats.urls(), "b").unwrap();
     cb.snapshot_interval = None;
     let e = rt.block_on(Node::start(db.path(), opts(StoreKind::Fjall), cb)).unwrap_err();
-    assert!(e.0.contains("empty data directory"), "{e}");
+    assert!(matches!(e.kind(), neardup_cluster::ErrorKind::Trimmed { .. }), "{e}");
+    assert!(e.to_string().contains("empty data directory"), "{e}");
 
     // The next set removes the unfinished one, which is older than it.
     let third = rt.block_on(c.publish_snapshot()).unwrap();

@@ -1,0 +1,168 @@
+//! A partition's command stream: created if missing, and read in order by
+//! the node's applier, which hands each command to one blocking thread
+//! that applies it to the engine.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, stream};
+use futures_util::StreamExt;
+use neardup_index::Engine;
+
+use crate::error::ClusterError;
+use crate::nats::retry;
+use crate::partition::Partition;
+
+/// What the applier has done, for readiness and metrics.
+#[derive(Debug, Default)]
+pub struct ApplierState {
+    /// The stream's last position as last seen (for lag).
+    pub stream_last: AtomicU64,
+    /// The last position handed to the applying thread (a reconnect
+    /// resumes after it).
+    pub stream_last_handed: AtomicU64,
+    /// Why the applier stopped (the node then answers 503 on /readyz).
+    pub failed: Mutex<Option<String>>,
+    /// Commands applied since the node started.
+    pub applied_total: AtomicU64,
+}
+
+/// The stream of `partition`, created if missing.
+pub(crate) async fn ensure_stream(
+    js: &jetstream::Context,
+    replicas: usize,
+    partition: Partition,
+) -> Result<stream::Stream, ClusterError> {
+    let name = partition.stream();
+    let config = stream::Config {
+        name: name.clone(),
+        subjects: vec![format!("{}>", partition.subject_prefix())],
+        storage: stream::StorageType::File,
+        num_replicas: replicas,
+        retention: stream::RetentionPolicy::Limits,
+        discard: stream::DiscardPolicy::New,
+        // Commands are the durable truth: nothing ages out; checkpoints
+        // decide what may be trimmed.
+        max_age: Duration::ZERO,
+        ..Default::default()
+    };
+    // The cluster may still be electing a meta leader right after start, or
+    // (after a server restarted) still be learning its peers: up to a minute.
+    retry(120, Duration::from_millis(500), || async {
+        js.get_or_create_stream(config.clone()).await.map_err(|e| e.to_string())
+    })
+    .await
+    .map_err(|last| ClusterError::jetstream(format!("creating the JetStream stream {name}"), last))
+}
+
+/// Reads the stream from `from` and applies each command, in order, on one
+/// blocking thread; a failed read starts again after the last command
+/// handed over.
+pub(crate) fn spawn_applier(
+    js: jetstream::Context,
+    engine: Arc<Engine>,
+    state: Arc<ApplierState>,
+    from: u64,
+    partition: Partition,
+) -> tokio::task::AbortHandle {
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, bytes::Bytes)>(1024);
+    let apply_state = Arc::clone(&state);
+    std::thread::Builder::new()
+        .name(format!("neardup-applier-{}", partition.index))
+        .spawn(move || {
+            while let Some((seq, payload)) = rx.blocking_recv() {
+                let result = engine.apply_replicated(seq, &payload);
+                apply_state.applied_total.fetch_add(1, Ordering::Relaxed);
+                if let Err(e) = result {
+                    tracing::error!(seq, error = %e, "a command of the stream could not be applied; this node stops applying");
+                    if let Ok(mut f) = apply_state.failed.lock() {
+                        *f = Some(format!("command {seq} could not be applied: {e}"));
+                    }
+                    return;
+                }
+            }
+        })
+        .ok();
+    tokio::spawn(async move {
+        loop {
+            match read_stream(&js, &tx, &state, from, partition).await {
+                Ok(()) => return, // the applier thread stopped
+                Err(e) if e.starts_with(TRIMMED) => {
+                    tracing::error!(error = %e, "the stream was trimmed past this node; it stops applying");
+                    if let Ok(mut f) = state.failed.lock() {
+                        *f = Some(e);
+                    }
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "reading the command stream failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+    })
+    .abort_handle()
+}
+
+/// How the applier's error begins when the stream was trimmed past it.
+const TRIMMED: &str = "trimmed past this node";
+
+async fn read_stream(
+    js: &jetstream::Context,
+    tx: &tokio::sync::mpsc::Sender<(u64, bytes::Bytes)>,
+    state: &ApplierState,
+    from: u64,
+    partition: Partition,
+) -> Result<(), String> {
+    let stream = js.get_stream(partition.stream()).await.map_err(|e| e.to_string())?;
+    // After a retry, resume after what was already handed over.
+    let last = state.stream_last_handed.load(Ordering::Relaxed);
+    let start = from.max(last + 1);
+    // A plain pull consumer without acks, with a 1 s heartbeat: when its
+    // server dies the missed heartbeats end the stream within seconds and
+    // the loop above makes a new one where this one stopped. (The client's
+    // ordered consumer waits 15 s heartbeats to notice.)
+    let consumer = stream
+        .create_consumer(consumer::pull::Config {
+            deliver_policy: consumer::DeliverPolicy::ByStartSequence { start_sequence: start },
+            ack_policy: consumer::AckPolicy::None,
+            inactive_threshold: Duration::from_secs(60),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut messages = consumer
+        .stream()
+        .max_messages_per_batch(500)
+        .heartbeat(Duration::from_secs(1))
+        .expires(Duration::from_secs(5))
+        .messages()
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut expect = None;
+    while let Some(m) = messages.next().await {
+        let m = m.map_err(|e| e.to_string())?;
+        let info = m.info().map_err(|e| e.to_string())?;
+        let seq = info.stream_sequence;
+        // In order, none missed. Positions are never deleted but by a trim,
+        // so a first message past the start means the commands this node
+        // still needed were trimmed: applying on would diverge.
+        if expect.is_none() && seq > start {
+            return Err(format!(
+                "{TRIMMED}: this node needed command {start} but the stream now starts at {seq}; restart it with an \
+                 empty data directory (it then starts from the newest snapshot set)"
+            ));
+        }
+        if expect.is_some_and(|e| seq != e) {
+            return Err(format!("delivery gap: expected {expect:?}, got {seq}"));
+        }
+        expect = Some(seq + 1);
+        state.stream_last.fetch_max(seq + info.pending, Ordering::Relaxed);
+        state.stream_last_handed.store(seq, Ordering::Relaxed);
+        if tx.send((seq, m.payload.clone())).await.is_err() {
+            return Ok(());
+        }
+    }
+    Err("the consumer ended".into())
+}
