@@ -59,7 +59,7 @@ const BLOCK: &[&str] = &[
 
 pub(crate) fn extract(source: &str) -> Extracted {
     // Nesting bounded first: the parser's work grows with depth squared.
-    let doc = Html::parse_document(&super::html_depth::cap_depth(source));
+    let doc = Html::parse_document(&super::html_depth::cap_depth(source, &is_block));
     let title = Selector::parse("title")
         .ok()
         .and_then(|sel| doc.select(&sel).next())
@@ -119,7 +119,7 @@ pub(crate) fn extract(source: &str) -> Extracted {
 }
 
 /// Whether element `name` starts and ends a line of output.
-pub(super) fn is_block(name: &str) -> bool {
+fn is_block(name: &str) -> bool {
     BLOCK.contains(&name)
 }
 

@@ -37,10 +37,10 @@ const IMPLIED: &[&str] = &[
 /// Elements whose content is text up to their own end tag.
 const RAW: &[&str] = &["script", "style", "textarea", "title", "xmp", "iframe", "noembed", "noframes", "noscript"];
 
-/// `source` with the tags nested deeper than [`MAX_DEPTH`] removed (block
-/// elements leave a line break, so their text stays apart); borrowed as it
-/// is when nothing nests that deep.
-pub(crate) fn cap_depth(source: &str) -> Cow<'_, str> {
+/// `source` with the tags nested deeper than [`MAX_DEPTH`] removed (an
+/// element for which `breaks_line` is true leaves a line break, so its text
+/// stays apart); borrowed as it is when nothing nests that deep.
+pub(crate) fn cap_depth<'a>(source: &'a str, breaks_line: &dyn Fn(&str) -> bool) -> Cow<'a, str> {
     if max_depth(source) <= MAX_DEPTH {
         return Cow::Borrowed(source);
     }
@@ -49,7 +49,7 @@ pub(crate) fn cap_depth(source: &str) -> Cow<'_, str> {
     walk(source, |tag| {
         if tag.depth > MAX_DEPTH {
             out.push_str(&source[copied..tag.start]);
-            if super::html::is_block(tag.name) {
+            if breaks_line(tag.name) {
                 out.push('\n');
             }
             copied = tag.end;
@@ -217,6 +217,10 @@ fn find(b: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
 mod tests {
     use super::*;
 
+    fn block(name: &str) -> bool {
+        name == "div"
+    }
+
     fn nested(n: usize) -> String {
         format!("<html><body>{}deep{}</body></html>", "<div>".repeat(n), "</div>".repeat(n))
     }
@@ -227,7 +231,7 @@ mod tests {
 <script>if (a < b) { document.write("<div><div>"); }</script></head>
 <body><!-- <div><div> --><ul><li>one<li>two <ul><li>three</ul></ul><p>para<p>para<br><img src="x>y">
 <table><tr><td>cell<td>cell</table><DIV Class="x">upper</DIV><svg><path d="M0"/></svg></body></html>"#;
-        assert!(matches!(cap_depth(page), Cow::Borrowed(_)));
+        assert!(matches!(cap_depth(page, &block), Cow::Borrowed(_)));
         // html, body, ul, ul, (li not counted): the deepest is 4.
         assert_eq!(max_depth(page), 4);
         // A thousand unclosed paragraphs and list items are not deep.
@@ -239,20 +243,20 @@ mod tests {
     fn deep_markup_loses_its_deepest_tags_and_keeps_its_text() {
         let deep = nested(5_000);
         assert_eq!(max_depth(&deep), 5_002);
-        let capped = cap_depth(&deep);
+        let capped = cap_depth(&deep, &block);
         assert_eq!(max_depth(&capped), MAX_DEPTH);
         assert!(capped.contains("deep"));
         // Closing tags that match nothing, and raw text, stay linear and harmless.
         let odd = format!("{}<script>{}</script>{}", "</div>".repeat(100), "<div>".repeat(2000), "<span>".repeat(600));
         assert_eq!(max_depth(&odd), 600);
-        assert!(cap_depth(&odd).contains(&"<div>".repeat(2000)));
+        assert!(cap_depth(&odd, &block).contains(&"<div>".repeat(2000)));
     }
 
     #[test]
     fn unterminated_constructs_end_at_the_end() {
         for s in ["<div", "<div class=\"a>", "<!-- x", "<script>x", "</", "<", "<!x", "a < b", "<é>"] {
             let _ = max_depth(s);
-            let _ = cap_depth(s);
+            let _ = cap_depth(s, &block);
         }
         assert_eq!(max_depth("<div"), 1);
     }
