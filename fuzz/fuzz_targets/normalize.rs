@@ -15,17 +15,17 @@ fuzz_target!(|data: &[u8]| {
     assert!(seed.bytes().all(|b| b == b' ' || b.is_ascii_lowercase() || b.is_ascii_digit()));
     let uni = Normalizer::Unicode.normalize(text);
     assert!(!uni.starts_with(' ') && !uni.ends_with(' ') && !uni.contains("  "));
-    assert_eq!(uni, neardup_core::normalize::unicode_v1_reference(text), "the fast paths left the general loop");
+    assert_eq!(uni, neardup_core::unicode_v1_reference(text), "the fast paths left the general loop");
     static FP: OnceLock<Fingerprinter> = OnceLock::new();
     let mut fp = FP.get_or_init(|| Fingerprinter::new(Config::default().resolve().unwrap()).unwrap()).clone();
     let f = fp.fingerprint(text);
-    assert!(neardup_core::verify::is_canonical(&f.features));
+    assert!(neardup_core::is_canonical(&f.features));
     // The token starts found a block at a time split the text as `split`
     // does: the features are the hashes of its word windows.
     let c = Config::default();
     let words: Vec<&str> = if uni.is_empty() { Vec::new() } else { uni.split(' ').collect() };
     assert_eq!(f.tokens as usize, words.len());
-    let hash = |s: &str| neardup_core::hash::hash_bytes(s.as_bytes(), c.seed);
+    let hash = |s: &str| neardup_core::hash_bytes(s.as_bytes(), c.seed);
     let mut want: Vec<u64> = match words.len() {
         0 => Vec::new(),
         n if n < c.shingle_width as usize => vec![hash(&uni)],
@@ -44,6 +44,6 @@ fuzz_target!(|data: &[u8]| {
     assert_eq!(many, one, "a batch differs from its texts one by one");
     let raw: Vec<&[u8]> = data.split(|&b| b == b'\n').collect();
     let mut hashes = Vec::new();
-    neardup_core::hash::content_hashes(&raw, &mut hashes);
-    assert_eq!(hashes, raw.iter().map(|r| neardup_core::hash::content_hash(r)).collect::<Vec<_>>());
+    neardup_core::content_hashes(&raw, &mut hashes);
+    assert_eq!(hashes, raw.iter().map(|r| neardup_core::content_hash(r)).collect::<Vec<_>>());
 });

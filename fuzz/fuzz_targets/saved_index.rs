@@ -3,7 +3,7 @@
 //! their header merely claims.
 #![no_main]
 use libfuzzer_sys::fuzz_target;
-use neardup_core::saved_index::Reader;
+use neardup_core::Reader;
 
 fuzz_target!(|data: &[u8]| {
     if let Ok(r) = Reader::open(data) {

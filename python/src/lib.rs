@@ -7,8 +7,8 @@
 
 use std::collections::HashMap;
 
-use neardup_core::batch::Greedy;
-use neardup_core::saved_index::{self, FormatError, Header, Reader, SavedItem};
+use neardup_core::Greedy;
+use neardup_core::{write_saved_index, FormatError, Header, Reader, SavedItem};
 use neardup_core::{
     Config, Fingerprint, Fingerprinter as CoreFingerprinter, MemoryIndex, Normalizer, Params, ShingleKind,
     SignatureScheme,
@@ -322,7 +322,7 @@ impl Index {
                         features: self.index.features(n).unwrap_or(&[]),
                     })
                 });
-                saved_index::write(w, &header, items).map(|_| ())
+                write_saved_index(w, &header, items).map(|_| ())
             })
             .map_err(|e| value_error(format!("cannot save the index {}: {e}", path.display())))
         })
@@ -432,7 +432,7 @@ fn exact_pairs(py: Python<'_>, sets: Vec<Vec<u64>>, threshold: f64) -> PyResult<
             s
         })
         .collect();
-    Ok(py.detach(|| neardup_core::oracle::all_pairs(&sets, threshold)))
+    Ok(py.detach(|| neardup_core::all_pairs(&sets, threshold)))
 }
 
 /// The batch decision rule of `neardup dedup`, for `neardup.dedup`: the

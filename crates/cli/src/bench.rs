@@ -221,11 +221,11 @@ fn hash_word_grams(text: &str, width: usize, seed: u64, spans: &mut Vec<(usize, 
         return 0;
     }
     if spans.len() < width {
-        return neardup_core::hash::hash_bytes(bytes, seed);
+        return neardup_core::hash_bytes(bytes, seed);
     }
     spans
         .windows(width)
-        .map(|w| neardup_core::hash::hash_bytes(&bytes[w[0].0..w[width - 1].1], seed))
+        .map(|w| neardup_core::hash_bytes(&bytes[w[0].0..w[width - 1].1], seed))
         .fold(0u64, u64::wrapping_add)
 }
 
@@ -249,7 +249,7 @@ mod tests {
     #[test]
     fn word_grams_are_hashed_in_place() {
         let mut spans = Vec::new();
-        let h = |s: &str| neardup_core::hash::hash_bytes(s.as_bytes(), 1);
+        let h = |s: &str| neardup_core::hash_bytes(s.as_bytes(), 1);
         assert_eq!(hash_word_grams("  a b\tc  ", 2, 1, &mut spans), h("a b").wrapping_add(h("b\tc")));
         assert_eq!(hash_word_grams("a b", 5, 1, &mut spans), h("a b"));
         assert_eq!(hash_word_grams(" \n", 5, 1, &mut spans), 0);

@@ -530,7 +530,7 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     }
     let seconds = started.elapsed().as_secs_f64();
     let mut counts = std::mem::take(&mut batch.candidate_counts);
-    let (p50, p99, max) = neardup_core::eval::percentiles(&mut counts);
+    let (p50, p99, max) = neardup_core::percentiles(&mut counts);
     rejects.sort_by_key(|r| r.line);
     if let Some(s) = &sources {
         s.place_rejects(&mut rejects);

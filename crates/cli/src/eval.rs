@@ -5,11 +5,11 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use clap::Args;
-use neardup_core::eval::{
+use neardup_core::all_pairs;
+use neardup_core::{
     accuracy, decision_accuracy, greedy_drops, percentiles, recall_by_bin, recall_by_density, Accuracy, BinRecall,
     DecisionAccuracy, DensityRecall,
 };
-use neardup_core::oracle::all_pairs;
 use neardup_core::{Config, Fingerprinter, MemoryIndex};
 
 use crate::args::{InputArgs, PipelineArgs};

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use neardup_core::hash::SplitMix64;
+use neardup_core::SplitMix64;
 use neardup_core::{Config, Fingerprinter};
 
 /// Generate a corpus (`{"id","text"}` JSONL) and its truth (`{"id","base","mutation","jaccard"}`).

@@ -10,7 +10,7 @@
 //! seen.
 //!
 //! Decision rule ("greedy leaders", with the look further among kept items
-//! when the cap cut close): [`neardup_core::batch::Greedy`], the one
+//! when the cap cut close): [`neardup_core::Greedy`], the one
 //! implementation the Python package calls too. Clusters (connected
 //! components of verified pairs) are reported, with the kept items of each.
 
@@ -19,14 +19,14 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
-use neardup_core::batch::{Decided, Greedy};
 use neardup_core::{CandidateSet, Fingerprinter, Match, MemoryIndex, Params};
+use neardup_core::{Decided, Greedy};
 use rayon::prelude::*;
 
 use crate::chunk::{Chunk, Input, ReadOptions};
 use crate::input::for_each_chunk;
 use crate::jsonl::{Line, Reject};
-use neardup_core::unionfind::UnionFind;
+use neardup_core::UnionFind;
 
 /// Where the time went, per phase (wall clock; phases overlap).
 #[derive(Debug, Default, Clone, serde::Serialize)]

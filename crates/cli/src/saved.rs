@@ -1,8 +1,8 @@
 //! The saved dedup index: `neardup dedup --index DIR` loads the items of
 //! earlier runs from `DIR/index.ndx`, deduplicates the new input against
 //! them and saves them all back; `--reference DIR` loads without saving.
-//! The file format is `neardup_core::saved_index` (shared with the Python
-//! package's `Index.save`/`Index.load`).
+//! The file format is neardup-core's saved index ([`neardup_core::Reader`];
+//! shared with the Python package's `Index.save`/`Index.load`).
 //!
 //! Every item a run reads is saved, kept and dropped alike, with its
 //! verdict and the first item of its cluster, so a run against the index
@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::Context;
-use neardup_core::saved_index::{self, FormatError, Header, Reader, SavedItem};
 use neardup_core::Params;
+use neardup_core::{write_saved_index, FormatError, Header, Reader, SavedItem};
 
 use crate::pipeline::Batch;
 
@@ -113,7 +113,7 @@ pub fn save(dir: &Path, batch: &mut Batch, runs: u64) -> anyhow::Result<Saved> {
                 features: batch.index.features(i).unwrap_or(&[]),
             })
         });
-        bytes = saved_index::write(w, &header, items)?;
+        bytes = write_saved_index(w, &header, items)?;
         Ok(())
     })
     .with_context(|| format!("cannot save the index {}", path.display()))?;

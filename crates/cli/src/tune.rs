@@ -4,8 +4,8 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use clap::Args;
-use neardup_core::lsh::params::{choose, optimal_weighted, s_curve_svg};
 use neardup_core::LshParams;
+use neardup_core::{choose_lsh_params, optimal_weighted, s_curve_svg};
 
 /// Choose (bands, rows) so that pairs at the threshold become candidates with
 /// at least the recall target, with the fewest false candidates below it.
@@ -43,7 +43,7 @@ pub fn run(a: TuneArgs) -> anyhow::Result<ExitCode> {
             (p, p.probability(a.threshold) >= a.recall_target)
         }
         _ => {
-            let c = choose(a.threshold, a.recall_target, a.num_perm)?;
+            let c = choose_lsh_params(a.threshold, a.recall_target, a.num_perm)?;
             (c.params, c.meets_target)
         }
     };

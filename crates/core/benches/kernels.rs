@@ -10,9 +10,9 @@
 //! Results: bench/results/kernels.md.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use neardup_core::hash::SplitMix64;
-use neardup_core::lsh::band_keys_into;
-use neardup_core::shingle::features_into;
+use neardup_core::band_keys_into;
+use neardup_core::features_into;
+use neardup_core::SplitMix64;
 use neardup_core::{Config, Fingerprinter, ItemKeys, LshParams, MinHasher, Normalizer, ShingleKind, SignatureScheme};
 
 const WORDS: [&str; 24] = [
@@ -148,13 +148,7 @@ fn kernels(c: &mut Criterion) {
         })
         .collect();
     g.bench_function("verify/near_duplicates@0.8", |b| {
-        b.iter(|| {
-            features
-                .iter()
-                .zip(&variants)
-                .filter_map(|(x, y)| neardup_core::verify::jaccard_at_least(x, y, 0.8))
-                .count()
-        })
+        b.iter(|| features.iter().zip(&variants).filter_map(|(x, y)| neardup_core::jaccard_at_least(x, y, 0.8)).count())
     });
     g.bench_function("fingerprint/all", |b| {
         let mut f = Fingerprinter::new(Config::default().resolve().unwrap()).unwrap();
@@ -192,7 +186,7 @@ fn kernels(c: &mut Criterion) {
     g.sample_size(10);
     let mut f = Fingerprinter::new(Config::default().resolve().unwrap()).unwrap();
     let sets: Vec<Vec<u64>> = (0..2000).map(|i| f.fingerprint(&document(100 + i / 2, 2500)).features).collect();
-    g.bench_function("all_pairs/2000docs@0.8", |b| b.iter(|| neardup_core::oracle::all_pairs(&sets, 0.8)));
+    g.bench_function("all_pairs/2000docs@0.8", |b| b.iter(|| neardup_core::all_pairs(&sets, 0.8)));
     g.finish();
 }
 

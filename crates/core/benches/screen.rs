@@ -10,8 +10,8 @@
 
 use std::time::Instant;
 
-use neardup_core::hash::SplitMix64;
-use neardup_core::lsh::band_keys_into;
+use neardup_core::band_keys_into;
+use neardup_core::SplitMix64;
 use neardup_core::{CandidateIndex, Config, ContentHash, ItemKeys, QueryLimits};
 
 fn signature(rng: &mut SplitMix64) -> Vec<u32> {

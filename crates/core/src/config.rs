@@ -11,8 +11,9 @@ use crate::minhash::{SignatureScheme, MAX_NUM_PERM};
 use crate::normalize::Normalizer;
 use crate::shingle::ShingleKind;
 
-/// The only on-disk/wire format version this build reads and writes.
-pub const FORMAT_VERSION: u32 = 1;
+/// The only version of the [`Config`] on-disk/wire format this build reads
+/// and writes.
+pub const CONFIG_FORMAT_VERSION: u32 = 1;
 
 /// Default candidate probability at the threshold: with candidates ranked
 /// by estimated similarity before the cap, the extra candidates of a
@@ -63,7 +64,7 @@ pub struct Config {
     /// a configuration without a screen reads as before in older builds.
     #[serde(skip_serializing_if = "is_zero")]
     pub screen_bits: u32,
-    /// Format version; only [`FORMAT_VERSION`] is accepted.
+    /// Format version; only [`CONFIG_FORMAT_VERSION`] is accepted.
     pub format_version: u32,
 }
 
@@ -89,7 +90,7 @@ impl Default for Config {
             max_bucket_read: 1_000,
             rank_bits: 8,
             screen_bits: 0,
-            format_version: FORMAT_VERSION,
+            format_version: CONFIG_FORMAT_VERSION,
         }
     }
 }
@@ -158,10 +159,13 @@ impl Config {
         if !matches!(self.rank_bits, 8 | 16 | 32) {
             return Err(Error::config("rank_bits", format!("must be 8, 16 or 32, got {}", self.rank_bits)));
         }
-        if self.format_version != FORMAT_VERSION {
+        if self.format_version != CONFIG_FORMAT_VERSION {
             return Err(Error::config(
                 "format_version",
-                format!("unsupported format version {} (this build reads {FORMAT_VERSION})", self.format_version),
+                format!(
+                    "unsupported format version {} (this build reads {CONFIG_FORMAT_VERSION})",
+                    self.format_version
+                ),
             ));
         }
         let n = self.num_perm;

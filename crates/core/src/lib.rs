@@ -1,7 +1,7 @@
 //! # neardup-core
 //!
 //! The algorithms of neardup, with no I/O, no threads and no async: versioned
-//! normalization, shingling, exact content hashes, MinHash, LSH banding and a
+//! normalization, shingling, exact content hashes, MinHash, LSH banding and
 //! the one candidate index ([`CandidateIndex`]), SimHash, exact Jaccard
 //! verification, policies, and the exact all-pairs oracle that the fast path
 //! is tested against.
@@ -23,38 +23,53 @@
 //! # Ok::<(), neardup_core::Error>(())
 //! ```
 
-pub mod batch;
+mod batch;
 mod candidates;
 mod config;
 mod error;
-pub mod eval;
+mod eval;
 mod fingerprint;
-pub mod hash;
-pub mod highlight;
+mod hash;
+mod highlight;
 mod index;
-pub mod lsh;
-pub mod minhash;
-pub mod normalize;
-pub mod oracle;
-pub mod pages;
+mod lsh;
+mod minhash;
+mod normalize;
+mod oracle;
+mod pages;
 mod policy;
-pub mod saved_index;
-pub mod shingle;
-pub mod simhash;
-pub mod unionfind;
-pub mod verify;
+mod saved_index;
+mod shingle;
+mod simhash;
+mod unionfind;
+mod verify;
 
+pub use batch::{Decided, Greedy};
 pub use candidates::{
     fold_key, Candidate, CandidateIndex, CandidateSet, Filing, ImageRow, IndexView, ItemKeys, RowLoader, MAX_ITEM_ID,
 };
-pub use config::{Config, Params, DEFAULT_RECALL_TARGET, DEFAULT_SEED, FORMAT_VERSION};
+pub use config::{Config, Params, CONFIG_FORMAT_VERSION, DEFAULT_RECALL_TARGET, DEFAULT_SEED};
 pub use error::{Error, ErrorKind, Result};
+pub use eval::{
+    accuracy, decision_accuracy, greedy_drops, percentiles, recall_by_bin, recall_by_density, wilson_interval,
+    Accuracy, BinRecall, DecisionAccuracy, DensityRecall,
+};
 pub use fingerprint::{Degraded, Fingerprint, Fingerprinter, StoredFingerprint};
-pub use hash::ContentHash;
+pub use hash::{
+    content_hash, content_hashes, fmix64, hash_bytes, hash_u32s, map_slots, ContentHash, SplitMix64,
+    CONTENT_HASH_VERSION, FEATURE_HASH_VERSION,
+};
+pub use highlight::{segments_where, shared_segments};
 pub use index::{Loader, Match, MemoryIndex};
-pub use lsh::{LshParams, QueryLimits};
-pub use minhash::{MinHasher, SignatureScheme};
-pub use normalize::Normalizer;
+pub use lsh::params::{candidate_probability, choose as choose_lsh_params, optimal_weighted, s_curve_svg};
+pub use lsh::{band_keys_into, LshParams, QueryLimits};
+pub use minhash::{estimate_jaccard, MinHasher, SignatureScheme};
+pub use normalize::{unicode_v1_reference, Normalizer};
+pub use oracle::{all_pairs, all_pairs_brute_force};
+pub use pages::Pages;
 pub use policy::{Policy, Verdict};
-pub use shingle::ShingleKind;
-pub use verify::{jaccard, verify_pair, PairScore};
+pub use saved_index::{write as write_saved_index, FormatError, Header, Reader, SavedItem, SAVED_INDEX_FORMAT_VERSION};
+pub use shingle::{features_into, ShingleKind, Shingler};
+pub use simhash::{hamming, simhash, simhash_set, SIMHASH_VERSION};
+pub use unionfind::UnionFind;
+pub use verify::{containment, intersection_size, is_canonical, jaccard, jaccard_at_least, verify_pair, PairScore};

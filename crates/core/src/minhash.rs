@@ -317,8 +317,8 @@ unsafe fn classic_avx2(mul: &[u64], add: &[u64], features: &[u64], sig: &mut [u3
 }
 
 /// The baseline kernel, for tests that check the dispatched paths agree.
-#[doc(hidden)]
-pub fn classic_baseline(mul_seed: u64, num_perm: usize, features: &[u64]) -> Vec<u32> {
+#[cfg(test)]
+pub(crate) fn classic_baseline(mul_seed: u64, num_perm: usize, features: &[u64]) -> Vec<u32> {
     let h = MinHasher::new(SignatureScheme::MinHash, num_perm, mul_seed).expect("valid");
     let mut sig = vec![u32::MAX; num_perm];
     classic_kernel(&h.mul, &h.add, features, &mut sig);

@@ -9,7 +9,7 @@
 //! | part     | bytes | contents                                                   |
 //! |----------|-------|------------------------------------------------------------|
 //! | magic    | 8     | `NDUPDIDX`                                                 |
-//! | version  | 4     | format version, little-endian u32 ([`FORMAT_VERSION`])     |
+//! | version  | 4     | format version, little-endian u32 ([`SAVED_INDEX_FORMAT_VERSION`])     |
 //! | header   | 4 + n | length, then a JSON [`Header`]: the pipeline configuration, its fingerprint version, counts |
 //! | items    | ...   | one record per item, in order                              |
 //! | trailer  | 24    | `NDUPEND!`, the item count (u64), XXH3-64 of every byte before this checksum (u64) |
@@ -40,7 +40,7 @@ use crate::hash::ContentHash;
 const MAGIC: &[u8; 8] = b"NDUPDIDX";
 const TRAILER: &[u8; 8] = b"NDUPEND!";
 /// The format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
+pub const SAVED_INDEX_FORMAT_VERSION: u32 = 1;
 const MAX_HEADER: u32 = 1 << 20;
 const MAX_ID: u32 = 64 << 20;
 const KEPT: u8 = 1;
@@ -69,7 +69,7 @@ impl Header {
     /// with sketches of `sketch_bytes`.
     pub fn new(params: &Params, items: u64, kept: u64, runs: u64, sketch_bytes: usize, written_by: &str) -> Header {
         Header {
-            format_version: FORMAT_VERSION,
+            format_version: SAVED_INDEX_FORMAT_VERSION,
             fingerprint_version: params.fingerprint_version(),
             config: params.config().clone(),
             items,
@@ -175,7 +175,7 @@ pub fn write<'a>(
     let mut w = Hashing { inner: w, hash: Xxh3::new(), bytes: 0 };
     let head = serde_json::to_vec(header).map_err(|e| FormatError(format!("encoding the header: {e}")))?;
     w.write_all(MAGIC)?;
-    w.write_all(&FORMAT_VERSION.to_le_bytes())?;
+    w.write_all(&SAVED_INDEX_FORMAT_VERSION.to_le_bytes())?;
     w.write_all(&(head.len() as u32).to_le_bytes())?;
     w.write_all(&head)?;
     let mut buf = Vec::new();
@@ -243,9 +243,9 @@ impl<R: Read> Reader<R> {
             return Err(FormatError("not a neardup saved index (no NDUPDIDX at its start)".into()));
         }
         let version = read_u32(&mut r)?;
-        if version != FORMAT_VERSION {
+        if version != SAVED_INDEX_FORMAT_VERSION {
             return Err(FormatError(format!(
-                "written in index format {version}; this neardup reads format {FORMAT_VERSION} (rebuild the index \
+                "written in index format {version}; this neardup reads format {SAVED_INDEX_FORMAT_VERSION} (rebuild the index \
                  with this version, or use the neardup that wrote it)"
             )));
         }

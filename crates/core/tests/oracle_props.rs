@@ -3,11 +3,11 @@
 
 use std::collections::BTreeSet;
 
-use neardup_core::hash::content_hash;
-use neardup_core::lsh::band_keys_into;
-use neardup_core::lsh::params::candidate_probability;
-use neardup_core::oracle::{all_pairs, all_pairs_brute_force};
-use neardup_core::verify::{intersection_size, is_canonical, jaccard};
+use neardup_core::band_keys_into;
+use neardup_core::candidate_probability;
+use neardup_core::content_hash;
+use neardup_core::{all_pairs, all_pairs_brute_force};
+use neardup_core::{intersection_size, is_canonical, jaccard};
 use neardup_core::{
     CandidateIndex, Config, ContentHash, ItemKeys, LshParams, MemoryIndex, MinHasher, Normalizer, QueryLimits,
     SignatureScheme,
@@ -138,7 +138,7 @@ proptest! {
 fn pair_with_jaccard(n_union: usize, j: f64, salt: u64) -> (Vec<u64>, Vec<u64>) {
     let shared = (n_union as f64 * j).round() as usize;
     let rest = n_union - shared;
-    let mix = |i: u64| neardup_core::hash::fmix64(i ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let mix = |i: u64| neardup_core::fmix64(i ^ salt.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     let mut a: Vec<u64> = (0..shared as u64).map(mix).collect();
     let mut b = a.clone();
     a.extend((0..(rest / 2) as u64).map(|i| mix(1_000_000 + i)));
@@ -157,7 +157,7 @@ fn minhash_estimates_are_within_statistical_error() {
                 let (a, b) = pair_with_jaccard(600, j, t);
                 let exact = jaccard(&a, &b);
                 let h = MinHasher::new(scheme, n, 1000 + t).unwrap();
-                let est = neardup_core::minhash::estimate_jaccard(&h.signature(&a), &h.signature(&b)).unwrap();
+                let est = neardup_core::estimate_jaccard(&h.signature(&a), &h.signature(&b)).unwrap();
                 let sigma = (exact * (1.0 - exact) / n as f64).sqrt();
                 assert!((est - exact).abs() <= 5.0 * sigma + 1e-9, "{scheme:?} j={exact} est={est}");
                 total_err += est - exact;
@@ -208,7 +208,7 @@ fn frozen_fingerprints() {
     ] {
         let params = Config { signature: scheme, ..Config::default() }.resolve().unwrap();
         let fp = neardup_core::Fingerprinter::new(params).unwrap().fingerprint(text);
-        let digest = neardup_core::hash::hash_u32s(&fp.signature, 0);
+        let digest = neardup_core::hash_u32s(&fp.signature, 0);
         assert_eq!((&fp.signature[..4], digest), (&want_head[..], want_digest), "{scheme:?}");
         assert_eq!(fp.features.len(), 11);
         assert_eq!(fp.content_hash.to_hex(), FROZEN_CONTENT_HASH);
@@ -249,7 +249,7 @@ proptest! {
     #[test]
     fn thresholded_jaccard_equals_full_jaccard(a in set_strategy(), b in set_strategy(), t in 0.0f64..=1.0) {
         let full = jaccard(&a, &b);
-        prop_assert_eq!(neardup_core::verify::jaccard_at_least(&a, &b, t), (full >= t).then_some(full));
+        prop_assert_eq!(neardup_core::jaccard_at_least(&a, &b, t), (full >= t).then_some(full));
     }
 }
 

@@ -12,8 +12,8 @@
 //! number that do is E = Σᵢ P(Aᵢ ≥ A_needle), and by Markov's inequality the
 //! needle survives with probability at least 1 − E/100.
 
-use neardup_core::hash::SplitMix64;
-use neardup_core::lsh::band_keys_into;
+use neardup_core::band_keys_into;
+use neardup_core::SplitMix64;
 use neardup_core::{CandidateIndex, Config, ContentHash, ItemKeys, MinHasher, QueryLimits, SignatureScheme};
 
 const CAP: usize = 100;

@@ -25,7 +25,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use neardup_core::hash::ContentHash;
+use neardup_core::ContentHash;
 use neardup_core::{verify_pair, Fingerprint, Fingerprinter, MemoryIndex, StoredFingerprint, Verdict};
 use serde::Serialize;
 

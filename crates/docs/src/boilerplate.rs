@@ -36,8 +36,8 @@
 
 use std::collections::HashMap;
 
-use neardup_core::highlight::segments_where;
-use neardup_core::unionfind::UnionFind;
+use neardup_core::segments_where;
+use neardup_core::UnionFind;
 use neardup_core::{Candidate, Config, MemoryIndex};
 
 /// Exact Jaccard at or above which two documents are near copies: one group.
@@ -57,7 +57,7 @@ pub(crate) const MIN_KEPT_WORDS: usize = 8;
 /// kept runs one per line; `None` when nothing is left out or fewer than
 /// [`MIN_KEPT_WORDS`] words are left (the whole text is embedded then).
 /// Shingles are found as `config` makes features
-/// ([`neardup_core::highlight`]).
+/// ([`neardup_core::segments_where`]).
 pub(crate) fn without_boilerplate(text: &str, config: &Config, strip: &[u64]) -> Option<String> {
     if strip.is_empty() {
         return None;

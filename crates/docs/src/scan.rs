@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use neardup_core::hash::ContentHash;
+use neardup_core::ContentHash;
 use neardup_core::{Fingerprint, Fingerprinter, StoredFingerprint, Verdict};
 use rayon::prelude::*;
 use serde::Serialize;

@@ -412,7 +412,7 @@ impl ItemRecord {
     }
 
     pub(crate) fn validate(&self) -> Result<()> {
-        if !neardup_core::verify::is_canonical(&self.features) {
+        if !neardup_core::is_canonical(&self.features) {
             return Err(Error::corrupt("store record", format!("features of {:?} are not canonical", self.item_id)));
         }
         if self.features.is_empty() && !self.signature.is_empty() {

@@ -46,7 +46,7 @@ fn engine_recall_and_candidate_cost_on_real_documents() {
 
     let mut fpr = Fingerprinter::new(config.resolve().unwrap()).unwrap();
     let sets: Vec<Vec<u64>> = docs.iter().map(|d| fpr.fingerprint(&d.1).features).collect();
-    let truth = neardup_core::oracle::all_pairs(&sets, 0.85);
+    let truth = neardup_core::all_pairs(&sets, 0.85);
     assert!(truth.len() >= 100, "expected real near-duplicates, oracle found {}", truth.len());
     let hits = truth.iter().filter(|p| found.contains_key(&(p.0 as usize, p.1 as usize))).count();
     let recall = hits as f64 / truth.len() as f64;

@@ -279,7 +279,7 @@ mod tests {
             b"0123456789\r\n012345678\r\n",
             b"last line without its newline, and longer than the limit",
         ];
-        let mut rng = neardup_core::hash::SplitMix64::new(11);
+        let mut rng = neardup_core::SplitMix64::new(11);
         let alphabet = b"ab {}\"\n\n\r\t";
         let random: Vec<Vec<u8>> = (0..300)
             .map(|_| {

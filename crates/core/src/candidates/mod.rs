@@ -310,7 +310,7 @@ impl CandidateIndex {
     }
 
     /// Asks the cache for item `id`'s flags and content hash ahead of a
-    /// read (a hint: see [`crate::pages::prefetch`]); nothing for an
+    /// read (a hint: see [`Pages::prefetch`](crate::Pages::prefetch)); nothing for an
     /// unknown id.
     pub fn prefetch_entries(&self, id: u32) {
         self.flags.prefetch(id as usize);

@@ -16,7 +16,7 @@ pub(crate) mod screen;
 use crate::error::{Error, Result};
 use crate::hash::hash_u32s;
 
-pub use params::{candidate_probability, LshParams};
+pub use params::LshParams;
 
 /// Computes the band keys of `signature` into `keys` (cleared first).
 pub fn band_keys_into(params: LshParams, seed: u64, signature: &[u32], keys: &mut Vec<u64>) -> Result<()> {

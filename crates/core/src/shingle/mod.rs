@@ -74,7 +74,7 @@ pub fn features_into(
 }
 
 /// Shingles texts one after another, keeping what each needs between them:
-/// the token starts ([`Tokens`]), the unsorted hashes and the sort's bucket
+/// the token starts (`Tokens`), the unsorted hashes and the sort's bucket
 /// counts. For word shingles of a text under 4 GiB, only the sorted feature
 /// set is a new allocation per text (it is what the caller keeps); the
 /// scratch stays in cache and in memory already faulted in. (Character

@@ -148,7 +148,7 @@ pub struct Estimate {
 impl Estimate {
     fn of(successes: u64, total: u64) -> Option<Estimate> {
         (total > 0).then(|| {
-            let (low, high) = neardup_core::eval::wilson_interval(successes, total);
+            let (low, high) = neardup_core::wilson_interval(successes, total);
             Estimate { value: successes as f64 / total as f64, low, high }
         })
     }
@@ -244,7 +244,7 @@ impl Engine {
 
     /// Two live items side by side: the exact verification under the
     /// tenant's policy, each text cut into runs marked where a shingle is
-    /// shared ([`neardup_core::highlight`]), and the labels naming either item.
+    /// shared ([`neardup_core::shared_segments`]), and the labels naming either item.
     pub fn compare(&self, tenant: &str, left: &str, right: &str) -> Result<Comparison> {
         let t = self.tenant(tenant)?;
         let t = t.read().map_err(|_| poisoned())?;
@@ -256,7 +256,7 @@ impl Engine {
         let side = |me: &ItemRecord, other: &ItemRecord| Side {
             item: ItemInfo::from(me),
             segments: me.content.as_ref().map(|text| {
-                neardup_core::highlight::shared_segments(text, config, &other.features)
+                neardup_core::shared_segments(text, config, &other.features)
                     .into_iter()
                     .map(|s| TextRun { text: text[s.start..s.end].to_string(), shared: s.shared })
                     .collect()

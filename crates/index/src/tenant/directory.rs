@@ -10,13 +10,13 @@
 //! are dead) until the tenant is rebuilt or reloaded.
 //!
 //! Full pages are shared (`Arc`), so [`Directory::view`] is cheap and
-//! consistent, like [`neardup_core::pages::Pages::view`].
+//! consistent, like [`neardup_core::Pages::view`].
 
 use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use neardup_core::pages::Pages;
+use neardup_core::Pages;
 
 /// Bytes per id page.
 const PAGE_BYTES: usize = 1 << 20;
@@ -174,7 +174,7 @@ impl Directory {
 
     /// Heap bytes held, from capacities.
     pub(crate) fn heap_bytes(&self) -> u64 {
-        let buckets = neardup_core::hash::map_slots(self.by_hash.capacity());
+        let buckets = neardup_core::map_slots(self.by_hash.capacity());
         let overflow: usize = self.overflow.keys().map(|k| k.len() + 40).sum();
         self.arena.heap_bytes() + self.at.heap_bytes() + (buckets * 9 + overflow) as u64
     }
