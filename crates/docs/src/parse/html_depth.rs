@@ -93,14 +93,14 @@ fn walk(source: &str, mut f: impl FnMut(&Tag<'_>)) {
     let mut open: Vec<Open> = Vec::new();
     let mut name_buf = String::new();
     let mut i = 0;
-    while let Some(off) = memchr(b'<', &b[i..]) {
+    while let Some(off) = memchr::memchr(b'<', &b[i..]) {
         let lt = i + off;
         let rest = &b[lt + 1..];
         match rest.first() {
             Some(b'!') if rest.starts_with(b"!--") => {
                 i = find(b, lt + 4, b"-->").map_or(b.len(), |e| e + 3);
             }
-            Some(b'!' | b'?') => i = memchr(b'>', rest).map_or(b.len(), |e| lt + 1 + e + 1),
+            Some(b'!' | b'?') => i = memchr::memchr(b'>', rest).map_or(b.len(), |e| lt + 1 + e + 1),
             Some(b'/') if rest.get(1).is_some_and(u8::is_ascii_alphabetic) => {
                 let (name, end) = tag_name(source, lt + 2, &mut name_buf);
                 let end = tag_end(b, end);
@@ -150,7 +150,7 @@ fn hash(name: &str) -> u64 {
 fn tag_name<'b>(source: &str, at: usize, buf: &'b mut String) -> (&'b str, usize) {
     let b = source.as_bytes();
     let mut end = at;
-    while end < b.len() && !matches!(b[end], b' ' | b'\t' | b'\n' | b'\r' | b'\x0c' | b'/' | b'>') {
+    while end < b.len() && !ends_name(b[end]) {
         end += 1;
     }
     buf.clear();
@@ -186,9 +186,7 @@ fn raw_end(b: &[u8], from: usize, name: &str) -> usize {
         let at = off + 2;
         let candidate = b.get(at..at + name.len());
         let after = b.get(at + name.len()).copied();
-        if candidate.is_some_and(|c| c.eq_ignore_ascii_case(name.as_bytes()))
-            && after.is_none_or(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r' | b'\x0c' | b'/' | b'>'))
-        {
+        if candidate.is_some_and(|c| c.eq_ignore_ascii_case(name.as_bytes())) && after.is_none_or(ends_name) {
             return tag_end(b, at + name.len());
         }
         i = at;
@@ -196,21 +194,15 @@ fn raw_end(b: &[u8], from: usize, name: &str) -> usize {
     b.len()
 }
 
-fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|&c| c == needle)
-}
-
 /// The index of the first `needle` in `b` at or after `from`.
 fn find(b: &[u8], from: usize, needle: &[u8]) -> Option<usize> {
-    let mut i = from;
-    while let Some(off) = memchr(needle[0], b.get(i..)?) {
-        let at = i + off;
-        if b[at..].starts_with(needle) {
-            return Some(at);
-        }
-        i = at + 1;
-    }
-    None
+    memchr::memmem::find(b.get(from..)?, needle).map(|off| from + off)
+}
+
+/// Whether `c` ends a tag name (whitespace, `/` or `>`), as the HTML
+/// tokenizer has it.
+fn ends_name(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r' | b'\x0c' | b'/' | b'>')
 }
 
 #[cfg(test)]

@@ -275,7 +275,7 @@ mod tests {
 
     /// Issue 39 item 2: markup nested 100,000 deep parses in time linear in
     /// its size (it took 32–47 s, quadratic, before the nesting was
-    /// bounded; the speed itself is measured in bench/results/, not here).
+    /// bounded; the speed itself is measured in bench/results/scan.md).
     /// The text survives, and the deadline is not what ends it.
     #[test]
     fn deeply_nested_html_parses_whole() {
