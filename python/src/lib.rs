@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use neardup_core::Greedy;
 use neardup_core::{write_saved_index, FormatError, Header, Reader, SavedItem};
 use neardup_core::{
-    Config, Fingerprint, Fingerprinter as CoreFingerprinter, MemoryIndex, Normalizer, Params, ShingleKind,
+    Config, Fingerprint, Fingerprinter as CoreFingerprinter, Match, MemoryIndex, Normalizer, Params, ShingleKind,
     SignatureScheme,
 };
 use numpy::{PyArray1, ToPyArray};
@@ -206,8 +206,12 @@ impl Index {
     /// Verified live items for `fp` at or above the threshold, best first.
     fn matches(&self, fp: &Fingerprint) -> PyResult<Vec<(String, f64)>> {
         let cands = self.index.candidates(fp, None).map_err(value_error)?;
-        let found = self.index.verify(fp, &cands.ids, self.index.params().threshold());
-        Ok(found.into_iter().filter_map(|m| Some((self.ids.get(m.id as usize)?.clone()?, m.score))).collect())
+        Ok(self.named(&self.index.verify(fp, &cands.ids, self.index.params().threshold())))
+    }
+
+    /// Matches as `(item_id, score)`, those of removed items left out.
+    fn named(&self, found: &[Match]) -> Vec<(String, f64)> {
+        found.iter().filter_map(|m| Some((self.ids.get(m.id as usize)?.clone()?, m.score))).collect()
     }
 
     fn add_one(&mut self, item_id: String, text: &str) -> PyResult<Vec<(String, f64)>> {
@@ -436,14 +440,11 @@ fn exact_pairs(py: Python<'_>, sets: Vec<Vec<u64>>, threshold: f64) -> PyResult<
 }
 
 /// The batch decision rule of `neardup dedup`, for `neardup.dedup`: the
-/// core's [`Greedy`], the one implementation both call.
+/// core's [`Greedy`], the one implementation both call, over an [`Index`].
 #[pyclass(module = "neardup", name = "_Dedup")]
 pub struct Dedup {
-    fingerprinter: CoreFingerprinter,
-    index: MemoryIndex,
+    inner: Index,
     rule: Greedy,
-    ids: Vec<String>,
-    by_id: HashMap<String, u32>,
 }
 
 /// One record's outcome: kept, duplicate_of, its score, every match.
@@ -455,14 +456,7 @@ impl Dedup {
     /// `Index`, so that the parameters and their defaults are written once).
     #[new]
     fn new(like: PyRef<'_, Index>) -> PyResult<Self> {
-        let p = like.index.params().clone();
-        Ok(Dedup {
-            fingerprinter: CoreFingerprinter::new(p.clone()).map_err(value_error)?,
-            index: MemoryIndex::new(p),
-            rule: Greedy::new(),
-            ids: Vec::new(),
-            by_id: HashMap::new(),
-        })
+        Ok(Dedup { inner: Index::empty(like.index.params().clone())?, rule: Greedy::new() })
     }
 
     /// Decides `(item_id, text)` pairs in order, each against every earlier
@@ -471,26 +465,26 @@ impl Dedup {
     fn add_many(&mut self, py: Python<'_>, items: Vec<(String, String)>) -> PyResult<Vec<Outcome>> {
         let mut fresh = std::collections::HashSet::new();
         for (id, _) in &items {
-            if self.by_id.contains_key(id) || !fresh.insert(id.as_str()) {
+            if self.inner.by_id.contains_key(id) || !fresh.insert(id.as_str()) {
                 return Err(value_error(format!("item id {id:?} was seen before; ids must be unique")));
             }
         }
         py.detach(|| {
+            let inner = &mut self.inner;
             let mut added = Vec::with_capacity(items.len());
             for (id, text) in items {
-                let n = self.index.insert(self.fingerprinter.fingerprint(&text)).map_err(value_error)?;
-                self.by_id.insert(id.clone(), n);
-                self.ids.push(id);
+                let n = inner.index.insert(inner.fingerprinter.fingerprint(&text)).map_err(value_error)?;
+                inner.name(id, n);
                 added.push(n);
             }
-            let name = |ids: &[String], id: u32| ids[id as usize].clone();
             Ok(added
                 .into_iter()
                 .map(|n| {
-                    let look = Greedy::look(&self.index, n);
-                    let d = self.rule.decide(&self.index, n, look, &mut |_| {});
-                    let matches = d.matches.iter().map(|m| (name(&self.ids, m.id), m.score)).collect();
-                    (d.kept, d.duplicate_of.map(|m| name(&self.ids, m.id)), d.duplicate_of.map(|m| m.score), matches)
+                    let look = Greedy::look(&inner.index, n);
+                    let d = self.rule.decide(&inner.index, n, look, &mut |_| {});
+                    let best = d.duplicate_of.and_then(|m| inner.named(&[m]).pop());
+                    let (dup, score) = best.map_or((None, None), |(id, score)| (Some(id), Some(score)));
+                    (d.kept, dup, score, inner.named(&d.matches))
                 })
                 .collect())
         })
