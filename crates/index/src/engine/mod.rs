@@ -317,7 +317,7 @@ impl Engine {
     /// stall the log's fsyncs for as long as a test needs.
     #[cfg(any(test, feature = "fault-injection"))]
     pub fn log_fsync_gate(&self) -> crate::fault::Gate {
-        self.wal.fsync_gate().unwrap_or_default()
+        self.wal.fsync_gate()
     }
 
     /// Bytes in the command log.

@@ -361,8 +361,8 @@ impl Wal {
 
     /// Fault injection: the gate every later fsync first passes.
     #[cfg(any(test, feature = "fault-injection"))]
-    pub(crate) fn fsync_gate(&self) -> Option<crate::fault::Gate> {
-        self.writer.lock().ok().map(|w| w.fsync_stall.gate.clone())
+    pub(crate) fn fsync_gate(&self) -> crate::fault::Gate {
+        self.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner).fsync_stall.gate.clone()
     }
 
     /// Test hook: the next fsync fails.
