@@ -97,121 +97,120 @@ settings! {
     #[derive(Debug, Clone, Default, PartialEq, Deserialize, clap::Args)]
     #[serde(deny_unknown_fields)]
     pub struct ServeSettings {
-    /// Address to listen on, IP:PORT (port 0 picks a free one; the address
-    /// is printed as `listening on ADDR`). [default: 127.0.0.1:8080]
-    #[arg(long, env = "NEARDUP_LISTEN", value_name = "ADDR")]
-    pub listen: Option<String>,
+        /// Address to listen on, IP:PORT (port 0 picks a free one; the address
+        /// is printed as `listening on ADDR`). [default: 127.0.0.1:8080]
+        #[arg(long, env = "NEARDUP_LISTEN", value_name = "ADDR")]
+        pub listen: Option<String>,
 
-    /// Directory for the command log, snapshots, item store and keys.json.
-    /// [default: ./neardup-data]
-    #[arg(long, env = "NEARDUP_DATA_DIR", value_name = "DIR")]
-    pub data_dir: Option<PathBuf>,
+        /// Directory for the command log, snapshots, item store and keys.json.
+        /// [default: ./neardup-data]
+        #[arg(long, env = "NEARDUP_DATA_DIR", value_name = "DIR")]
+        pub data_dir: Option<PathBuf>,
 
-    /// When the command log is fsynced. `always`: before every
-    /// acknowledgement (an acknowledged write survives power loss);
-    /// `everysec`: once a second (power loss or kernel crash loses up to
-    /// ~1 s of acknowledged writes; a process crash loses nothing);
-    /// `os`: left to the OS (up to ~30 s on power loss). [default: always]
-    #[arg(long, env = "NEARDUP_FSYNC", value_name = "POLICY", value_parser = FsyncSetting::parse)]
-    pub fsync: Option<FsyncSetting>,
+        /// When the command log is fsynced. `always`: before every
+        /// acknowledgement (an acknowledged write survives power loss);
+        /// `everysec`: once a second (power loss or kernel crash loses up to
+        /// ~1 s of acknowledged writes; a process crash loses nothing);
+        /// `os`: left to the OS (up to ~30 s on power loss). [default: always]
+        #[arg(long, env = "NEARDUP_FSYNC", value_name = "POLICY", value_parser = FsyncSetting::parse)]
+        pub fsync: Option<FsyncSetting>,
 
-    /// Item store: `fjall` (on disk) or `memory` (rebuilt from snapshots
-    /// and the log at start). [default: fjall]
-    #[arg(long, env = "NEARDUP_STORE", value_name = "KIND", value_parser = StoreSetting::parse)]
-    pub store: Option<StoreSetting>,
+        /// Item store: `fjall` (on disk) or `memory` (rebuilt from snapshots
+        /// and the log at start). [default: fjall]
+        #[arg(long, env = "NEARDUP_STORE", value_name = "KIND", value_parser = StoreSetting::parse)]
+        pub store: Option<StoreSetting>,
 
-    /// Largest JSON request body in bytes; checked from Content-Length
-    /// before the body is read. [default: 8388608]
-    #[arg(long, env = "NEARDUP_MAX_BODY_BYTES", value_name = "N")]
-    pub max_body_bytes: Option<u64>,
+        /// Largest JSON request body in bytes; checked from Content-Length
+        /// before the body is read. [default: 8388608]
+        #[arg(long, env = "NEARDUP_MAX_BODY_BYTES", value_name = "N")]
+        pub max_body_bytes: Option<u64>,
 
-    /// Largest snapshot upload in bytes. [default: 1073741824]
-    #[arg(long, env = "NEARDUP_MAX_SNAPSHOT_BYTES", value_name = "N")]
-    pub max_snapshot_bytes: Option<u64>,
+        /// Largest snapshot upload in bytes. [default: 1073741824]
+        #[arg(long, env = "NEARDUP_MAX_SNAPSHOT_BYTES", value_name = "N")]
+        pub max_snapshot_bytes: Option<u64>,
 
-    /// Whole-request timeout in milliseconds (408 after it; a write may
-    /// still have been applied: retry with the same idempotency key).
-    /// [default: 30000]
-    #[arg(long, env = "NEARDUP_REQUEST_TIMEOUT_MS", value_name = "MS")]
-    pub request_timeout_ms: Option<u64>,
+        /// Whole-request timeout in milliseconds (408 after it; a write may
+        /// still have been applied: retry with the same idempotency key).
+        /// [default: 30000]
+        #[arg(long, env = "NEARDUP_REQUEST_TIMEOUT_MS", value_name = "MS")]
+        pub request_timeout_ms: Option<u64>,
 
-    /// Sustained requests per second per tenant (429 + Retry-After above).
-    /// [default: 5000]
-    #[arg(long, env = "NEARDUP_RATE_LIMIT_RPS", value_name = "N")]
-    pub rate_limit_rps: Option<f64>,
+        /// Sustained requests per second per tenant (429 + Retry-After above).
+        /// [default: 5000]
+        #[arg(long, env = "NEARDUP_RATE_LIMIT_RPS", value_name = "N")]
+        pub rate_limit_rps: Option<f64>,
 
-    /// Request burst per tenant. [default: 10000]
-    #[arg(long, env = "NEARDUP_RATE_LIMIT_BURST", value_name = "N")]
-    pub rate_limit_burst: Option<f64>,
+        /// Request burst per tenant. [default: 10000]
+        #[arg(long, env = "NEARDUP_RATE_LIMIT_BURST", value_name = "N")]
+        pub rate_limit_burst: Option<f64>,
 
-    /// Sustained request-body bytes per second per tenant. [default: 67108864]
-    #[arg(long, env = "NEARDUP_BYTE_QUOTA_PER_SEC", value_name = "N")]
-    pub byte_quota_per_sec: Option<u64>,
+        /// Sustained request-body bytes per second per tenant. [default: 67108864]
+        #[arg(long, env = "NEARDUP_BYTE_QUOTA_PER_SEC", value_name = "N")]
+        pub byte_quota_per_sec: Option<u64>,
 
-    /// Request-body byte burst per tenant. [default: 134217728]
-    #[arg(long, env = "NEARDUP_BYTE_QUOTA_BURST", value_name = "N")]
-    pub byte_quota_burst: Option<u64>,
+        /// Request-body byte burst per tenant. [default: 134217728]
+        #[arg(long, env = "NEARDUP_BYTE_QUOTA_BURST", value_name = "N")]
+        pub byte_quota_burst: Option<u64>,
 
-    /// File with the 32-byte snapshot encryption key (raw or 64 hex
-    /// characters); snapshots at rest and downloaded are then encrypted
-    /// and clear ones are refused.
-    #[arg(long, env = "NEARDUP_SNAPSHOT_KEY_FILE", value_name = "FILE")]
-    pub snapshot_key_file: Option<PathBuf>,
+        /// File with the 32-byte snapshot encryption key (raw or 64 hex
+        /// characters); snapshots at rest and downloaded are then encrypted
+        /// and clear ones are refused.
+        #[arg(long, env = "NEARDUP_SNAPSHOT_KEY_FILE", value_name = "FILE")]
+        pub snapshot_key_file: Option<PathBuf>,
 
-    /// File holding the operator token (used when NEARDUP_ADMIN_TOKEN is
-    /// unset). At least 16 characters.
-    #[arg(long, env = "NEARDUP_ADMIN_TOKEN_FILE", value_name = "FILE")]
-    pub admin_token_file: Option<PathBuf>,
+        /// File holding the operator token (used when NEARDUP_ADMIN_TOKEN is
+        /// unset). At least 16 characters.
+        #[arg(long, env = "NEARDUP_ADMIN_TOKEN_FILE", value_name = "FILE")]
+        pub admin_token_file: Option<PathBuf>,
 
-    /// Seconds between automatic checkpoints (snapshot every tenant, trim
-    /// the log); 0 disables them. [default: 300]
-    #[arg(long, env = "NEARDUP_CHECKPOINT_INTERVAL_SECS", value_name = "SECS")]
-    pub checkpoint_interval_secs: Option<u64>,
+        /// Seconds between automatic checkpoints (snapshot every tenant, trim
+        /// the log); 0 disables them. [default: 300]
+        #[arg(long, env = "NEARDUP_CHECKPOINT_INTERVAL_SECS", value_name = "SECS")]
+        pub checkpoint_interval_secs: Option<u64>,
 
-    /// Snapshots kept per tenant. [default: 2]
-    #[arg(long, env = "NEARDUP_KEEP_SNAPSHOTS", value_name = "N")]
-    pub keep_snapshots: Option<usize>,
+        /// Snapshots kept per tenant. [default: 2]
+        #[arg(long, env = "NEARDUP_KEEP_SNAPSHOTS", value_name = "N")]
+        pub keep_snapshots: Option<usize>,
 
-    /// Log format on stderr: `json` or `text` (filter with NEARDUP_LOG,
-    /// e.g. `info,neardup_server=debug`). [default: json]
-    #[arg(long, env = "NEARDUP_LOG_FORMAT", value_name = "FORMAT")]
-    pub log_format: Option<String>,
+        /// Log format on stderr: `json` or `text` (filter with NEARDUP_LOG,
+        /// e.g. `info,neardup_server=debug`). [default: json]
+        #[arg(long, env = "NEARDUP_LOG_FORMAT", value_name = "FORMAT")]
+        pub log_format: Option<String>,
 
-    /// Cluster mode: join the NATS JetStream cluster at these servers
-    /// (comma-separated `nats://HOST:PORT`); writes go through its
-    /// replicated stream and every node is a replica. See docs/cluster.md.
-    #[arg(long, env = "NEARDUP_CLUSTER", value_name = "URLS")]
-    pub cluster: Option<String>,
+        /// Cluster mode: join the NATS JetStream cluster at these servers
+        /// (comma-separated `nats://HOST:PORT`); writes go through its
+        /// replicated stream and every node is a replica. See docs/cluster.md.
+        #[arg(long, env = "NEARDUP_CLUSTER", value_name = "URLS")]
+        pub cluster: Option<String>,
 
-    /// This node's id in the cluster ([A-Za-z0-9_-], up to 64).
-    #[arg(long, env = "NEARDUP_NODE_ID", value_name = "ID")]
-    pub node_id: Option<String>,
+        /// This node's id in the cluster ([A-Za-z0-9_-], up to 64).
+        #[arg(long, env = "NEARDUP_NODE_ID", value_name = "ID")]
+        pub node_id: Option<String>,
 
-    /// Cluster mode: seconds between snapshot sets written to the
-    /// cluster's object store, from which new nodes start and behind
-    /// which the stream is trimmed; written by whichever node finds the
-    /// newest set older than this (0 = never). [default: 600]
-    #[arg(long, env = "NEARDUP_CLUSTER_SNAPSHOT_SECS", value_name = "SECS")]
-    pub cluster_snapshot_secs: Option<u64>,
+        /// Cluster mode: seconds between snapshot sets written to the
+        /// cluster's object store, from which new nodes start and behind
+        /// which the stream is trimmed; written by whichever node finds the
+        /// newest set older than this (0 = never). [default: 600]
+        #[arg(long, env = "NEARDUP_CLUSTER_SNAPSHOT_SECS", value_name = "SECS")]
+        pub cluster_snapshot_secs: Option<u64>,
 
-    /// Cluster mode: tenants are spread over this many partitions, each
-    /// its own replicated stream (the same count on every node; 1..=256).
-    /// [default: 1, every node a full replica]
-    #[arg(long, env = "NEARDUP_PARTITIONS", value_name = "N")]
-    pub partitions: Option<u32>,
+        /// Cluster mode: tenants are spread over this many partitions, each
+        /// its own replicated stream (the same count on every node; 1..=256).
+        /// [default: 1, every node a full replica]
+        #[arg(long, env = "NEARDUP_PARTITIONS", value_name = "N")]
+        pub partitions: Option<u32>,
 
-    /// Cluster mode: the partitions this node serves, e.g. `0,2-3`;
-    /// requests for tenants of other partitions are redirected (307) to a
-    /// node that serves them. [default: all]
-    #[arg(long, env = "NEARDUP_SERVE_PARTITIONS", value_name = "LIST")]
-    pub serve_partitions: Option<String>,
+        /// Cluster mode: the partitions this node serves, e.g. `0,2-3`;
+        /// requests for tenants of other partitions are redirected (307) to a
+        /// node that serves them. [default: all]
+        #[arg(long, env = "NEARDUP_SERVE_PARTITIONS", value_name = "LIST")]
+        pub serve_partitions: Option<String>,
 
-    /// Cluster mode: the URL clients reach this node at
-    /// (`http://HOST:PORT`), given to other nodes for their redirects.
-    /// [default: http://LISTEN when --listen is not a wildcard address]
-    #[arg(long, env = "NEARDUP_ADVERTISE_URL", value_name = "URL")]
-    pub advertise_url: Option<String>,
-
+        /// Cluster mode: the URL clients reach this node at
+        /// (`http://HOST:PORT`), given to other nodes for their redirects.
+        /// [default: http://LISTEN when --listen is not a wildcard address]
+        #[arg(long, env = "NEARDUP_ADVERTISE_URL", value_name = "URL")]
+        pub advertise_url: Option<String>,
 
         /// The operator token: from NEARDUP_ADMIN_TOKEN only (never a flag,
         /// never in the file), so it stays out of process listings.
