@@ -164,28 +164,65 @@ pub(crate) fn check_tenant_id(id: &str) -> Result<()> {
     Ok(())
 }
 
-/// Checks an item id: 1..=256 bytes, no control characters, and none of
-/// the invisible characters that make two different ids look the same or
-/// reorder how an id is shown (bidirectional overrides and isolates,
-/// zero-width spaces and joiners, the byte-order mark, the soft hyphen).
+/// Checks an item id: 1..=256 bytes, and no character that cannot be seen
+/// (see [`refused_in_item_id`]), so that two different ids never look the
+/// same and an id is never shown reordered.
 pub(crate) fn check_item_id(id: &str) -> Result<()> {
     if id.is_empty() || id.len() > MAX_ITEM_ID {
         return Err(Error::input("item_id", format!("must be 1..={MAX_ITEM_ID} bytes")));
     }
-    if id.chars().any(char::is_control) {
-        return Err(Error::input("item_id", "control characters are not allowed"));
-    }
-    let invisible = |c: char| {
-        matches!(c, '\u{00AD}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}')
-            || matches!(c, '\u{2066}'..='\u{2069}' | '\u{FEFF}')
-    };
-    if let Some(c) = id.chars().find(|&c| invisible(c)) {
-        return Err(Error::input(
-            "item_id",
-            format!("invisible formatting character U+{:04X} (bidi control or zero-width) is not allowed", c as u32),
-        ));
+    if let Some((at, c, why)) = id.char_indices().find_map(|(at, c)| refused_in_item_id(c).map(|why| (at, c, why))) {
+        return Err(Error::input("item_id", format!("U+{:04X} at byte {at} is not allowed: {why}", c as u32)));
     }
     Ok(())
+}
+
+/// Why `c` may not stand in an item id, or `None` when it may: control
+/// characters (Unicode general category `Cc`), format characters (`Cf`:
+/// bidirectional controls, zero-width characters, the byte-order mark, the
+/// soft hyphen, tag characters, ...), the line and paragraph separators
+/// (`Zl`, `Zp`), and the other default-ignorable or blank code points
+/// (fillers, variation selectors, the combining grapheme joiner, the
+/// blank braille pattern). The categories come from the
+/// `unicode-properties` tables; letters, marks, digits, punctuation,
+/// symbols (emoji included) and spaces (`Zs`) are allowed.
+fn refused_in_item_id(c: char) -> Option<&'static str> {
+    use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+    match c.general_category() {
+        GeneralCategory::Control => Some("control characters (Unicode category Cc) are not allowed"),
+        GeneralCategory::Format => Some(
+            "invisible formatting characters (Unicode category Cf: bidirectional controls, zero-width \
+             characters, tags, ...) are not allowed",
+        ),
+        GeneralCategory::LineSeparator => Some("the line separator (Unicode category Zl) is not allowed"),
+        GeneralCategory::ParagraphSeparator => Some("the paragraph separator (Unicode category Zp) is not allowed"),
+        _ if is_other_invisible(c) => Some(
+            "invisible characters (fillers, variation selectors, the combining grapheme joiner, \
+             the blank braille pattern, reserved default-ignorable code points) are not allowed",
+        ),
+        _ => None,
+    }
+}
+
+/// Code points outside `Cc`, `Cf`, `Zl` and `Zp` that show nothing: the
+/// rest of Unicode's `Default_Ignorable_Code_Point` (which the
+/// `unicode-properties` crate does not carry) and U+2800, which renders
+/// blank.
+fn is_other_invisible(c: char) -> bool {
+    matches!(
+        c,
+        '\u{034F}' // COMBINING GRAPHEME JOINER
+            | '\u{115F}' | '\u{1160}' // HANGUL CHOSEONG / JUNGSEONG FILLER
+            | '\u{17B4}' | '\u{17B5}' // KHMER VOWEL INHERENT AQ / AA
+            | '\u{180B}'..='\u{180F}' // MONGOLIAN FREE VARIATION SELECTORS, VOWEL SEPARATOR
+            | '\u{2065}' // reserved, default-ignorable
+            | '\u{2800}' // BRAILLE PATTERN BLANK
+            | '\u{3164}' // HANGUL FILLER
+            | '\u{FE00}'..='\u{FE0F}' // VARIATION SELECTORS
+            | '\u{FFA0}' // HALFWIDTH HANGUL FILLER
+            | '\u{FFF0}'..='\u{FFF8}' // reserved, default-ignorable
+            | '\u{E0000}'..='\u{E0FFF}' // tags, VARIATION SELECTORS SUPPLEMENT, reserved
+    )
 }
 
 #[cfg(test)]
@@ -227,5 +264,72 @@ mod tests {
         }
         assert!(check_item_id("café-ü-日本").is_ok());
         assert!(check_item_id(&"x".repeat(257)).is_err());
+    }
+
+    /// Issue 45 item 10: every format character (Cf) and both separators
+    /// (Zl, Zp) is refused, wherever it stands, and the error names it.
+    #[test]
+    fn every_format_and_separator_character_refused() {
+        use unicode_properties::{GeneralCategory, UnicodeGeneralCategory};
+        let mut tried = 0;
+        for c in (0..=0x10FFFFu32).filter_map(char::from_u32) {
+            let code = match c.general_category() {
+                GeneralCategory::Format => "Cf",
+                GeneralCategory::LineSeparator => "Zl",
+                GeneralCategory::ParagraphSeparator => "Zp",
+                _ => continue,
+            };
+            tried += 1;
+            let name = format!("U+{:04X}", c as u32);
+            for id in [format!("a{c}b"), format!("{c}a"), format!("a{c}"), c.to_string()] {
+                let e = check_item_id(&id).expect_err(&name).to_string();
+                assert!(e.contains(&name) && e.contains(code), "{name}: {e}");
+            }
+        }
+        // Unicode 15.1 has 170 Cf code points; the crate's table must not be empty.
+        assert!(tried >= 160, "only {tried} Cf/Zl/Zp code points");
+    }
+
+    /// Invisible or blank code points outside Cf (default-ignorable fillers,
+    /// variation selectors, the combining grapheme joiner, the blank braille
+    /// pattern) are refused too, with the reason.
+    #[test]
+    fn other_invisible_characters_refused() {
+        let mut invisible = vec!['\u{034F}', '\u{115F}', '\u{1160}', '\u{17B4}', '\u{17B5}', '\u{2065}', '\u{2800}'];
+        invisible.extend(['\u{3164}', '\u{FFA0}', '\u{FFF0}', '\u{FFF8}', '\u{E0000}', '\u{E0FFF}']);
+        invisible.extend(('\u{180B}'..='\u{180F}').chain('\u{FE00}'..='\u{FE0F}').chain('\u{E0100}'..='\u{E01EF}'));
+        // The issue's examples: Arabic letter mark, the separators, a tag.
+        invisible.extend(['\u{061C}', '\u{2028}', '\u{2029}', '\u{E0041}', '\u{E007F}']);
+        for c in invisible {
+            let name = format!("U+{:04X}", c as u32);
+            let e = check_item_id(&format!("id{c}x")).expect_err(&name).to_string();
+            assert!(e.contains(&name) && (e.contains("invisible") || e.contains("separator")), "{name}: {e}");
+        }
+    }
+
+    /// Ordinary visible text in any script stays a valid id.
+    #[test]
+    fn visible_text_in_any_script_accepted() {
+        for id in [
+            "café-Ü-Ångström-ñ-Øre",
+            "cafe\u{0301}",
+            "日本語の文書-42",
+            "中文文档_七",
+            "문서-2024",
+            "مستند-١٢",
+            "العربية",
+            "מסמך-7",
+            "שָׁלוֹם",
+            "दस्तावेज़-३",
+            "हिन्दी",
+            "เอกสาร",
+            "Ελληνικά",
+            "Документ №5",
+            "🦀-👍🏽-🇫🇷-🎉",
+            "report 2024 (final).pdf",
+            "a/b:c@d#e?f=g&h",
+        ] {
+            assert!(check_item_id(id).is_ok(), "{id:?}: {:?}", check_item_id(id));
+        }
     }
 }
