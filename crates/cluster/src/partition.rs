@@ -88,6 +88,13 @@ pub fn tenant_subject(p: Partition, tenant: &str) -> String {
     format!("{}{}", p.subject_prefix(), tenant.replace('.', "~"))
 }
 
+/// The tenant whose subject `subject` is, in partition `p` (`None`: not a
+/// tenant subject of `p`). Tenant ids never hold `~`, so the mapping of
+/// [`tenant_subject`] is undone exactly.
+pub fn subject_tenant(p: Partition, subject: &str) -> Option<String> {
+    subject.strip_prefix(&p.subject_prefix()).filter(|t| !t.is_empty()).map(|t| t.replace('~', "."))
+}
+
 /// 64-bit FNV-1a of `bytes`: small, and fixed forever (a tenant's
 /// partition must not move when a hash library changes).
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {

@@ -28,9 +28,15 @@ impl NatsProposer {
         let subject = tenant_subject(self.partition, tenant);
         let payload = bytes::Bytes::copy_from_slice(payload);
         let deadline = tokio::time::Instant::now() + self.timeout;
+        // The stream is asked to refuse the entry unless the tenant's last
+        // entry there is `after`. Once a trim removed the tenant's entries
+        // up to `after`, the stream shows an older last entry (or none) for
+        // the tenant: the entry is then proposed after that one, and the
+        // replicas' own `after` check stays the rule.
+        let mut expected = after;
         loop {
             let publish =
-                jetstream::context::Publish::build().payload(payload.clone()).expected_last_subject_sequence(after);
+                jetstream::context::Publish::build().payload(payload.clone()).expected_last_subject_sequence(expected);
             let ack = async {
                 let fut = self.js.send_publish(subject.clone(), publish).await?;
                 fut.await
@@ -48,6 +54,10 @@ impl NatsProposer {
             match e.kind() {
                 K::WrongLastSequence => {
                     let last = self.last_of(&subject).await?;
+                    if last < expected && expected == after {
+                        expected = last;
+                        continue;
+                    }
                     return Err(EngineError::log_conflict(tenant, last));
                 }
                 // No responders: the stream has no leader right now (an

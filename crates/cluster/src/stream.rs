@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
 use futures_util::StreamExt;
-use neardup_index::Engine;
+use neardup_index::{Engine, ReplicatedEntry};
 
 use crate::error::ClusterError;
 use crate::nats::retry;
-use crate::partition::Partition;
+use crate::partition::{subject_tenant, Partition};
 
 /// What the applier has done, for readiness and metrics.
 #[derive(Debug, Default)]
@@ -26,6 +26,13 @@ pub struct ApplierState {
     pub failed: Mutex<Option<String>>,
     /// Commands applied since the node started.
     pub applied_total: AtomicU64,
+    /// Entries skipped since the node started: not a command of the
+    /// tenant whose subject they were published to (see
+    /// [`Engine::apply_replicated`]).
+    pub skipped_total: AtomicU64,
+    /// Positions found missing from the stream (deleted entries) since the
+    /// node started: read past, and reported.
+    pub gap_positions_total: AtomicU64,
 }
 
 /// The stream of `partition`, created if missing.
@@ -66,20 +73,30 @@ pub(crate) fn spawn_applier(
     from: u64,
     partition: Partition,
 ) -> tokio::task::AbortHandle {
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, bytes::Bytes)>(1024);
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, async_nats::Subject, bytes::Bytes)>(1024);
     let apply_state = Arc::clone(&state);
     std::thread::Builder::new()
         .name(format!("neardup-applier-{}", partition.index))
         .spawn(move || {
-            while let Some((seq, payload)) = rx.blocking_recv() {
-                let result = engine.apply_replicated(seq, &payload);
-                apply_state.applied_total.fetch_add(1, Ordering::Relaxed);
-                if let Err(e) = result {
-                    tracing::error!(seq, error = %e, "a command of the stream could not be applied; this node stops applying");
-                    if let Ok(mut f) = apply_state.failed.lock() {
-                        *f = Some(format!("command {seq} could not be applied: {e}"));
+            while let Some((seq, subject, payload)) = rx.blocking_recv() {
+                // The stream takes only this partition's tenant subjects; an
+                // entry under any other subject is nobody's command.
+                let tenant = subject_tenant(partition, &subject).unwrap_or_default();
+                match engine.apply_replicated(seq, &tenant, &payload) {
+                    Ok(ReplicatedEntry::Applied) => {
+                        apply_state.applied_total.fetch_add(1, Ordering::Relaxed);
                     }
-                    return;
+                    Ok(ReplicatedEntry::Skipped(reason)) => {
+                        apply_state.skipped_total.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!(seq, %subject, %reason, "skipped an entry of the stream that is not a command");
+                    }
+                    Err(e) => {
+                        tracing::error!(seq, error = %e, "a command of the stream could not be applied; this node stops applying");
+                        if let Ok(mut f) = apply_state.failed.lock() {
+                            *f = Some(format!("command {seq} could not be applied: {e}"));
+                        }
+                        return;
+                    }
                 }
             }
         })
@@ -105,17 +122,44 @@ pub(crate) fn spawn_applier(
     .abort_handle()
 }
 
+/// Positions `from..to` were not delivered. Trimmed (the stream now
+/// starts past `from`): applying on would diverge, an error starting with
+/// [`TRIMMED`]. Deleted one by one (each is missing from the stream): no
+/// node can read them, so every node reads past them alike; counted and
+/// logged. Still there (a delivery that skipped): an error, and the read
+/// starts again where it stopped.
+async fn account_for_gap(stream: &mut stream::Stream, from: u64, to: u64, state: &ApplierState) -> Result<(), String> {
+    let first = stream.info().await.map_err(|e| format!("reading the stream: {e}"))?.state.first_sequence;
+    if first > from {
+        return Err(format!(
+            "{TRIMMED}: this node needed command {from} but the stream now starts at {first}; restart it with an \
+             empty data directory (it then starts from the newest snapshot set)"
+        ));
+    }
+    // A bounded look: a gap wider than this is taken on the first ones' word.
+    for seq in (from..to).take(64) {
+        match stream.get_raw_message(seq).await {
+            Err(e) if e.kind() == stream::LastRawMessageErrorKind::NoMessageFound => {}
+            Ok(_) => return Err(format!("delivery gap: command {seq} is in the stream but was not delivered")),
+            Err(e) => return Err(format!("checking a delivery gap at {seq}: {e}")),
+        }
+    }
+    state.gap_positions_total.fetch_add(to - from, Ordering::Relaxed);
+    tracing::error!(from, to = to - 1, "positions of the stream are missing (deleted); read past them");
+    Ok(())
+}
+
 /// How the applier's error begins when the stream was trimmed past it.
 const TRIMMED: &str = "trimmed past this node";
 
 async fn read_stream(
     js: &jetstream::Context,
-    tx: &tokio::sync::mpsc::Sender<(u64, bytes::Bytes)>,
+    tx: &tokio::sync::mpsc::Sender<(u64, async_nats::Subject, bytes::Bytes)>,
     state: &ApplierState,
     from: u64,
     partition: Partition,
 ) -> Result<(), String> {
-    let stream = js.get_stream(partition.stream()).await.map_err(|e| e.to_string())?;
+    let mut stream = js.get_stream(partition.stream()).await.map_err(|e| e.to_string())?;
     // After a retry, resume after what was already handed over.
     let last = state.stream_last_handed.load(Ordering::Relaxed);
     let start = from.max(last + 1);
@@ -140,27 +184,22 @@ async fn read_stream(
         .messages()
         .await
         .map_err(|e| e.to_string())?;
-    let mut expect = None;
+    let mut expect = start;
     while let Some(m) = messages.next().await {
         let m = m.map_err(|e| e.to_string())?;
         let info = m.info().map_err(|e| e.to_string())?;
         let seq = info.stream_sequence;
-        // In order, none missed. Positions are never deleted but by a trim,
-        // so a first message past the start means the commands this node
-        // still needed were trimmed: applying on would diverge.
-        if expect.is_none() && seq > start {
-            return Err(format!(
-                "{TRIMMED}: this node needed command {start} but the stream now starts at {seq}; restart it with an \
-                 empty data directory (it then starts from the newest snapshot set)"
-            ));
+        // In order, none missed: positions the consumer passed over must be
+        // gone from the stream (trimmed, or deleted one by one).
+        if seq > expect {
+            account_for_gap(&mut stream, expect, seq, state).await?;
+        } else if seq < expect {
+            return Err(format!("delivery out of order: expected {expect}, got {seq}"));
         }
-        if expect.is_some_and(|e| seq != e) {
-            return Err(format!("delivery gap: expected {expect:?}, got {seq}"));
-        }
-        expect = Some(seq + 1);
+        expect = seq + 1;
         state.stream_last.fetch_max(seq + info.pending, Ordering::Relaxed);
         state.stream_last_handed.store(seq, Ordering::Relaxed);
-        if tx.send((seq, m.payload.clone())).await.is_err() {
+        if tx.send((seq, m.subject.clone(), m.payload.clone())).await.is_err() {
             return Ok(());
         }
     }

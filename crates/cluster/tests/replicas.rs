@@ -195,6 +195,100 @@ fn restarted_nodes_catch_up_and_a_killed_nats_server_loses_nothing() {
     assert!(b.is_ready(), "not ready: {:?}, lag {}", b.failure(), b.lag());
 }
 
+/// Publishes `payload` straight to the stream under `subject`, as any
+/// process that reaches NATS can; returns its position.
+fn publish_raw(
+    rt: &tokio::runtime::Runtime,
+    js: &async_nats::jetstream::Context,
+    subject: &str,
+    payload: &[u8],
+) -> u64 {
+    rt.block_on(async { js.publish(subject.to_string(), payload.to_vec().into()).await.unwrap().await.unwrap() })
+        .sequence
+}
+
+fn counted(n: &Node) -> (u64, u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    (n.state.skipped_total.load(Relaxed), n.state.gap_positions_total.load(Relaxed))
+}
+
+/// What stopped every node before: an entry that is not a command, an
+/// entry deleted from the stream, and a trim that removed every entry of
+/// an idle tenant. Each is read past alike on every node (counted), every
+/// tenant stays writable, also after restarts, and the replicas agree.
+#[test]
+fn bad_entries_deleted_entries_and_trims_stop_no_node() {
+    let _one = one_cluster();
+    let rt = runtime();
+    let nats = NatsCluster::start(3).unwrap();
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let a = node(&rt, &nats, "a", da.path(), StoreKind::Fjall);
+    let b = node(&rt, &nats, "b", db.path(), StoreKind::Memory);
+    let (ea, eb) = (Arc::clone(&a.engine), Arc::clone(&b.engine));
+    for t in ["t", "idle.one"] {
+        ea.create_tenant(t, TenantConfig::new(Config::seed_example())).unwrap();
+    }
+    ea.upsert("idle.one", Item::text("only", text(7))).unwrap();
+    for i in 0..5 {
+        ea.upsert("t", Item::text(format!("i{i}"), text(i))).unwrap();
+    }
+    let client = rt.block_on(async_nats::connect(nats.urls().split(',').next().unwrap().to_string())).unwrap();
+    let js = async_nats::jetstream::new(client);
+
+    // A 17-byte entry under t's subject, one under a tenant nobody created.
+    let t_subject = neardup_cluster::tenant_subject(Partition::ONLY, "t");
+    publish_raw(&rt, &js, &t_subject, b"seventeen bytes!!");
+    let ghost = publish_raw(&rt, &js, &neardup_cluster::tenant_subject(Partition::ONLY, "ghost"), b"\x01\x02");
+    let lsn = eb.upsert("t", Item::text("after-garbage", text(40))).unwrap().lsn;
+    assert!(lsn > ghost);
+    assert_same(&[&ea, &eb], "t", lsn);
+    for n in [&a, &b] {
+        assert_eq!(counted(n), (2, 0), "{}", n.node_id());
+        assert!(n.is_ready(), "{}: {:?}", n.node_id(), n.failure());
+    }
+
+    // Two snapshot sets trim the stream past idle.one's only entries.
+    let idle_lsn = ea.tenant_lsn("idle.one").unwrap();
+    rt.block_on(a.publish_snapshot()).unwrap();
+    ea.upsert("t", Item::text("between-sets", text(41))).unwrap();
+    rt.block_on(a.publish_snapshot()).unwrap();
+    let mut stream = rt.block_on(js.get_stream(neardup_cluster::STREAM)).unwrap();
+    let first = rt.block_on(stream.info()).unwrap().state.first_sequence;
+    assert!(first > idle_lsn, "the stream starts at {first}, after idle.one's last entry {idle_lsn}");
+    // Writable from either node (it answered log_conflict for ever).
+    let l1 = ea.upsert("idle.one", Item::text("again-a", text(8))).unwrap().lsn;
+    let l2 = eb.upsert("idle.one", Item::text("again-b", text(9))).unwrap().lsn;
+    assert_same(&[&ea, &eb], "idle.one", l1.max(l2));
+
+    // An entry deleted from the stream while node b was down: b, restarted
+    // with an empty directory (from the newest set), reads past the gap.
+    drop((b, eb));
+    let doomed = publish_raw(&rt, &js, &neardup_cluster::tenant_subject(Partition::ONLY, "ghost"), b"doomed");
+    rt.block_on(stream.delete_message(doomed)).unwrap();
+    let lsn = ea.upsert("t", Item::text("after-gap", text(42))).unwrap().lsn;
+    let db = tempfile::tempdir().unwrap();
+    let b = node(&rt, &nats, "b", db.path(), StoreKind::Memory);
+    let eb = Arc::clone(&b.engine);
+    assert_same(&[&ea, &eb], "t", lsn);
+    assert_eq!(counted(&b).1, 1, "the deleted position is counted");
+    assert!(b.is_ready(), "{:?}", b.failure());
+
+    // Node a restarts on its own directory (from its checkpoint, which the
+    // trimmed stream still follows); the idle tenant stays writable.
+    ea.checkpoint().unwrap();
+    drop((a, ea));
+    let a = node(&rt, &nats, "a", da.path(), StoreKind::Fjall);
+    let ea = Arc::clone(&a.engine);
+    ea.wait_applied("t", lsn, WAIT).unwrap();
+    let l = ea.upsert("idle.one", Item::text("after-restart", text(10))).unwrap().lsn;
+    assert_same(&[&ea, &eb], "idle.one", l);
+    assert_same(&[&ea, &eb], "t", l);
+    for e in [&ea, &eb] {
+        assert_eq!(e.live_ids("idle.one").unwrap().len(), 4);
+    }
+    assert!(a.is_ready() && b.is_ready());
+}
+
 /// Snapshot sets in the object store: a node with an empty data directory
 /// starts from the newest set and the stream tail; the stream is trimmed
 /// behind the oldest set kept; a node whose checkpoints fall behind the

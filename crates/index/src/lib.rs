@@ -54,7 +54,7 @@ pub use decision::{
 };
 pub use engine::{
     seed_replica, Answer, CheckpointReport, Comparison, Edge, Engine, EngineOptions, Estimate, LabelEvaluation, Lead,
-    Member, Neighbourhood, Proposer, Query, QueuedItem, RecoveryReport, ReviewQueue, Side, Spawn, StoreKind,
+    Member, Neighbourhood, Proposer, Query, QueuedItem, ReplicatedEntry, RecoveryReport, ReviewQueue, Side, Spawn, StoreKind,
     TenantStats, TextRun, MAX_EVALUATED_PAIRS, MAX_NEIGHBOURHOOD,
 };
 pub use error::{Error, ErrorKind, Result};

@@ -167,6 +167,11 @@ pub struct ClusterGauges {
     pub lag: u64,
     /// Commands applied since the process started.
     pub applied_total: u64,
+    /// Entries skipped since the process started (not a command of their
+    /// tenant's subject).
+    pub skipped_total: u64,
+    /// Stream positions found deleted since the process started.
+    pub gap_positions_total: u64,
     /// The applier runs (it stops on a command it cannot apply).
     pub applying: bool,
     /// Seconds since the newest snapshot set in the object store.
@@ -212,7 +217,7 @@ impl ClusterGauges {
         format!("node=\"{}\",partition=\"{}\"", escape(&self.node), escape(&self.partition))
     }
 
-    fn rows(&self) -> [(&'static str, &'static str, &'static str, Option<f64>); 8] {
+    fn rows(&self) -> [(&'static str, &'static str, &'static str, Option<f64>); 10] {
         [
             (
                 "neardup_cluster_applied_position",
@@ -237,6 +242,18 @@ impl ClusterGauges {
                 "counter",
                 "Commands applied since start (rate: the apply rate).",
                 Some(self.applied_total as f64),
+            ),
+            (
+                "neardup_cluster_skipped_entries_total",
+                "counter",
+                "Stream entries skipped since start: not a command of their tenant (garbage, forged or foreign).",
+                Some(self.skipped_total as f64),
+            ),
+            (
+                "neardup_cluster_stream_gap_positions_total",
+                "counter",
+                "Stream positions found deleted since start and read past.",
+                Some(self.gap_positions_total as f64),
             ),
             (
                 "neardup_cluster_applying",
@@ -654,6 +671,8 @@ mod tests {
             stream_last: 100,
             lag: 10,
             applied_total: 40,
+            skipped_total: 1,
+            gap_positions_total: 2,
             applying: true,
             snapshot_age_seconds: None,
             snapshot_position: 0,
@@ -668,6 +687,11 @@ mod tests {
         assert!(text.contains("neardup_cluster_lag_commands{node=\"n1\",partition=\"1/2\"} 3\n"), "{text}");
         assert_eq!(text.matches("# TYPE neardup_cluster_lag_commands gauge").count(), 1, "{text}");
         assert!(text.contains("neardup_cluster_applied_commands_total{node=\"n1\",partition=\"0/1\"} 40\n"), "{text}");
+        assert!(text.contains("neardup_cluster_skipped_entries_total{node=\"n1\",partition=\"0/1\"} 1\n"), "{text}");
+        assert!(
+            text.contains("neardup_cluster_stream_gap_positions_total{node=\"n1\",partition=\"0/1\"} 2\n"),
+            "{text}"
+        );
         // No set yet: the age has no sample (not a fake 0).
         assert!(!text.contains("neardup_cluster_snapshot_age_seconds{"), "{text}");
         assert!(text.contains("neardup_cost_disk_bytes_per_million_items 2000000000\n"), "{text}");

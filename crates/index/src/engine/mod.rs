@@ -47,7 +47,7 @@ use crate::tenant::{ApplyMode, Tenant, TenantCounters};
 use crate::tenant_config::TenantConfig;
 use crate::wal::{FsyncPolicy, LogRepair, Wal};
 use replica::Replica;
-pub use replica::{seed_replica, Proposer};
+pub use replica::{seed_replica, Proposer, ReplicatedEntry};
 pub use review::{
     Comparison, Edge, Estimate, LabelEvaluation, Member, Neighbourhood, QueuedItem, ReviewQueue, Side, TextRun,
     MAX_EVALUATED_PAIRS, MAX_NEIGHBOURHOOD,

@@ -105,6 +105,17 @@ impl Replica {
     }
 }
 
+/// What became of an entry of the replicated log on this node.
+#[derive(Debug)]
+pub enum ReplicatedEntry {
+    /// Applied, refused as planned against a stale state, or applied
+    /// before: the node follows the log.
+    Applied,
+    /// Not a command of its tenant (the error says why): skipped alike on
+    /// every node, to be counted and logged by the caller.
+    Skipped(Error),
+}
+
 /// Log entries this many back are remembered as refused per tenant.
 const REFUSED_KEPT: usize = 4096;
 
@@ -229,33 +240,75 @@ impl Engine {
         Ok(self.tenant(tenant)?.read().map_err(|_| poisoned())?.applied_lsn)
     }
 
-    /// Applies the entry at log position `seq` of the replicated log:
-    /// creates its tenant, applies its command to its tenant, or refuses it
-    /// when it was planned after an entry that is no longer the tenant's
-    /// last. Call with every entry of the log, in order (entries already
-    /// applied, before a reconnect, are skipped). A command that cannot be
-    /// applied stops the node's writes (as in single-node mode) and is
-    /// returned as an error: the node's state no longer follows the log.
-    pub fn apply_replicated(&self, seq: u64, payload: &[u8]) -> Result<()> {
+    /// Applies the entry at log position `seq` of the replicated log, which
+    /// the log filed under `tenant` (its subject): creates its tenant,
+    /// applies its command to its tenant, or refuses it when it was planned
+    /// after an entry that is no longer the tenant's last. Call with every
+    /// entry of the log, in order (entries already applied, before a
+    /// reconnect, are skipped).
+    ///
+    /// An entry that is not a command of `tenant` (it does not decode, is
+    /// sealed with another key, names another tenant, or carries a
+    /// configuration that does not parse) is the entry's fault, the same on
+    /// every node: it is skipped ([`ReplicatedEntry::Skipped`]), and
+    /// `tenant`, if it exists, moves past it unchanged, as past a refused
+    /// entry, so its next write plans after it. A command that cannot be
+    /// applied (the store failed) stops the node's writes, as in
+    /// single-node mode, and is returned as an error: the node's state no
+    /// longer follows the log.
+    pub fn apply_replicated(&self, seq: u64, tenant: &str, payload: &[u8]) -> Result<ReplicatedEntry> {
         let Some(r) = &self.replica else {
             return Err(Error::state("apply_replicated on a single-node engine"));
         };
         if seq <= r.position() {
-            return Ok(());
+            return Ok(ReplicatedEntry::Applied);
         }
-        if let Err(e) = self.apply_replicated_inner(seq, payload) {
-            self.wal.refuse_writes(format!("command {seq} of the replicated log could not be applied ({e})"));
-            return Err(e);
-        }
+        let outcome = match self.decode_entry(tenant, payload) {
+            Ok((after, cmd, created)) => match self.apply_replicated_inner(seq, after, cmd, created) {
+                Ok(()) => ReplicatedEntry::Applied,
+                Err(e) => {
+                    self.wal.refuse_writes(format!("command {seq} of the replicated log could not be applied ({e})"));
+                    return Err(e);
+                }
+            },
+            Err(reason) => {
+                if let Ok(t) = self.tenant(tenant) {
+                    let mut t = t.write().map_err(|_| poisoned())?;
+                    if seq > t.applied_lsn {
+                        refuse(&mut t, seq);
+                    }
+                }
+                ReplicatedEntry::Skipped(reason)
+            }
+        };
         r.advance(seq);
-        Ok(())
+        Ok(outcome)
     }
 
-    fn apply_replicated_inner(&self, seq: u64, payload: &[u8]) -> Result<()> {
+    /// The entry's header and command, checked against the tenant the log
+    /// filed it under (a creation: with its tenant built from its
+    /// configuration); an error says why the entry is not a command.
+    fn decode_entry(&self, tenant: &str, payload: &[u8]) -> Result<(u64, Command, Option<Tenant>)> {
         let (after, command) = split_entry(payload)?;
         let cmd = Command::decode_from_log(command, self.opts.snapshot_key.as_ref())?;
+        if cmd.tenant() != tenant {
+            return Err(Error::corrupt(
+                "replicated log entry",
+                format!("a command of tenant {:?} filed under tenant {tenant:?}", cmd.tenant()),
+            ));
+        }
+        let created = match &cmd {
+            Command::CreateTenant { config_json, .. } => {
+                Some(Tenant::new(tenant, TenantConfig::from_json(config_json)?)?)
+            }
+            _ => None,
+        };
+        Ok((after, cmd, created))
+    }
+
+    fn apply_replicated_inner(&self, seq: u64, after: u64, cmd: Command, created: Option<Tenant>) -> Result<()> {
         let name = cmd.tenant().to_string();
-        if let Command::CreateTenant { config_json, .. } = &cmd {
+        if let Some(mut new) = created {
             let mut map = self.tenants.write().map_err(|_| poisoned())?;
             if let Some(t) = map.get(&name) {
                 // Another creation came first: this one is refused.
@@ -265,20 +318,19 @@ impl Engine {
                 }
                 return Ok(());
             }
-            let mut t = Tenant::new(&name, TenantConfig::from_json(config_json)?)?;
-            t.applied_lsn = seq;
+            new.applied_lsn = seq;
             match self.store.applied_lsn(&name)? {
                 // The store kept this tenant's later commands (applied before
                 // a restart that no checkpoint covered): read its index from
                 // the store and replay only the small state up to there.
                 Some(s) if s >= seq => {
-                    t.store_ahead = s;
-                    t.load_index(&*self.store)?;
+                    new.store_ahead = s;
+                    new.load_index(&*self.store)?;
                 }
                 Some(_) => self.store.clear_tenant(&name)?,
                 None => {}
             }
-            map.insert(name, Arc::new(TenantLock::new(t)));
+            map.insert(name, Arc::new(TenantLock::new(new)));
             return Ok(());
         }
         let Ok(t) = self.tenant(&name) else {

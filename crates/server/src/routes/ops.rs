@@ -90,6 +90,8 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> ApiResult<impl IntoRes
             stream_last: n.state.stream_last.load(std::sync::atomic::Ordering::Relaxed),
             lag: n.lag(),
             applied_total: n.state.applied_total.load(std::sync::atomic::Ordering::Relaxed),
+            skipped_total: n.state.skipped_total.load(std::sync::atomic::Ordering::Relaxed),
+            gap_positions_total: n.state.gap_positions_total.load(std::sync::atomic::Ordering::Relaxed),
             applying: n.failure().is_none(),
             snapshot_age_seconds: n.snapshots.age_seconds(),
             snapshot_position: n.snapshots.newest_position.load(std::sync::atomic::Ordering::Relaxed),
