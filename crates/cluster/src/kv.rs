@@ -8,7 +8,7 @@ use futures_util::StreamExt;
 use tokio::runtime::Handle;
 
 use crate::error::ClusterError;
-use crate::nats::retry;
+use crate::nats::until_answered;
 
 /// Opens bucket `name`, creating it if missing, with `replicas` and
 /// entries aging out after `max_age` (zero: never).
@@ -38,7 +38,7 @@ pub(crate) async fn bucket(
         discard: jetstream::stream::DiscardPolicy::New,
         ..Default::default()
     };
-    retry(20, Duration::from_millis(250), || async {
+    until_answered(|| async {
         js.get_or_create_stream(config.clone()).await.map_err(|e| e.to_string())?;
         js.get_key_value(name).await.map_err(|e| e.to_string())
     })

@@ -37,21 +37,24 @@ impl Connections {
     }
 }
 
-/// Runs `attempt` until it succeeds, at most `times` times, `pause` apart
-/// (right after start a NATS cluster may still be electing its leaders);
-/// the last error when none did.
-pub(crate) async fn retry<T, F, Fut>(times: usize, pause: Duration, mut attempt: F) -> Result<T, String>
+/// Runs `attempt` until NATS answers it, for up to a minute: right after
+/// its servers start (or one restarts), a NATS cluster may still be
+/// electing the leader of the meta layer or of a stream just created, and
+/// answers `no responders` / `no stream found` meanwhile. Every node runs
+/// its set-up (the stream, the buckets, its first registry entry) through
+/// this, so nodes started together in any order all come up.
+pub(crate) async fn until_answered<T, F, Fut>(mut attempt: F) -> Result<T, String>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, String>>,
 {
     let mut last = String::from("no attempt");
-    for _ in 0..times {
+    for _ in 0..120 {
         match attempt().await {
             Ok(v) => return Ok(v),
             Err(e) => last = e,
         }
-        tokio::time::sleep(pause).await;
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     Err(last)
 }

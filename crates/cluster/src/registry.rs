@@ -15,6 +15,7 @@ use futures_util::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{ClusterError, ErrorKind};
+use crate::nats::until_answered;
 use crate::partition::{Layout, Partition};
 use crate::snapshots::now_ms;
 
@@ -111,10 +112,19 @@ pub(crate) async fn join(
         .await?;
     let registry = Registry::default();
     // Current entries first, to check the partition count.
-    let mut keys = kv.keys().await.map_err(|e| ClusterError::jetstream(format!("reading {NODES_BUCKET}"), e))?;
-    while let Some(k) = keys.next().await {
-        let Ok(k) = k else { continue };
-        let Ok(Some(v)) = kv.get(&k).await else { continue };
+    let entries = until_answered(|| async {
+        let mut entries = Vec::new();
+        let mut keys = kv.keys().await.map_err(|e| e.to_string())?;
+        while let Some(k) = keys.next().await {
+            let Ok(k) = k else { continue };
+            let Ok(Some(v)) = kv.get(&k).await else { continue };
+            entries.push(v);
+        }
+        Ok(entries)
+    })
+    .await
+    .map_err(|e| ClusterError::jetstream(format!("reading {NODES_BUCKET}"), e))?;
+    for v in entries {
         let Ok(e) = serde_json::from_slice::<NodeEntry>(&v) else { continue };
         // A node stopped a while ago (perhaps restarted since with another
         // count) does not count; a live one with another count is a
@@ -133,7 +143,11 @@ pub(crate) async fn join(
     }
     let mut me = me;
     let value = me.encode()?;
-    kv.put(&me.node, value).await.map_err(|e| ClusterError::jetstream(format!("writing to {NODES_BUCKET}"), e))?;
+    // The bucket's stream, just created by this node or another, may not
+    // have its leader yet.
+    until_answered(|| async { kv.put(&me.node, value.clone()).await.map_err(|e| e.to_string()) })
+        .await
+        .map_err(|e| ClusterError::jetstream(format!("writing to {NODES_BUCKET}"), e))?;
     registry.saw(me.clone());
     let renew = {
         let kv = kv.clone();

@@ -19,7 +19,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream::{self, object_store};
 use futures_util::StreamExt;
@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 
 use crate::error::ClusterError;
-use crate::nats::retry;
+use crate::nats::until_answered;
 use crate::partition::Partition;
 
 /// The object store bucket holding snapshot sets (of the only partition;
@@ -128,7 +128,7 @@ async fn create_bucket(
         storage: jetstream::stream::StorageType::File,
         ..Default::default()
     };
-    retry(20, Duration::from_millis(250), || async {
+    until_answered(|| async {
         match js.create_object_store(config.clone()).await {
             Ok(b) => Ok(b),
             // Another node may have created it meanwhile.

@@ -11,7 +11,7 @@ use futures_util::StreamExt;
 use neardup_index::{Engine, ReplicatedEntry};
 
 use crate::error::ClusterError;
-use crate::nats::retry;
+use crate::nats::until_answered;
 use crate::partition::{subject_tenant, Partition};
 
 /// What the applier has done, for readiness and metrics.
@@ -54,13 +54,9 @@ pub(crate) async fn ensure_stream(
         max_age: Duration::ZERO,
         ..Default::default()
     };
-    // The cluster may still be electing a meta leader right after start, or
-    // (after a server restarted) still be learning its peers: up to a minute.
-    retry(120, Duration::from_millis(500), || async {
-        js.get_or_create_stream(config.clone()).await.map_err(|e| e.to_string())
-    })
-    .await
-    .map_err(|last| ClusterError::jetstream(format!("creating the JetStream stream {name}"), last))
+    until_answered(|| async { js.get_or_create_stream(config.clone()).await.map_err(|e| e.to_string()) })
+        .await
+        .map_err(|last| ClusterError::jetstream(format!("creating the JetStream stream {name}"), last))
 }
 
 /// Reads the stream from `from` and applies each command, in order, on one

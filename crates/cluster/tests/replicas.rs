@@ -483,3 +483,43 @@ fn batches_are_one_entry_and_decided_as_on_one_node() {
     let b = node(&rt, &nats, "b", db.path(), StoreKind::Memory);
     assert_same(&[&a.engine, &b.engine], "t", last);
 }
+
+/// Three nodes started at the same instant against a NATS cluster that has
+/// just come up, as an orchestrator starts a set: every node starts and
+/// becomes ready, whichever creates the shared stream and buckets. (One
+/// of three exited at once with `no stream found` before.)
+#[test]
+fn nodes_started_together_all_become_ready() {
+    let _one = one_cluster();
+    let rt = runtime();
+    for round in 0..2 {
+        let nats = NatsCluster::start(3).unwrap();
+        let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let started = rt.block_on(async {
+            let starts = dirs.iter().enumerate().map(|(i, d)| {
+                let mut c = ClusterOptions::new(&nats.urls(), &format!("n{i}")).unwrap();
+                c.snapshot_interval = None;
+                c.advertise_url = Some(format!("http://127.0.0.1:{}", 9000 + i));
+                neardup_cluster::Cluster::start(d.path(), opts(StoreKind::Memory), c)
+            });
+            futures_util::future::join_all(starts).await
+        });
+        let nodes: Vec<_> = started
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| r.unwrap_or_else(|e| panic!("round {round}: node n{i} did not start: {e}")))
+            .collect();
+        let deadline = std::time::Instant::now() + WAIT;
+        while !nodes.iter().all(|n| n.is_ready()) {
+            assert!(std::time::Instant::now() < deadline, "round {round}: not every node became ready");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // And they form one cluster: a tenant made on one is on the others.
+        let e0 = &nodes[0].nodes()[0].engine;
+        e0.create_tenant("t", TenantConfig::new(Config::seed_example())).unwrap();
+        let lsn = e0.tenant_lsn("t").unwrap();
+        for n in &nodes[1..] {
+            n.nodes()[0].engine.wait_applied("t", lsn, WAIT).unwrap();
+        }
+    }
+}
