@@ -158,7 +158,9 @@ fn docs_error(e: neardup_docs::Error) -> anyhow::Error {
 #[derive(Debug, Args)]
 pub struct ScanArgs {
     /// Files and folders to scan (folders are walked; .gitignore, .ignore and
-    /// .neardupignore are honoured).
+    /// .neardupignore are honoured). Only regular files are read: a FIFO,
+    /// socket or device named here is skipped and reported, one inside a
+    /// folder is left out.
     #[arg(required = true, value_name = "PATH")]
     pub paths: Vec<PathBuf>,
     #[command(flatten)]

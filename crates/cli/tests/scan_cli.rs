@@ -382,6 +382,74 @@ fn caught_pdf_parser_panics_print_nothing() {
     assert!(!stderr.contains("panicked"), "{stderr}");
 }
 
+/// Issue 45 item 9: a FIFO named on the command line (`neardup scan dir/*`)
+/// used to be opened for reading, which blocks until a writer appears, so
+/// the scan hung forever. Now a named path that is neither a regular file
+/// nor a folder is skipped and reported, as a missing one is, and the rest
+/// is scanned; inside a walked folder such an entry is left out, as before.
+#[cfg(unix)]
+#[test]
+fn a_fifo_named_on_the_command_line_is_skipped_not_waited_on() {
+    use std::process::Stdio;
+    use std::time::{Duration, Instant};
+
+    let s = Scratch::with(&["paper.md", "unrelated-orchestra.txt"]);
+    let fifo = s.docs().join("pipe.txt");
+    let made = Command::new("mkfifo").arg(&fifo).status().expect("mkfifo runs");
+    assert!(made.success(), "mkfifo failed");
+
+    // Runs neardup with a guard: a hang is a failure, not a blocked test.
+    let run = |args: &[&str]| -> Output {
+        let out_path = s.root().join("stdout");
+        let err_path = s.root().join("stderr");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .args(args)
+            .current_dir(s.root())
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&out_path).unwrap())
+            .stderr(std::fs::File::create(&err_path).unwrap())
+            .spawn()
+            .expect("binary runs");
+        let start = Instant::now();
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if start.elapsed() > Duration::from_secs(60) {
+                child.kill().unwrap();
+                child.wait().unwrap();
+                panic!("`neardup {}` still running after 60 s (blocked on the FIFO)", args.join(" "));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        Output { status, stdout: std::fs::read(out_path).unwrap(), stderr: std::fs::read(err_path).unwrap() }
+    };
+
+    let out = run(&[
+        "scan",
+        "docs/paper.md",
+        "docs/pipe.txt",
+        "docs/unrelated-orchestra.txt",
+        "--json",
+        "--matchers",
+        "minhash",
+    ]);
+    let summary = json(&out, 3);
+    let skipped = summary["skipped"].as_array().unwrap();
+    assert_eq!(skipped.len(), 1, "{skipped:?}");
+    assert!(skipped[0]["path"].as_str().unwrap().ends_with("pipe.txt"), "{skipped:?}");
+    let reason = skipped[0]["reason"].as_str().unwrap();
+    assert!(reason.contains("not a regular file") && reason.contains("FIFO"), "{reason}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("skipped docs/pipe.txt: "), "{stderr}");
+    assert_eq!(summary["new_documents"], 2);
+
+    // Walking the folder leaves the FIFO out without a word, as before.
+    let out = run(&["scan", "docs", "--json", "--matchers", "minhash"]);
+    let summary = json(&out, 0);
+    assert_eq!(summary["discovered"], 2);
+}
+
 /// Issue 15 item 6: links planted in the export folder used to be followed,
 /// overwriting files outside it; now they are replaced, never followed.
 #[cfg(unix)]

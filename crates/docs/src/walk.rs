@@ -5,8 +5,12 @@
 //! `.ignore` and `.neardupignore` files are honoured (also outside a git
 //! repository) and hidden files are skipped; neardup's own `.neardup` state
 //! folder and `.git` are never entered. A path named explicitly is always
-//! included, ignored or not. The order is byte-wise by path, the same on
-//! every run and platform, so batch numbering is reproducible.
+//! included, ignored or not. Only regular files are returned: a FIFO,
+//! socket or device inside a folder is left out, and one named explicitly
+//! is reported in [`Discovery::errors`], both judged from metadata, never
+//! opened (opening a FIFO blocks until something writes to it). The order
+//! is byte-wise by path, the same on every run and platform, so batch
+//! numbering is reproducible.
 
 use std::path::{Path, PathBuf};
 
@@ -41,7 +45,10 @@ pub struct Discovery {
     /// Files to scan, sorted and without duplicates.
     pub files: Vec<PathBuf>,
     /// Paths that do not exist or could not be walked (e.g. a folder without
-    /// read permission). The rest of the walk still completes.
+    /// read permission), and paths named explicitly that are neither a
+    /// regular file nor a folder (a FIFO, socket or device: such entries
+    /// inside a walked folder are left out silently). The rest of the walk
+    /// still completes.
     pub errors: Vec<Error>,
 }
 
@@ -71,8 +78,16 @@ pub fn discover<P: AsRef<Path>>(paths: &[P], options: &DiscoverOptions) -> Disco
                 continue;
             }
         };
-        if !meta.is_dir() {
+        if meta.is_file() {
             found.files.push(path.to_path_buf());
+            continue;
+        }
+        if !meta.is_dir() {
+            // A FIFO, socket or device: reading one may block for ever (a
+            // FIFO without a writer) or never end. Inside a folder such an
+            // entry is left out; a named one is reported, not opened.
+            let detected = format!("{}, not a regular file or folder; not read", special_file_kind(&meta));
+            found.errors.push(Error::new(ErrorKind::Unsupported { detected }).with_path(path));
             continue;
         }
         let walker = WalkBuilder::new(path)
@@ -98,6 +113,30 @@ pub fn discover<P: AsRef<Path>>(paths: &[P], options: &DiscoverOptions) -> Disco
     found.files.sort();
     found.files.dedup();
     found
+}
+
+/// What a path that is neither a regular file nor a folder is, from its
+/// metadata alone (never opened).
+fn special_file_kind(meta: &std::fs::Metadata) -> &'static str {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::FileTypeExt;
+        let t = meta.file_type();
+        if t.is_fifo() {
+            return "a FIFO (named pipe)";
+        }
+        if t.is_socket() {
+            return "a socket";
+        }
+        if t.is_char_device() {
+            return "a character device";
+        }
+        if t.is_block_device() {
+            return "a block device";
+        }
+    }
+    let _ = meta;
+    "a special file"
 }
 
 fn walk_error(reason: String) -> Error {
@@ -154,5 +193,27 @@ mod tests {
         assert_eq!(found.files, [d.join("x.tmp")]);
         assert_eq!(found.errors.len(), 1);
         assert!(found.errors[0].to_string().contains("missing"), "{}", found.errors[0]);
+    }
+
+    /// Issue 45 item 9: a FIFO is never returned, so never opened; named
+    /// explicitly it is reported, inside a folder it is left out.
+    #[cfg(unix)]
+    #[test]
+    fn fifos_never_returned_and_reported_when_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = dir.path();
+        fs::write(d.join("a.txt"), "a").unwrap();
+        let made = std::process::Command::new("mkfifo").arg(d.join("pipe.txt")).status().unwrap();
+        assert!(made.success());
+        let found = discover(&[d.join("a.txt"), d.join("pipe.txt")], &DiscoverOptions::default());
+        assert_eq!(found.files, [d.join("a.txt")]);
+        assert_eq!(found.errors.len(), 1);
+        let e = found.errors[0].to_string();
+        assert!(e.contains("pipe.txt") && e.contains("FIFO") && e.contains("not a regular file"), "{e}");
+        assert_eq!(found.errors[0].path(), Some(d.join("pipe.txt").as_path()));
+
+        let found = discover(&[d], &DiscoverOptions::default());
+        assert!(found.errors.is_empty(), "{:?}", found.errors);
+        assert_eq!(found.files, [d.join("a.txt")]);
     }
 }
