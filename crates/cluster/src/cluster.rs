@@ -75,7 +75,7 @@ impl Cluster {
     pub async fn start(dir: &Path, opts: EngineOptions, cluster: ClusterOptions) -> Result<Cluster, ClusterError> {
         check_layout(dir, cluster.layout.count)?;
         let conns = Connections::open(&cluster).await?;
-        let keys = SharedKeys::open(&conns.js, cluster.replicas, cluster.propose_timeout).await?;
+        let keys = SharedKeys::open(&conns.js, cluster.replicas, cluster.propose_timeout, cluster.seal.clone()).await?;
         let me = registry::NodeEntry {
             node: cluster.node_id.clone(),
             url: cluster.advertise_url.clone(),
@@ -83,7 +83,7 @@ impl Cluster {
             serves: cluster.layout.served.clone(),
             at_ms: 0,
         };
-        let (registry, tasks) = registry::join(&conns.js, cluster.replicas, me, &cluster.layout).await?;
+        let (registry, tasks) = registry::join(&conns.js, cluster.replicas, me, &cluster.layout, &cluster.seal).await?;
         let mut nodes = Vec::new();
         for p in cluster.layout.served() {
             nodes.push(Node::start_partition(&conns, &p.dir(dir), opts.clone(), cluster.clone(), p).await?);
@@ -122,6 +122,12 @@ impl Cluster {
     pub fn redirect_url(&self, tenant: &str) -> Option<String> {
         let p = self.partition_of(tenant);
         self.registry.url_for(p, &self.options.node_id, partition::fnv1a(tenant.as_bytes()))
+    }
+
+    /// Values of the shared state refused since start: their tag did not
+    /// verify with the cluster secret ([`crate::secret`]).
+    pub fn refused_records(&self) -> u64 {
+        self.options.seal.refused()
     }
 
     /// Whether every partition served here is ready ([`Node::is_ready`]).

@@ -12,6 +12,7 @@ use async_nats::jetstream::{self, kv};
 use tokio::runtime::Handle;
 
 use crate::error::ClusterError;
+use crate::secret::{Kind, Seal};
 
 /// The key-value bucket holding the keys.
 pub const KEYS_BUCKET: &str = "NEARDUP_KEYS";
@@ -22,6 +23,7 @@ pub struct SharedKeys {
     kv: kv::Store,
     runtime: Handle,
     timeout: Duration,
+    seal: Seal,
 }
 
 impl std::fmt::Debug for SharedKeys {
@@ -39,15 +41,16 @@ impl SharedKeys {
         js: &jetstream::Context,
         replicas: usize,
         timeout: Duration,
+        seal: Seal,
     ) -> Result<Self, ClusterError> {
         let kv = crate::kv::bucket(js, KEYS_BUCKET, "neardup tenant API keys", replicas, Duration::ZERO).await?;
-        Ok(SharedKeys { kv, runtime: Handle::current(), timeout })
+        Ok(SharedKeys { kv, runtime: Handle::current(), timeout, seal })
     }
 
     /// Stores `record` under `id` once a quorum has it. Call from a
     /// blocking thread, never inside the runtime.
     pub fn put(&self, id: &str, record: &[u8]) -> Result<(), String> {
-        let value = bytes::Bytes::copy_from_slice(record);
+        let value = bytes::Bytes::from(self.seal.seal(Kind::Key, id, record));
         self.block(async { self.kv.put(id, value).await.map(|_| ()).map_err(|e| e.to_string()) })
     }
 
@@ -69,10 +72,16 @@ impl SharedKeys {
 
     /// Hands every key's current record to `apply`, then every change, for
     /// as long as the node runs (a broken watch is started again, from the
-    /// current records).
+    /// current records). A record whose tag does not verify with the
+    /// cluster secret is never handed over (logged and counted).
     pub fn watch(&self, apply: impl Fn(KeyChange) + Send + Sync + 'static) -> tokio::task::AbortHandle {
-        crate::kv::watch(&self.runtime, self.kv.clone(), "the key bucket", true, move |key, value| {
-            apply((key, value.map(|v| v.to_vec())))
+        let seal = self.seal.clone();
+        crate::kv::watch(&self.runtime, self.kv.clone(), "the key bucket", true, move |key, value| match value {
+            None => apply((key, None)),
+            Some(v) => match seal.open(Kind::Key, &key, &v) {
+                Ok(record) => apply((key, Some(record.to_vec()))),
+                Err(why) => tracing::warn!(key, %why, "refused a key record of {KEYS_BUCKET}"),
+            },
         })
     }
 }

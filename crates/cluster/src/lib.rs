@@ -37,6 +37,7 @@ mod options;
 pub mod partition;
 mod proposer;
 pub mod registry;
+pub mod secret;
 pub mod snapshots;
 mod stream;
 #[cfg(feature = "test-kit")]
@@ -45,6 +46,6 @@ pub mod testkit;
 pub use cluster::Cluster;
 pub use error::{ClusterError, ErrorKind};
 pub use node::Node;
-pub use options::{ClusterOptions, DEFAULT_SNAPSHOT_INTERVAL};
+pub use options::{ClusterOptions, NatsAuth, DEFAULT_SNAPSHOT_INTERVAL};
 pub use partition::{tenant_subject, STREAM, SUBJECT_PREFIX};
 pub use stream::ApplierState;

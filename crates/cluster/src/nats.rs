@@ -26,15 +26,38 @@ impl Connections {
             .map(|s| s.parse().map_err(|e| ClusterError::option("--cluster", format!("{s}: {e}"))))
             .collect::<Result<_, _>>()?;
         let connect = |role: &str| {
-            async_nats::ConnectOptions::new()
-                .name(format!("neardup-{}-{role}", cluster.node_id))
-                .retry_on_initial_connect()
-                .connect(addrs.clone())
+            let name = format!("neardup-{}-{role}", cluster.node_id);
+            let addrs = addrs.clone();
+            async move {
+                let options = || async {
+                    Ok::<_, ClusterError>(cluster.nats.apply(async_nats::ConnectOptions::new()).await?.name(&name))
+                };
+                // Refused credentials or certificates end the start at once,
+                // with NATS's reason; servers not up yet are waited for.
+                match options().await?.connect(addrs.clone()).await {
+                    Ok(client) => Ok(client),
+                    Err(e) if refused(&e) => Err(ClusterError::connect(e)),
+                    Err(_) => {
+                        options().await?.retry_on_initial_connect().connect(addrs).await.map_err(ClusterError::connect)
+                    }
+                }
+            }
         };
-        let writes = connect("writes").await.map_err(ClusterError::connect)?;
-        let reads = connect("reads").await.map_err(ClusterError::connect)?;
+        let writes = connect("writes").await?;
+        let reads = connect("reads").await?;
         Ok(Connections { js: jetstream::new(writes.clone()), writes, reads })
     }
+}
+
+/// Whether NATS refused the connection (credentials, authorization, or a
+/// certificate that does not verify: rustls reports it as invalid data),
+/// as opposed to no server answering yet.
+fn refused(e: &async_nats::ConnectError) -> bool {
+    use async_nats::ConnectErrorKind as K;
+    let bad_certificate = std::error::Error::source(e)
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .is_some_and(|io| io.kind() == std::io::ErrorKind::InvalidData);
+    bad_certificate || matches!(e.kind(), K::Authentication | K::AuthorizationViolation | K::Tls)
 }
 
 /// Runs `attempt` until NATS answers it, for up to a minute: right after

@@ -91,7 +91,7 @@ impl Node {
     ) -> Result<Node, ClusterError> {
         let js = conns.js.clone();
         let mut stream = ensure_stream(&js, cluster.replicas, partition).await?;
-        let bucket = snapshots::bucket(&js, cluster.replicas, partition).await?;
+        let bucket = snapshots::bucket(&js, cluster.replicas, partition, cluster.seal.clone()).await?;
         // A node without state starts from the newest snapshot set, if any.
         let fresh = !dir.join("replica.json").exists()
             && std::fs::read_dir(dir.join("snapshots")).map_or(true, |mut d| d.next().is_none());
@@ -105,6 +105,7 @@ impl Node {
             runtime: Handle::current(),
             timeout: cluster.propose_timeout,
             client: conns.writes.clone(),
+            seal: cluster.seal.clone(),
         });
         let engine = {
             let dir = dir.to_path_buf();
@@ -129,7 +130,8 @@ impl Node {
         engine.set_catch_up_target(info.state.last_sequence);
         state.stream_last.store(info.state.last_sequence, Ordering::Relaxed);
         let read_js = jetstream::new(conns.reads.clone());
-        let reader = spawn_applier(read_js, Arc::clone(&engine), Arc::clone(&state), from, partition);
+        let reader =
+            spawn_applier(read_js, Arc::clone(&engine), Arc::clone(&state), from, partition, cluster.seal.clone());
         let snapshot_state = Arc::new(snapshots::SnapshotState::default());
         // The newest set, for metrics: the one seeded from, else a look.
         let newest = match &seeded {

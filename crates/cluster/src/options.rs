@@ -1,10 +1,12 @@
 //! How a node joins a cluster: the NATS servers, its id, replicas,
 //! timeouts, the partitions it serves and where clients reach it.
 
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::error::ClusterError;
 use crate::partition::Layout;
+use crate::secret::Seal;
 
 /// How often snapshot sets are written by default.
 pub const DEFAULT_SNAPSHOT_INTERVAL: Duration = Duration::from_secs(600);
@@ -28,6 +30,122 @@ pub struct ClusterOptions {
     /// Where clients reach this node (`http://host:port`), for redirects
     /// from nodes that do not serve a tenant's partition.
     pub advertise_url: Option<String>,
+    /// Tags every value the node writes to the shared state and refuses
+    /// those that do not verify (see [`crate::secret`]); none by default.
+    pub seal: Seal,
+    /// How the node proves itself to the NATS servers and checks them.
+    pub nats: NatsAuth,
+}
+
+/// A node's NATS credentials and TLS settings (all optional: a NATS
+/// deployment that requires none takes none).
+#[derive(Clone, Default)]
+pub struct NatsAuth {
+    /// A `.creds` file (JWT and nkey seed).
+    pub creds_file: Option<PathBuf>,
+    /// An nkey seed.
+    pub nkey_seed: Option<String>,
+    /// A user name and password.
+    pub user_password: Option<(String, String)>,
+    /// The CA to verify servers with; set, TLS is required.
+    pub tls_ca: Option<PathBuf>,
+    /// A client certificate and its key.
+    pub tls_client: Option<(PathBuf, PathBuf)>,
+}
+
+impl std::fmt::Debug for NatsAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NatsAuth")
+            .field("creds_file", &self.creds_file)
+            .field("nkey_seed", &self.nkey_seed.as_ref().map(|_| "set"))
+            .field("user", &self.user_password.as_ref().map(|(u, _)| u))
+            .field("tls_ca", &self.tls_ca)
+            .field("tls_client", &self.tls_client)
+            .finish()
+    }
+}
+
+fn read_secret(flag: &'static str, path: &Path) -> Result<String, ClusterError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ClusterError::option(flag, format!("{flag} {}: {e}", path.display())))?;
+    let text = text.trim();
+    if text.is_empty() {
+        return Err(ClusterError::option(flag, format!("{flag} {}: the file is empty", path.display())));
+    }
+    Ok(text.to_string())
+}
+
+impl NatsAuth {
+    /// Checks the settings' combinations and reads the secrets' files
+    /// (one way to authenticate at most; a password needs a user; a client
+    /// certificate needs its key).
+    pub fn new(
+        creds_file: Option<PathBuf>,
+        nkey_file: Option<&Path>,
+        user: Option<String>,
+        password_file: Option<&Path>,
+        tls_ca: Option<PathBuf>,
+        tls_cert: Option<PathBuf>,
+        tls_key: Option<PathBuf>,
+    ) -> Result<NatsAuth, ClusterError> {
+        let ways = usize::from(creds_file.is_some()) + usize::from(nkey_file.is_some()) + usize::from(user.is_some());
+        if ways > 1 {
+            return Err(ClusterError::option(
+                "--nats-creds-file",
+                "give one of --nats-creds-file, --nats-nkey-file and --nats-user",
+            ));
+        }
+        if let Some(f) = &creds_file {
+            std::fs::metadata(f).map_err(|e| {
+                ClusterError::option("--nats-creds-file", format!("--nats-creds-file {}: {e}", f.display()))
+            })?;
+        }
+        let nkey_seed = nkey_file.map(|f| read_secret("--nats-nkey-file", f)).transpose()?;
+        let user_password = match (user, password_file) {
+            (Some(u), Some(p)) => Some((u, read_secret("--nats-password-file", p)?)),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err(ClusterError::option("--nats-user", "--nats-user needs --nats-password-file"))
+            }
+            (None, Some(_)) => {
+                return Err(ClusterError::option("--nats-password-file", "--nats-password-file needs --nats-user"))
+            }
+        };
+        let tls_client = match (tls_cert, tls_key) {
+            (Some(c), Some(k)) => Some((c, k)),
+            (None, None) => None,
+            _ => return Err(ClusterError::option("--nats-tls-cert", "--nats-tls-cert and --nats-tls-key go together")),
+        };
+        for f in tls_ca.iter().chain(tls_client.iter().flat_map(|(c, k)| [c, k])) {
+            std::fs::metadata(f).map_err(|e| ClusterError::option("--nats-tls-ca", format!("{}: {e}", f.display())))?;
+        }
+        Ok(NatsAuth { creds_file, nkey_seed, user_password, tls_ca, tls_client })
+    }
+
+    /// `options` with these credentials and TLS settings.
+    pub(crate) async fn apply(
+        &self,
+        mut options: async_nats::ConnectOptions,
+    ) -> Result<async_nats::ConnectOptions, ClusterError> {
+        if let Some(f) = &self.creds_file {
+            options = options.credentials_file(f).await.map_err(|e| {
+                ClusterError::option("--nats-creds-file", format!("--nats-creds-file {}: {e}", f.display()))
+            })?;
+        }
+        if let Some(seed) = &self.nkey_seed {
+            options = options.nkey(seed.clone());
+        }
+        if let Some((u, p)) = &self.user_password {
+            options = options.user_and_password(u.clone(), p.clone());
+        }
+        if let Some(ca) = &self.tls_ca {
+            options = options.add_root_certificates(ca.clone()).require_tls(true);
+        }
+        if let Some((cert, key)) = &self.tls_client {
+            options = options.add_client_certificate(cert.clone(), key.clone());
+        }
+        Ok(options)
+    }
 }
 
 impl ClusterOptions {
@@ -63,6 +181,8 @@ impl ClusterOptions {
             snapshot_interval: Some(DEFAULT_SNAPSHOT_INTERVAL),
             layout: Layout::default(),
             advertise_url: None,
+            seal: Seal::default(),
+            nats: NatsAuth::default(),
         })
     }
 

@@ -8,6 +8,7 @@ use neardup_index::{Error as EngineError, Proposer};
 use tokio::runtime::Handle;
 
 use crate::partition::{tenant_subject, Partition};
+use crate::secret::{Kind, Seal, TAG_BYTES};
 
 fn unavailable(detail: impl Into<String>) -> EngineError {
     EngineError::unavailable(detail)
@@ -20,13 +21,14 @@ pub(crate) struct NatsProposer {
     pub(crate) runtime: Handle,
     pub(crate) timeout: Duration,
     pub(crate) client: async_nats::Client,
+    pub(crate) seal: Seal,
 }
 
 impl NatsProposer {
     async fn propose_async(&self, tenant: &str, after: u64, payload: &[u8]) -> Result<u64, EngineError> {
         use jetstream::context::PublishErrorKind as K;
         let subject = tenant_subject(self.partition, tenant);
-        let payload = bytes::Bytes::copy_from_slice(payload);
+        let payload = bytes::Bytes::from(self.seal.seal(Kind::Entry, &subject, payload));
         let deadline = tokio::time::Instant::now() + self.timeout;
         // The stream is asked to refuse the entry unless the tenant's last
         // entry there is `after`. Once a trim removed the tenant's entries
@@ -91,7 +93,7 @@ impl Proposer for NatsProposer {
         // The server's limit (1 MiB unless its max_payload says more); 0
         // until the first connection told it.
         let max = self.client.server_info().max_payload;
-        if max > 0 && payload.len() > max {
+        if max > 0 && payload.len() + TAG_BYTES > max {
             return Err(EngineError::too_large("command bytes (the NATS server's max_payload)", max, payload.len()));
         }
         // Called from blocking threads (the service runs engine calls with

@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{ClusterError, ErrorKind};
 use crate::nats::until_answered;
 use crate::partition::{Layout, Partition};
+use crate::secret::{Kind, Seal};
 use crate::snapshots::now_ms;
 
 /// The key-value bucket of node entries.
@@ -47,11 +48,22 @@ impl NodeEntry {
         now_ms().saturating_sub(self.at_ms) < EXPIRY.as_millis() as u64
     }
 
-    fn encode(&mut self) -> Result<bytes::Bytes, ClusterError> {
+    fn encode(&mut self, seal: &Seal) -> Result<bytes::Bytes, ClusterError> {
         self.at_ms = now_ms();
         serde_json::to_vec(self)
-            .map(bytes::Bytes::from)
+            .map(|json| bytes::Bytes::from(seal.seal(Kind::Node, &self.node, &json)))
             .map_err(|e| ClusterError::encoding("encoding this node's entry", e))
+    }
+
+    /// The entry stored under `key`, once its tag verifies and it names the
+    /// node it is filed under.
+    fn decode(seal: &Seal, key: &str, value: &[u8]) -> Result<NodeEntry, String> {
+        let json = seal.open(Kind::Node, key, value)?;
+        let e: NodeEntry = serde_json::from_slice(json).map_err(|e| e.to_string())?;
+        if e.node != key {
+            return Err(format!("the entry of node {:?} is filed under {key:?}", e.node));
+        }
+        Ok(e)
     }
 }
 
@@ -106,6 +118,7 @@ pub(crate) async fn join(
     replicas: usize,
     me: NodeEntry,
     layout: &Layout,
+    seal: &Seal,
 ) -> Result<(Registry, Vec<tokio::task::AbortHandle>), ClusterError> {
     // Entries of nodes gone age out of the bucket itself too.
     let kv = crate::kv::bucket(js, NODES_BUCKET, "neardup nodes and the partitions they serve", replicas, EXPIRY * 4)
@@ -118,14 +131,20 @@ pub(crate) async fn join(
         while let Some(k) = keys.next().await {
             let Ok(k) = k else { continue };
             let Ok(Some(v)) = kv.get(&k).await else { continue };
-            entries.push(v);
+            entries.push((k, v));
         }
         Ok(entries)
     })
     .await
     .map_err(|e| ClusterError::jetstream(format!("reading {NODES_BUCKET}"), e))?;
-    for v in entries {
-        let Ok(e) = serde_json::from_slice::<NodeEntry>(&v) else { continue };
+    for (k, v) in entries {
+        let e = match NodeEntry::decode(seal, &k, &v) {
+            Ok(e) => e,
+            Err(why) => {
+                tracing::warn!(key = k, %why, "refused an entry of {NODES_BUCKET}");
+                continue;
+            }
+        };
         // A node stopped a while ago (perhaps restarted since with another
         // count) does not count; a live one with another count is a
         // misconfiguration that would put a tenant in two partitions.
@@ -142,7 +161,7 @@ pub(crate) async fn join(
         registry.saw(e);
     }
     let mut me = me;
-    let value = me.encode()?;
+    let value = me.encode(seal)?;
     // The bucket's stream, just created by this node or another, may not
     // have its leader yet.
     until_answered(|| async { kv.put(&me.node, value.clone()).await.map_err(|e| e.to_string()) })
@@ -150,11 +169,11 @@ pub(crate) async fn join(
         .map_err(|e| ClusterError::jetstream(format!("writing to {NODES_BUCKET}"), e))?;
     registry.saw(me.clone());
     let renew = {
-        let kv = kv.clone();
+        let (kv, seal) = (kv.clone(), seal.clone());
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(HEARTBEAT).await;
-                let Ok(value) = me.encode() else { continue };
+                let Ok(value) = me.encode(&seal) else { continue };
                 if let Err(e) = kv.put(&me.node, value).await {
                     tracing::warn!(error = %e, "renewing this node's entry in {NODES_BUCKET} failed");
                 }
@@ -164,12 +183,12 @@ pub(crate) async fn join(
     };
     let watch =
         {
-            let registry = registry.clone();
+            let (registry, seal) = (registry.clone(), seal.clone());
             crate::kv::watch(&tokio::runtime::Handle::current(), kv, "the node bucket", false, move |key, value| {
                 match value {
-                    Some(v) => match serde_json::from_slice::<NodeEntry>(&v) {
+                    Some(v) => match NodeEntry::decode(&seal, &key, &v) {
                         Ok(n) => registry.saw(n),
-                        Err(err) => tracing::warn!(key, error = %err, "an unreadable node entry"),
+                        Err(why) => tracing::warn!(key, %why, "refused an entry of {NODES_BUCKET}"),
                     },
                     None => registry.forget(&key),
                 }

@@ -16,6 +16,13 @@
 //! After a set is written, sets beyond the newest [`KEEP_SETS`] are deleted
 //! and the stream is purged below the oldest set kept, so the log holds
 //! what a node seeded from any kept set needs and no more.
+//!
+//! A set is trusted only when its manifest verifies (with the cluster
+//! secret, when the nodes have one: [`crate::secret`]) and names a position
+//! the command stream has reached; each tenant's snapshot must match the
+//! BLAKE3 digest its manifest gives. Sets that are not trusted are never
+//! seeded from, never count as newer than a trusted one, and never decide
+//! how far the stream is purged.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -30,6 +37,7 @@ use tokio::io::AsyncReadExt;
 use crate::error::ClusterError;
 use crate::nats::until_answered;
 use crate::partition::Partition;
+use crate::secret::{Kind, Seal};
 
 /// The object store bucket holding snapshot sets (of the only partition;
 /// see [`Partition::bucket`]).
@@ -58,6 +66,10 @@ pub struct SetTenant {
     /// The log position the tenant's snapshot covers (at or after the set's).
     pub covered_lsn: u64,
     pub bytes: u64,
+    /// BLAKE3 of the snapshot's bytes, hex (absent in sets written before
+    /// it was recorded; required when the nodes have a cluster secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blake3: Option<String>,
 }
 
 /// A set's id: its position (20 digits, so ids sort by position) and node.
@@ -85,6 +97,10 @@ pub struct SetBucket {
     stream: jetstream::stream::Stream,
     /// The bucket's name (its metadata subjects are `$O.{name}.M.*`).
     name: String,
+    /// The partition's command stream, whose end bounds a set's position.
+    js: jetstream::Context,
+    partition: Partition,
+    seal: Seal,
 }
 
 impl std::fmt::Debug for SetBucket {
@@ -101,7 +117,12 @@ impl SetBucket {
 }
 
 /// The snapshot bucket of `partition`, created if missing.
-pub async fn bucket(js: &jetstream::Context, replicas: usize, partition: Partition) -> Result<SetBucket, ClusterError> {
+pub async fn bucket(
+    js: &jetstream::Context,
+    replicas: usize,
+    partition: Partition,
+    seal: Seal,
+) -> Result<SetBucket, ClusterError> {
     let name = partition.bucket();
     let objects = match js.get_object_store(&name).await {
         Ok(b) => b,
@@ -113,7 +134,7 @@ pub async fn bucket(js: &jetstream::Context, replicas: usize, partition: Partiti
         .get_stream(format!("OBJ_{name}"))
         .await
         .map_err(|e| ClusterError::jetstream("reading the snapshot bucket", e))?;
-    Ok(SetBucket { objects, stream, name })
+    Ok(SetBucket { objects, stream, name, js: js.clone(), partition, seal })
 }
 
 async fn create_bucket(
@@ -170,11 +191,6 @@ pub async fn names(bucket: &SetBucket) -> Result<Vec<String>, ClusterError> {
     Ok(out)
 }
 
-/// The ids of the complete sets (with a manifest), newest first.
-async fn complete_sets(store: &SetBucket) -> Result<Vec<String>, ClusterError> {
-    Ok(complete_among(&names(store).await?))
-}
-
 /// The ids of the complete sets among object `names`, newest first.
 fn complete_among(names: &[String]) -> Vec<String> {
     let mut sets: Vec<String> = names
@@ -187,27 +203,62 @@ fn complete_among(names: &[String]) -> Vec<String> {
     sets
 }
 
-async fn read_manifest(store: &SetBucket, id: &str) -> Result<Manifest, ClusterError> {
-    let mut object = store
-        .objects()
-        .get(format!("sets/{id}/{MANIFEST}"))
-        .await
-        .map_err(|e| err("reading a snapshot manifest", e))?;
+/// The manifest of set `id`: `Ok(None)` when it is not to be trusted
+/// (logged: its tag does not verify, it is not one this node reads, or its
+/// position is past `stream_last`, where the stream has not been).
+async fn read_manifest(store: &SetBucket, id: &str, stream_last: u64) -> Result<Option<Manifest>, ClusterError> {
+    let name = format!("sets/{id}/{MANIFEST}");
+    let mut object = store.objects().get(name.as_str()).await.map_err(|e| err("reading a snapshot manifest", e))?;
     let mut bytes = Vec::new();
-    object.read_to_end(&mut bytes).await.map_err(|e| err("reading a snapshot manifest", e))?;
-    let m: Manifest = serde_json::from_slice(&bytes).map_err(|e| ClusterError::encoding("a snapshot manifest", e))?;
-    if m.format != 1 || set_id(m.position, &m.node) != id {
-        return Err(ClusterError::corrupt(format!("the snapshot manifest of set {id}"), "is not one this node reads"));
-    }
-    Ok(m)
+    // A manifest is small: a larger one is not one of ours.
+    (&mut object).take(64 << 20).read_to_end(&mut bytes).await.map_err(|e| err("reading a snapshot manifest", e))?;
+    let why = match store.seal.open(Kind::Manifest, &name, &bytes) {
+        Err(why) => why,
+        Ok(json) => match serde_json::from_slice::<Manifest>(json) {
+            Err(e) => format!("it does not parse: {e}"),
+            Ok(m) if m.format != 1 || set_id(m.position, &m.node) != id => "it is not one this node reads".into(),
+            Ok(m) if m.position > stream_last => {
+                format!("it claims position {} but the stream ends at {stream_last}", m.position)
+            }
+            Ok(m) if store.seal.is_set() && m.tenants.iter().any(|t| t.blake3.is_none()) => {
+                "a tenant's snapshot has no digest".into()
+            }
+            Ok(m) => return Ok(Some(m)),
+        },
+    };
+    tracing::warn!(set = id, %why, "a snapshot set that is not trusted");
+    Ok(None)
 }
 
-/// The newest complete set, if any.
-pub async fn latest(store: &SetBucket) -> Result<Option<Manifest>, ClusterError> {
-    match complete_sets(store).await?.first() {
-        Some(id) => Ok(Some(read_manifest(store, id).await?)),
-        None => Ok(None),
+/// The command stream's last position.
+async fn stream_last(store: &SetBucket) -> Result<u64, ClusterError> {
+    let mut stream = store
+        .js
+        .get_stream(store.partition.stream())
+        .await
+        .map_err(|e| ClusterError::jetstream("reading the stream", e))?;
+    Ok(stream.info().await.map_err(|e| ClusterError::jetstream("reading the stream", e))?.state.last_sequence)
+}
+
+/// The trusted complete sets among object `names`, newest first, up to
+/// `want` of them.
+async fn trusted_sets(store: &SetBucket, names: &[String], want: usize) -> Result<Vec<Manifest>, ClusterError> {
+    let last = stream_last(store).await?;
+    let mut out = Vec::new();
+    for id in complete_among(names) {
+        if out.len() == want {
+            break;
+        }
+        if let Some(m) = read_manifest(store, &id, last).await? {
+            out.push(m);
+        }
     }
+    Ok(out)
+}
+
+/// The newest trusted set, if any.
+pub async fn latest(store: &SetBucket) -> Result<Option<Manifest>, ClusterError> {
+    Ok(trusted_sets(store, &names(store).await?, 1).await?.into_iter().next())
 }
 
 /// Writes a set of every tenant of `engine` (see the module docs), then
@@ -229,16 +280,20 @@ pub async fn publish(
     for tenant in tenants {
         let path = work.join(format!("{tenant}.snap"));
         let (e, p, t) = (std::sync::Arc::clone(engine), path.clone(), tenant.clone());
-        let written = tokio::task::spawn_blocking(move || -> std::io::Result<neardup_index::Result<u64>> {
+        let written = tokio::task::spawn_blocking(move || -> std::io::Result<neardup_index::Result<(u64, String)>> {
             let mut f = std::io::BufWriter::new(std::fs::File::create(&p)?);
-            let covered = e.snapshot_to(&t, &mut f).map(|h| h.covered_lsn);
+            let covered = match e.snapshot_to(&t, &mut f) {
+                Ok(h) => h.covered_lsn,
+                Err(e) => return Ok(Err(e)),
+            };
             std::io::Write::flush(&mut f)?;
-            Ok(covered)
+            let digest = blake3::Hasher::new().update_reader(std::fs::File::open(&p)?)?.finalize();
+            Ok(Ok((covered, digest.to_hex().to_string())))
         })
         .await
         .map_err(|e| err("writing a snapshot", e))?
         .map_err(|e| err("writing a snapshot", e))?;
-        let covered_lsn = match written {
+        let (covered_lsn, digest) = match written {
             Ok(c) => c,
             // Dropped since it was listed: not in the set.
             Err(e) if matches!(e.kind(), neardup_index::ErrorKind::TenantNotFound { .. }) => continue,
@@ -251,15 +306,13 @@ pub async fn publish(
             .await
             .map_err(|e| err("uploading a snapshot", e))?;
         let _ = tokio::fs::remove_file(&path).await;
-        entries.push(SetTenant { tenant, covered_lsn, bytes: info.size as u64 });
+        entries.push(SetTenant { tenant, covered_lsn, bytes: info.size as u64, blake3: Some(digest) });
     }
     let manifest = Manifest { format: 1, position, node: node.to_string(), created_ms: now_ms(), tenants: entries };
-    let bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| ClusterError::encoding("encoding the manifest", e))?;
-    store
-        .objects()
-        .put(format!("{prefix}{MANIFEST}").as_str(), &mut &bytes[..])
-        .await
-        .map_err(|e| err("uploading the manifest", e))?;
+    let json = serde_json::to_vec_pretty(&manifest).map_err(|e| ClusterError::encoding("encoding the manifest", e))?;
+    let name = format!("{prefix}{MANIFEST}");
+    let bytes = store.seal.seal(Kind::Manifest, &name, &json);
+    store.objects().put(name.as_str(), &mut &bytes[..]).await.map_err(|e| err("uploading the manifest", e))?;
     prune(js, store, partition).await?;
     Ok(manifest)
 }
@@ -268,9 +321,11 @@ pub async fn publish(
 /// newest, then purges the stream below the oldest set kept.
 async fn prune(js: &jetstream::Context, store: &SetBucket, partition: Partition) -> Result<(), ClusterError> {
     let names = names(store).await?;
-    let complete = complete_among(&names);
-    let kept: Vec<&String> = complete.iter().take(KEEP_SETS).collect();
-    let (Some(oldest), Some(newest)) = (kept.last().and_then(|id| position_of(id)), position_of(&complete[0])) else {
+    // Only trusted sets count: a planted manifest can neither make the
+    // real sets look old nor move the purge.
+    let trusted = trusted_sets(store, &names, KEEP_SETS).await?;
+    let kept: Vec<String> = trusted.iter().map(|m| set_id(m.position, &m.node)).collect();
+    let (Some(oldest), Some(newest)) = (trusted.last().map(|m| m.position), trusted.first().map(|m| m.position)) else {
         return Ok(());
     };
     for name in &names {
@@ -316,6 +371,21 @@ pub async fn seed_from_latest(store: &SetBucket, dir: &Path) -> Result<Option<Ma
                 format!("the snapshot of {}", t.tenant),
                 format!("is {copied} bytes where the manifest says {}", t.bytes),
             ));
+        }
+        if let Some(want) = &t.blake3 {
+            let p = path.clone();
+            let got = tokio::task::spawn_blocking(move || {
+                blake3::Hasher::new().update_reader(std::fs::File::open(p)?).map(|h| h.finalize().to_hex().to_string())
+            })
+            .await
+            .map_err(|e| err("checking a snapshot", e))?
+            .map_err(|e| err("checking a snapshot", e))?;
+            if &got != want {
+                return Err(ClusterError::corrupt(
+                    format!("the snapshot of {}", t.tenant),
+                    "does not match the digest its manifest gives",
+                ));
+            }
         }
         files.push((t.tenant.clone(), path));
     }

@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
 use futures_util::StreamExt;
-use neardup_index::{Engine, ReplicatedEntry};
+use neardup_index::{Engine, Error as EngineError, ReplicatedEntry};
 
 use crate::error::ClusterError;
 use crate::nats::until_answered;
 use crate::partition::{subject_tenant, Partition};
+use crate::secret::{Kind, Seal};
 
 /// What the applier has done, for readiness and metrics.
 #[derive(Debug, Default)]
@@ -68,6 +69,7 @@ pub(crate) fn spawn_applier(
     state: Arc<ApplierState>,
     from: u64,
     partition: Partition,
+    seal: Seal,
 ) -> tokio::task::AbortHandle {
     let (tx, mut rx) = tokio::sync::mpsc::channel::<(u64, async_nats::Subject, bytes::Bytes)>(1024);
     let apply_state = Arc::clone(&state);
@@ -78,7 +80,11 @@ pub(crate) fn spawn_applier(
                 // The stream takes only this partition's tenant subjects; an
                 // entry under any other subject is nobody's command.
                 let tenant = subject_tenant(partition, &subject).unwrap_or_default();
-                match engine.apply_replicated(seq, &tenant, &payload) {
+                let outcome = match seal.open(Kind::Entry, &subject, &payload) {
+                    Ok(entry) => engine.apply_replicated(seq, &tenant, entry),
+                    Err(why) => engine.skip_replicated(seq, &tenant, EngineError::corrupt("replicated log entry", why)),
+                };
+                match outcome {
                     Ok(ReplicatedEntry::Applied) => {
                         apply_state.applied_total.fetch_add(1, Ordering::Relaxed);
                     }

@@ -40,6 +40,12 @@ impl NatsCluster {
     /// Starts `n` JetStream servers clustered on loopback and waits until
     /// each accepts client connections.
     pub fn start(n: usize) -> std::io::Result<NatsCluster> {
+        NatsCluster::start_with(n, &[])
+    }
+
+    /// Starts `n` servers as [`NatsCluster::start`] does, each also given
+    /// `extra` arguments (e.g. `--user`, `--pass`, `--tls`, `--tlscert`).
+    pub fn start_with(n: usize, extra: &[String]) -> std::io::Result<NatsCluster> {
         let bin = nats_server_binary().ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::NotFound,
@@ -76,6 +82,7 @@ impl NatsCluster {
                     routes.join(","),
                 ]);
             }
+            args.extend(extra.iter().cloned());
             let mut s = Server { name, client_port: *client, child: None, args };
             s.spawn(&bin)?;
             servers.push(s);

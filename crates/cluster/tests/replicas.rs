@@ -328,7 +328,7 @@ fn new_nodes_start_from_snapshot_sets_and_the_stream_is_trimmed() {
     // A set whose writer died before its manifest: newer, but ignored.
     let js = rt.block_on(async_nats::connect(nats.urls().split(',').next().unwrap().to_string())).unwrap();
     let js = async_nats::jetstream::new(js);
-    let bucket = rt.block_on(snapshots::bucket(&js, 1, Partition::ONLY)).unwrap();
+    let bucket = rt.block_on(snapshots::bucket(&js, 1, Partition::ONLY, Default::default())).unwrap();
     let garbage = format!("sets/{:020}-z/t", second.position + 1000);
     rt.block_on(bucket.objects().put(garbage.as_str(), &mut &b"not a snapshot"[..])).unwrap();
     write(260, 300, &mut acked);
@@ -522,4 +522,113 @@ fn nodes_started_together_all_become_ready() {
             n.nodes()[0].engine.wait_applied("t", lsn, WAIT).unwrap();
         }
     }
+}
+
+/// A CA and a server certificate for 127.0.0.1, as PEM files in `dir`:
+/// (CA, server certificate, server key).
+fn test_tls(dir: &std::path::Path) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().unwrap();
+    let mut ca = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca.self_signed(&ca_key).unwrap();
+    let key = KeyPair::generate().unwrap();
+    let server = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+        .unwrap()
+        .signed_by(&key, &ca, &ca_key)
+        .unwrap();
+    let paths = (dir.join("ca.pem"), dir.join("server.pem"), dir.join("server.key"));
+    std::fs::write(&paths.0, ca.pem()).unwrap();
+    std::fs::write(&paths.1, server.pem()).unwrap();
+    std::fs::write(&paths.2, key.serialize_pem()).unwrap();
+    paths
+}
+
+/// NATS requiring a user, a password and TLS, and nodes holding the
+/// cluster secret: a node without the credentials or the CA is refused
+/// by NATS at once; entries, key records and registry entries written by
+/// one that got past NATS but lacks the secret change nothing on any node,
+/// and are counted.
+#[test]
+fn a_secured_cluster_refuses_strangers_and_state_without_the_secret() {
+    let _one = one_cluster();
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = test_tls(dir.path());
+    let password = dir.path().join("nats.password");
+    std::fs::write(&password, "correct horse battery staple\n").unwrap();
+    let extra: Vec<String> = ["--user", "neardup", "--pass", "correct horse battery staple", "--tls", "--tlscert"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([cert.display().to_string(), "--tlskey".into(), key.display().to_string()])
+        .collect();
+    let nats = NatsCluster::start_with(3, &extra).unwrap();
+    let urls = nats.urls();
+    let options = |id: &str, user: bool, tls: bool, secret: Option<&[u8]>| {
+        let mut c = ClusterOptions::new(&urls, id).unwrap();
+        c.snapshot_interval = None;
+        c.advertise_url = Some(format!("http://{id}.invalid:1"));
+        let user = user.then(|| "neardup".to_string());
+        let pw = user.is_some().then_some(password.as_path());
+        c.nats = neardup_cluster::NatsAuth::new(None, None, user, pw, tls.then(|| ca.clone()), None, None).unwrap();
+        if let Some(s) = secret {
+            c.seal = neardup_cluster::secret::Seal::with_secret(s).unwrap();
+        }
+        c
+    };
+    let start = |c: ClusterOptions, d: &std::path::Path| {
+        rt.block_on(async {
+            tokio::time::timeout(WAIT, neardup_cluster::Cluster::start(d, opts(StoreKind::Memory), c))
+                .await
+                .expect("a node's start ends within WAIT")
+        })
+    };
+    let secret = [42u8; 48];
+    let dirs: Vec<_> = (0..5).map(|_| tempfile::tempdir().unwrap()).collect();
+    // Without the CA (the servers' certificate does not verify), or
+    // without the user: refused by NATS, at once.
+    let e = start(options("x1", true, false, Some(&secret)), dirs[0].path()).unwrap_err();
+    assert!(e.to_string().to_lowercase().contains("tls") || e.to_string().contains("certificate"), "{e}");
+    let e = start(options("x2", false, true, Some(&secret)), dirs[1].path()).unwrap_err();
+    assert!(e.to_string().contains("authorization"), "{e}");
+
+    let a = start(options("a", true, true, Some(&secret)), dirs[2].path()).unwrap();
+    let b = start(options("b", true, true, Some(&secret)), dirs[3].path()).unwrap();
+    let (ea, eb) = (Arc::clone(&a.nodes()[0].engine), Arc::clone(&b.nodes()[0].engine));
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let _watch = {
+        let seen = Arc::clone(&seen);
+        b.keys.watch(move |(id, record)| seen.lock().unwrap().push((id, record)))
+    };
+    ea.create_tenant("t", TenantConfig::new(Config::seed_example())).unwrap();
+    ea.upsert("t", Item::text("real", text(1))).unwrap();
+    a.keys.put("k-real", b"a real record").unwrap();
+
+    // A node with the NATS credentials but another secret: its commands,
+    // key records and registry entry are refused by a and b.
+    let rogue = start(options("rogue", true, true, Some(&[7u8; 48])), dirs[4].path()).unwrap();
+    let er = Arc::clone(&rogue.nodes()[0].engine);
+    er.wait_applied("t", ea.tenant_lsn("t").unwrap(), WAIT).ok();
+    er.create_tenant("evil", TenantConfig::new(Config::seed_example())).unwrap();
+    let _ = er.upsert("t", Item::text("forged", text(2)));
+    rogue.keys.put("k-forged", b"a forged record").unwrap();
+    // Real writes after them: both nodes apply them and agree.
+    let lsn = eb.upsert("t", Item::text("real-2", text(3))).unwrap().lsn;
+    assert_same(&[&ea, &eb], "t", lsn);
+    for (n, e) in [(&a, &ea), (&b, &eb)] {
+        assert_eq!(e.tenants().unwrap(), ["t"], "the rogue's tenant is nowhere");
+        assert!(e.get("t", "forged").unwrap().is_none());
+        let skipped = n.nodes()[0].state.skipped_total.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(skipped >= 1, "{} skipped {skipped}", n.node_id());
+        assert!(n.refused_records() >= 2, "{} refused {}", n.node_id(), n.refused_records());
+        assert!(n.is_ready());
+    }
+    let deadline = std::time::Instant::now() + WAIT;
+    while !seen.lock().unwrap().iter().any(|(id, _)| id == "k-real") {
+        assert!(std::time::Instant::now() < deadline, "the real key record reaches b");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!seen.lock().unwrap().iter().any(|(id, _)| id == "k-forged"), "{:?}", seen.lock().unwrap());
+    // The rogue's registry entry is not among the nodes b redirects to.
+    assert!(b.registry.serving(Partition::ONLY).iter().all(|n| n.node != "rogue"));
 }

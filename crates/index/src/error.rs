@@ -217,7 +217,7 @@ impl Error {
         Error::new(ErrorKind::InvalidConfig { key: key.into(), reason: reason.into() })
     }
 
-    pub(crate) fn corrupt(what: &'static str, detail: impl Into<String>) -> Error {
+    pub fn corrupt(what: &'static str, detail: impl Into<String>) -> Error {
         Error::new(ErrorKind::Corrupt { what, detail: detail.into() })
     }
 

@@ -212,6 +212,44 @@ settings! {
         #[arg(long, env = "NEARDUP_ADVERTISE_URL", value_name = "URL")]
         pub advertise_url: Option<String>,
 
+        /// Cluster mode: file holding the cluster secret (at least 32 random
+        /// bytes, the same file on every node). Every stream entry, key
+        /// record, registry entry and snapshot manifest is then tagged with
+        /// it, and one that does not verify is refused on every node.
+        /// [default: none: whoever can write to NATS can write to the cluster]
+        #[arg(long, env = "NEARDUP_CLUSTER_SECRET_FILE", value_name = "FILE")]
+        pub cluster_secret_file: Option<PathBuf>,
+
+        /// Cluster mode: NATS credentials file (`.creds`: JWT and nkey seed).
+        #[arg(long, env = "NEARDUP_NATS_CREDS_FILE", value_name = "FILE")]
+        pub nats_creds_file: Option<PathBuf>,
+
+        /// Cluster mode: file holding the NATS nkey seed (`SU…`).
+        #[arg(long, env = "NEARDUP_NATS_NKEY_FILE", value_name = "FILE")]
+        pub nats_nkey_file: Option<PathBuf>,
+
+        /// Cluster mode: NATS user name (with --nats-password-file).
+        #[arg(long, env = "NEARDUP_NATS_USER", value_name = "USER")]
+        pub nats_user: Option<String>,
+
+        /// Cluster mode: file holding the NATS user's password.
+        #[arg(long, env = "NEARDUP_NATS_PASSWORD_FILE", value_name = "FILE")]
+        pub nats_password_file: Option<PathBuf>,
+
+        /// Cluster mode: CA certificate (PEM) to verify the NATS servers
+        /// with; set, the connection must be TLS.
+        #[arg(long, env = "NEARDUP_NATS_TLS_CA", value_name = "FILE")]
+        pub nats_tls_ca: Option<PathBuf>,
+
+        /// Cluster mode: client certificate (PEM) for NATS servers that
+        /// verify clients (with --nats-tls-key).
+        #[arg(long, env = "NEARDUP_NATS_TLS_CERT", value_name = "FILE")]
+        pub nats_tls_cert: Option<PathBuf>,
+
+        /// Cluster mode: the client certificate's private key (PEM).
+        #[arg(long, env = "NEARDUP_NATS_TLS_KEY", value_name = "FILE")]
+        pub nats_tls_key: Option<PathBuf>,
+
         /// The operator token: from NEARDUP_ADMIN_TOKEN only (never a flag,
         /// never in the file), so it stays out of process listings.
         #[arg(skip)]
@@ -359,6 +397,19 @@ impl ServeSettings {
                 if let Some(url) = &self.advertise_url {
                     c.advertise(url).map_err(|e| bad(e.to_string()))?;
                 }
+                if let Some(f) = &self.cluster_secret_file {
+                    c.seal = neardup_cluster::secret::Seal::from_file(f).map_err(|e| bad(e.to_string()))?;
+                }
+                c.nats = neardup_cluster::NatsAuth::new(
+                    self.nats_creds_file.clone(),
+                    self.nats_nkey_file.as_deref(),
+                    self.nats_user.clone(),
+                    self.nats_password_file.as_deref(),
+                    self.nats_tls_ca.clone(),
+                    self.nats_tls_cert.clone(),
+                    self.nats_tls_key.clone(),
+                )
+                .map_err(|e| bad(e.to_string()))?;
                 if c.advertise_url.is_none() && c.layout.count > 1 && listen.ip().is_unspecified() {
                     return Err(bad(format!(
                         "--partitions {} with --listen {listen}: add --advertise-url http://HOST:PORT, the address \
@@ -374,6 +425,14 @@ impl ServeSettings {
             (self.partitions.is_some(), "--partitions"),
             (self.serve_partitions.is_some(), "--serve-partitions"),
             (self.advertise_url.is_some(), "--advertise-url"),
+            (self.cluster_secret_file.is_some(), "--cluster-secret-file"),
+            (self.nats_creds_file.is_some(), "--nats-creds-file"),
+            (self.nats_nkey_file.is_some(), "--nats-nkey-file"),
+            (self.nats_user.is_some(), "--nats-user"),
+            (self.nats_password_file.is_some(), "--nats-password-file"),
+            (self.nats_tls_ca.is_some(), "--nats-tls-ca"),
+            (self.nats_tls_cert.is_some(), "--nats-tls-cert"),
+            (self.nats_tls_key.is_some(), "--nats-tls-key"),
         ] {
             if cluster.is_none() && set {
                 return Err(bad(format!("{flag} is for cluster mode: add --cluster (NEARDUP_CLUSTER)")));

@@ -182,6 +182,18 @@ pub struct ClusterGauges {
     pub snapshot_sets_written: u64,
 }
 
+/// Cluster mode: values of the shared state refused by this node because
+/// their tag did not verify with the cluster secret.
+pub fn render_refused_records(out: &mut String, node: &str, refused: u64) {
+    let name = "neardup_cluster_refused_records_total";
+    let _ = writeln!(
+        out,
+        "# HELP {name} Stream entries, key records, registry entries and manifests whose tag did not verify with the \
+         cluster secret.\n# TYPE {name} counter\n{name}{{node=\"{}\"}} {refused}",
+        escape(node)
+    );
+}
+
 /// Cluster mode: live nodes serving each partition, as the node registry
 /// shows them (this node included), for every partition of the cluster.
 pub fn render_partition_nodes(out: &mut String, counts: &[(String, u64)]) {

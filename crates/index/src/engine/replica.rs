@@ -271,18 +271,31 @@ impl Engine {
                     return Err(e);
                 }
             },
-            Err(reason) => {
-                if let Ok(t) = self.tenant(tenant) {
-                    let mut t = t.write().map_err(|_| poisoned())?;
-                    if seq > t.applied_lsn {
-                        refuse(&mut t, seq);
-                    }
-                }
-                ReplicatedEntry::Skipped(reason)
-            }
+            Err(reason) => return self.skip_replicated(seq, tenant, reason),
         };
         r.advance(seq);
         Ok(outcome)
+    }
+
+    /// Skips the entry at log position `seq`, filed under `tenant`, that is
+    /// not a command (see [`Engine::apply_replicated`]; the cluster calls
+    /// this for an entry whose tag does not verify): `tenant`, if it
+    /// exists, moves past it unchanged, as past a refused entry.
+    pub fn skip_replicated(&self, seq: u64, tenant: &str, reason: Error) -> Result<ReplicatedEntry> {
+        let Some(r) = &self.replica else {
+            return Err(Error::state("skip_replicated on a single-node engine"));
+        };
+        if seq <= r.position() {
+            return Ok(ReplicatedEntry::Applied);
+        }
+        if let Ok(t) = self.tenant(tenant) {
+            let mut t = t.write().map_err(|_| poisoned())?;
+            if seq > t.applied_lsn {
+                refuse(&mut t, seq);
+            }
+        }
+        r.advance(seq);
+        Ok(ReplicatedEntry::Skipped(reason))
     }
 
     /// The entry's header and command, checked against the tenant the log

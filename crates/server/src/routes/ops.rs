@@ -108,6 +108,7 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> ApiResult<impl IntoRes
             })
             .collect();
         crate::metrics::render_partition_nodes(&mut text, &counts);
+        crate::metrics::render_refused_records(&mut text, c.node_id(), c.refused_records());
     }
     Ok(([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text))
 }
