@@ -12,7 +12,10 @@ raises ``ServiceError`` with the HTTP status, the stable ``code`` and the
 message (``docs/service.md`` lists the codes). In cluster mode pass a
 write's ``lsn`` as ``min_lsn`` to a read on another node; in a
 partitioned cluster, a redirect to the node serving a tenant is followed
-with the same method, body and token.
+with the same method, body and token — only to the client's own URL and
+the other ``nodes`` it was given: a redirect anywhere else raises
+``ServiceError`` (``untrusted_redirect``) before the token is sent, so a
+tampered registry cannot collect it.
 """
 
 import json
@@ -37,6 +40,13 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_NoRedirect)
 
 
+def _origin(url: str) -> tuple:
+    """(scheme, host, port) of ``url``, the port defaulted by scheme."""
+    p = urllib.parse.urlsplit(url)
+    port = p.port or {"http": 80, "https": 443}.get(p.scheme)
+    return (p.scheme, (p.hostname or "").lower(), port)
+
+
 class ServiceError(Exception):
     """An error answer from the service."""
 
@@ -50,10 +60,14 @@ class ServiceError(Exception):
 class Client:
     """One service endpoint and bearer token (the operator token or a tenant key)."""
 
-    def __init__(self, url: str, token: Optional[str] = None, timeout: float = 30.0):
+    def __init__(
+        self, url: str, token: Optional[str] = None, timeout: float = 30.0, nodes: Iterable[str] = ()
+    ):
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
+        # Where redirects may lead: this URL's origin and the nodes given.
+        self._trusted = {_origin(u) for u in [url, *nodes]}
 
     def _call(self, method: str, path: str, body: Any = None, query: Optional[Mapping[str, Any]] = None) -> Any:
         url = self.url + path
@@ -78,6 +92,13 @@ class Client:
                 location = e.headers.get("Location")
                 if e.code in (307, 308) and location:
                     url = urllib.parse.urljoin(url, location)
+                    if _origin(url) not in self._trusted:
+                        raise ServiceError(
+                            e.code,
+                            "untrusted_redirect",
+                            f"redirected to {url}, which is not one of this client's nodes "
+                            f"(pass it in nodes=[...] to trust it); the token was not sent there",
+                        ) from None
                     continue
                 try:
                     err = json.loads(raw)["error"]

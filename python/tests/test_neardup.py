@@ -425,10 +425,19 @@ def test_the_service_client_walks_the_seed_demonstration(tmp_path):
 
         # A partitioned cluster's 307 (here from a stand-in node that
         # redirects everything to the real one) is followed with the same
-        # method, body and token; a redirect loop ends in an error.
+        # method, body and token — to a node the client was given; a
+        # redirect loop ends in an error.
         with _redirector(lambda path: url + path) as elsewhere:
-            d = Client(elsewhere, token=key).upsert("t1", "D", "red fox runs very fast today")
+            d = Client(elsewhere, token=key, nodes=[url]).upsert("t1", "D", "red fox runs very fast today")
             assert d["decision"] == "duplicate" and d["candidates"][0]["item_id"] == "B", d
+        # A redirect to a host the client was not given (a tampered node
+        # registry) is refused before the token goes there.
+        impostor = _redirector(lambda path: None)
+        with impostor as impostor_url, _redirector(lambda path: impostor_url + path) as tampered:
+            with pytest.raises(ServiceError) as e:
+                Client(tampered, token=key).tenant("t1")
+            assert e.value.code == "untrusted_redirect" and impostor_url in e.value.message, e.value
+            assert impostor.seen == [], "the impostor got a request"
         with _redirector(lambda path: None) as loop:
             with pytest.raises(ServiceError) as e:
                 Client(loop, token=key).tenant("t1")
@@ -449,6 +458,7 @@ class _redirector:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def _redirect(self):
+                outer.seen.append(self.headers.get("Authorization"))
                 length = int(self.headers.get("Content-Length") or 0)
                 self.rfile.read(length)
                 to = target(self.path) or f"{outer.url}{self.path}"
@@ -462,6 +472,7 @@ class _redirector:
             def log_message(self, *args):
                 pass
 
+        self.seen = []  # each request's Authorization header
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
 
