@@ -54,8 +54,8 @@ pub use decision::{
 };
 pub use engine::{
     seed_replica, Answer, CheckpointReport, Comparison, Edge, Engine, EngineOptions, Estimate, LabelEvaluation, Lead,
-    Member, Neighbourhood, Proposer, Query, QueuedItem, ReplicatedEntry, RecoveryReport, ReviewQueue, Side, Spawn, StoreKind,
-    TenantStats, TextRun, MAX_EVALUATED_PAIRS, MAX_NEIGHBOURHOOD,
+    Member, Neighbourhood, Proposer, Query, QueuedItem, RecoveryReport, ReplicatedEntry, ReviewQueue, Side, Spawn,
+    StoreKind, TenantStats, TextRun, MAX_EVALUATED_PAIRS, MAX_NEIGHBOURHOOD,
 };
 pub use error::{Error, ErrorKind, Result};
 #[cfg(any(test, feature = "fault-injection"))]
