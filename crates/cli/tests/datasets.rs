@@ -526,3 +526,72 @@ fn annotate_writes_every_row_with_its_cluster_and_kept_item() {
     }
     assert_eq!(row, total);
 }
+
+/// `neardup` with its address space limited to `mib` MiB (`ulimit -v`): a
+/// run that allocates past it aborts instead of eating the machine's memory.
+fn neardup_limited(mib: u64, args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {} && exec \"$0\" \"$@\"", mib * 1024))
+        .arg(env!("CARGO_BIN_EXE_neardup"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("sh runs the binary")
+}
+
+/// Status 1 with a message that names `file` and contains `why`, no panic.
+fn refused(out: &Output, file: &str, why: &str) {
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "status {:?}: {err}", out.status);
+    assert!(err.contains(file) && err.contains(why), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+/// A saved index whose header claims 2³² − 1 bands is refused before the
+/// bands are allocated (16 GiB of them: under a 2 GiB address space, an
+/// abort).
+#[test]
+fn a_saved_index_header_out_of_bounds_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("in.jsonl");
+    let recs: Vec<Rec> =
+        (0..6).map(|i| Rec { id: format!("r{i}"), text: format!("record {i} of a tiny index") }).collect();
+    std::fs::write(&input, jsonl(&recs, 0)).unwrap();
+    let index = dir.path().join("index");
+    ok(&neardup(&["dedup", s(&input), "-q", "--index", s(&index)]));
+    let file = index.join("index.ndx");
+    let good = std::fs::read(&file).unwrap();
+    let len = u32::from_le_bytes(good[12..16].try_into().unwrap()) as usize;
+    let header: serde_json::Value = serde_json::from_slice(&good[16..16 + len]).unwrap();
+    let with = |field: &str, value: serde_json::Value| {
+        let mut h = header.clone();
+        h[field] = value;
+        let h = serde_json::to_vec(&h).unwrap();
+        let mut bytes = good[..12].to_vec();
+        bytes.extend_from_slice(&(h.len() as u32).to_le_bytes());
+        bytes.extend_from_slice(&h);
+        bytes.extend_from_slice(&good[16 + len..]);
+        bytes
+    };
+    let cases = [
+        ("bands", serde_json::json!(u32::MAX), "bands"),
+        ("bands", serde_json::json!(header["bands"].as_u64().unwrap() + 1), "bands"),
+        ("sketch_bytes", serde_json::json!(u32::MAX), "sketch"),
+        ("kept", serde_json::json!(1000), "kept"),
+        ("items", serde_json::json!(1u64 << 31), "items"),
+        ("format_version", serde_json::json!(7), "format"),
+    ];
+    for (field, value, why) in cases {
+        let bytes = with(field, value.clone());
+        std::fs::write(&file, &bytes).unwrap();
+        let out = neardup_limited(2048, &["dedup", s(&input), "-q", "--reference", s(&index)]);
+        refused(&out, "index.ndx", why);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(&value.to_string()), "{field}: {err}");
+    }
+    // The unedited index still loads under the same limit.
+    std::fs::write(&file, &good).unwrap();
+    let out = neardup_limited(2048, &["dedup", s(&input), "-q", "--reference", s(&index)]);
+    assert_eq!(out.status.code(), Some(3), "{}", String::from_utf8_lossy(&out.stderr));
+}

@@ -23,8 +23,12 @@
 //! rebuilt from the folded keys and sketches ([`crate::ImageRow`]), exact
 //! verification uses the features.
 //!
-//! Every length is checked against its limit before anything is allocated;
-//! a stream whose checksum, counts or lengths do not add up is refused with
+//! Every field of the header is checked before anything is allocated by
+//! it: the format version, the counts against an index's limits, the bands
+//! against what the header's own configuration makes, the sketch width.
+//! Every length in an item is checked against its limit, and its bytes are
+//! read as they come (a length the stream does not hold allocates nothing).
+//! A stream whose checksum, counts or lengths do not add up is refused with
 //! the reason, and one written under another configuration is refused with
 //! the settings that differ.
 
@@ -233,8 +237,50 @@ fn differences(saved: &Config, run: &Config) -> Vec<String> {
         .collect()
 }
 
+/// Checks every field of a header against its own configuration and the
+/// limits of an index, before anything is allocated by what it claims.
+fn check_header(h: &Header) -> Result<(), FormatError> {
+    if h.format_version != SAVED_INDEX_FORMAT_VERSION {
+        return Err(damaged(format!(
+            "its header says format {} where its prefix says {SAVED_INDEX_FORMAT_VERSION}",
+            h.format_version
+        )));
+    }
+    if h.items > u64::from(crate::MAX_ITEM_ID) {
+        return Err(damaged(format!("it claims {} items, more than an index holds", h.items)));
+    }
+    if h.kept > h.items {
+        return Err(damaged(format!("it claims {} kept items of {}", h.kept, h.items)));
+    }
+    let params =
+        h.config.resolve().map_err(|e| damaged(format!("the configuration in its header is not valid ({e})")))?;
+    let bands = params.lsh().bands;
+    if h.bands != bands {
+        return Err(damaged(format!("its header says {} bands where its configuration makes {bands}", h.bands)));
+    }
+    // A sketch holds at most a 32-bit value per signature value; the
+    // exact width is checked against the index the items go into.
+    let most = crate::minhash::MAX_NUM_PERM * 4;
+    if h.sketch_bytes as usize > most {
+        return Err(damaged(format!("its header says sketches of {} bytes (at most {most})", h.sketch_bytes)));
+    }
+    Ok(())
+}
+
+/// Reads exactly `n` bytes into `buf`, growing it only as bytes arrive: a
+/// length that a damaged stream claims costs no more memory than the bytes
+/// it really holds.
+fn read_len(r: &mut impl Read, n: usize, buf: &mut Vec<u8>) -> io::Result<()> {
+    buf.clear();
+    if r.by_ref().take(n as u64).read_to_end(buf)? != n {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(())
+}
+
 impl<R: Read> Reader<R> {
-    /// Reads and checks the prefix and header.
+    /// Reads and checks the prefix and header: every field against its own
+    /// configuration and the limits of an index.
     pub fn open(raw: R) -> Result<Reader<R>, FormatError> {
         let mut r = Hashing { inner: raw, hash: Xxh3::new(), bytes: 0 };
         let mut magic = [0u8; 8];
@@ -257,9 +303,7 @@ impl<R: Read> Reader<R> {
         r.read_exact(&mut head).map_err(|_| damaged("it ends inside its header"))?;
         let header: Header =
             serde_json::from_slice(&head).map_err(|e| FormatError(format!("its header is not valid: {e}")))?;
-        if header.items > u64::from(crate::MAX_ITEM_ID) {
-            return Err(damaged(format!("it claims {} items, more than an index holds", header.items)));
-        }
+        check_header(&header)?;
         Ok(Reader { r, header })
     }
 
@@ -316,8 +360,7 @@ impl<R: Read> Reader<R> {
             if id_len > MAX_ID {
                 return Err(at(&format!("an id of {id_len} bytes (at most {MAX_ID})")));
             }
-            id_buf.resize(id_len as usize, 0);
-            r.read_exact(&mut id_buf).map_err(short)?;
+            read_len(r, id_len as usize, &mut id_buf).map_err(short)?;
             let id = String::from_utf8(std::mem::take(&mut id_buf)).map_err(|_| at("an id that is not UTF-8"))?;
             let mut flags = [0u8; 1];
             r.read_exact(&mut flags).map_err(short)?;
@@ -342,8 +385,7 @@ impl<R: Read> Reader<R> {
             if count > max_features {
                 return Err(at(&format!("{count} features, over max_shingles {max_features}")));
             }
-            bytes.resize(count as usize * 8, 0);
-            r.read_exact(&mut bytes).map_err(short)?;
+            read_len(r, count as usize * 8, &mut bytes).map_err(short)?;
             let features = bytes.chunks_exact(8).map(|b| u64::from_le_bytes(b.try_into().expect("8 bytes"))).collect();
             let row = ImageRow {
                 folded: if banded { &folded } else { &[] },
@@ -433,5 +475,27 @@ mod tests {
         let mut v2 = bytes.clone();
         v2[8..12].copy_from_slice(&2u32.to_le_bytes());
         assert!(Reader::open(&v2[..]).unwrap_err().to_string().contains("index format 2"));
+
+        // A header field out of bounds is refused when the header is read.
+        let with = |edit: &dyn Fn(&mut Header)| {
+            let mut h = header.clone();
+            edit(&mut h);
+            let head = serde_json::to_vec(&h).unwrap();
+            let mut b = bytes[..12].to_vec();
+            b.extend_from_slice(&(head.len() as u32).to_le_bytes());
+            b.extend_from_slice(&head);
+            Reader::open(&b[..]).unwrap_err().to_string()
+        };
+        let e = with(&|h| h.bands = u32::MAX);
+        assert!(e.contains("4294967295 bands where its configuration makes"), "{e}");
+        assert!(with(&|h| h.sketch_bytes = u32::MAX).contains("sketches of 4294967295 bytes"));
+        assert!(with(&|h| h.kept = 4).contains("4 kept items of 3"));
+        assert!(with(&|h| h.format_version = 9).contains("format 9"));
+        assert!(with(&|h| h.config.num_perm = 0).contains("configuration in its header is not valid"));
+        // An id or feature count the stream does not hold allocates nothing.
+        let mut long_id = bytes[..12 + 4 + u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize].to_vec();
+        long_id.extend_from_slice(&MAX_ID.to_le_bytes());
+        let e = Reader::open(&long_id[..]).unwrap().read_items(sketch, |_| Ok(())).unwrap_err().to_string();
+        assert!(e.contains("item 0: the file ends"), "{e}");
     }
 }
