@@ -1,9 +1,17 @@
 //! Parquet in and out: reading records from a Parquet file a batch of rows
 //! at a time (never the whole file), and writing rows and result tables as
 //! Parquet.
+//!
+//! A file is read as untrusted: its footer's schema is walked for its depth
+//! before the `parquet` crate builds it (`thrift.rs`), and each row group's
+//! page headers are checked against a budget before it is decoded, which
+//! also sizes its batches (`limits.rs`).
+
+mod limits;
+mod thrift;
 
 use std::fs::File;
-use std::io::Write;
+use std::io::{Read, Seek, SeekFrom, Write};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -12,23 +20,38 @@ use arrow_array::builder::{Float64Builder, ListBuilder, StringBuilder, UInt64Bui
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray, StructArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
-use parquet::arrow::arrow_reader::{ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder};
+use parquet::arrow::arrow_reader::{
+    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
+};
 use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::metadata::ParquetMetaDataReader;
 use parquet::file::properties::WriterProperties;
 
 use crate::chunk::{Chunk, Input, ReadOptions};
 use crate::jsonl::{Body, Line, Reject};
+use limits::{Budget, Plan};
 
-/// Rows decoded at a time.
-const BATCH_ROWS: usize = 2048;
 /// A row group being written is flushed at this many bytes.
 const ROW_GROUP_BYTES: usize = 128 << 20;
+/// Deepest schema read: columns at most this many levels below the root.
+/// (The `parquet` crate builds, converts and drops a schema recursively.)
+const MAX_SCHEMA_DEPTH: usize = 64;
 
 /// A Parquet file being read.
 pub struct ParquetInput {
     name: String,
-    reader: ParquetRecordBatchReader,
+    file: Arc<File>,
+    file_len: u64,
+    metadata: ArrowReaderMetadata,
+    mask: ProjectionMask,
+    budget: Budget,
+    /// The row group to read next.
+    next_group: usize,
+    /// The row group being read: its number, reader and plan.
+    group: Option<(usize, ParquetRecordBatchReader, Plan)>,
+    /// The leaf column of the text, when it is one.
+    text_leaf: Option<usize>,
     text_field: String,
     id_field: String,
     /// The id column is in the file (else records are named by row).
@@ -94,8 +117,8 @@ impl ParquetInput {
     /// Opens a Parquet file: reads its footer and checks the text column.
     pub fn open(input: &Input, opts: &ReadOptions) -> anyhow::Result<ParquetInput> {
         let name = input.name.clone();
-        let builder = open_footer(&name)?;
-        let schema = Arc::clone(builder.schema());
+        let (file, file_len, metadata) = open_footer(&name)?;
+        let schema = Arc::clone(metadata.schema());
         let Some(text_root) = root_of(&schema, &opts.text_field) else {
             let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
             anyhow::bail!("{name}: no column {:?} (--text-field); columns: {}", opts.text_field, names.join(", "));
@@ -106,17 +129,20 @@ impl ParquetInput {
         } else {
             let mut roots = vec![text_root];
             roots.extend(id_root.filter(|&i| i != text_root));
-            ProjectionMask::roots(builder.parquet_schema(), roots)
+            ProjectionMask::roots(metadata.parquet_schema(), roots)
         };
-        let rows = u64::try_from(builder.metadata().file_metadata().num_rows()).unwrap_or(0);
-        let reader = builder
-            .with_batch_size(BATCH_ROWS)
-            .with_projection(mask)
-            .build()
-            .with_context(|| format!("{name}: cannot read its rows"))?;
+        let rows = u64::try_from(metadata.metadata().file_metadata().num_rows()).unwrap_or(0);
+        let text_leaf = metadata.parquet_schema().columns().iter().position(|c| c.path().string() == opts.text_field);
         Ok(ParquetInput {
             name,
-            reader,
+            file,
+            file_len,
+            metadata,
+            mask,
+            budget: Budget::new(opts.max_line),
+            next_group: 0,
+            group: None,
+            text_leaf,
             text_field: opts.text_field.clone(),
             id_field: opts.id_field.clone(),
             has_id: id_root.is_some(),
@@ -132,15 +158,26 @@ impl ParquetInput {
     /// damaged file is an error naming the file and the first row not read.
     pub fn next_chunk(&mut self, input: usize, next: &mut u64, max_len: usize) -> anyhow::Result<Option<Chunk>> {
         let first_row = self.rows_read + 1;
-        let name = &self.name;
-        let batch = match caught(|| self.reader.next()) {
-            Ok(None) => return Ok(None),
-            Ok(Some(Ok(b))) => b,
-            Ok(Some(Err(e))) => anyhow::bail!("{name}: row {first_row}: {e}"),
-            Err(e) => anyhow::bail!("{name}: row {first_row}: {e}"),
+        let batch = loop {
+            let Some((_, reader, _)) = &mut self.group else {
+                if self.next_group == self.metadata.metadata().num_row_groups() {
+                    return Ok(None);
+                }
+                self.group = Some(self.open_group(self.next_group)?);
+                self.next_group += 1;
+                continue;
+            };
+            match caught(|| reader.next()) {
+                Ok(None) => self.group = None,
+                Ok(Some(Ok(b))) => break b,
+                Ok(Some(Err(e))) => anyhow::bail!("{}: row {first_row}: {e}", self.name),
+                Err(e) => anyhow::bail!("{}: row {first_row}: {e}", self.name),
+            }
         };
+        let name = &self.name;
         let text_path = column_path(&batch, &self.text_field)
             .with_context(|| format!("{name}: no column {:?} (--text-field)", self.text_field))?;
+        self.check_decoded(text_path.last().expect("a path has a column"))?;
         let id_path = if self.has_id { column_path(&batch, &self.id_field) } else { None };
         let text = text_values(text_path.last().expect("a path has a column"), &self.text_field)
             .with_context(|| name.clone())?;
@@ -182,6 +219,53 @@ impl ParquetInput {
         self.reported = done;
         Ok(Some(Chunk { lines, rejects, rows: Some(batch), input, progress }))
     }
+
+    /// A reader of row group `group`, once its pages are checked against
+    /// the budget, decoding as many rows at a time as the budget allows.
+    fn open_group(&self, group: usize) -> anyhow::Result<(usize, ParquetRecordBatchReader, Plan)> {
+        let name = &self.name;
+        let plan = limits::plan(&self.file, self.file_len, self.metadata.metadata(), group, &self.mask, self.budget)
+            .map_err(|why| anyhow::anyhow!("{name}: {why}"))?;
+        let file = self.file.try_clone().with_context(|| format!("cannot open {name}"))?;
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.metadata.clone())
+            .with_row_groups(vec![group])
+            .with_batch_size(plan.batch_rows)
+            .with_projection(self.mask.clone())
+            .build()
+            .with_context(|| format!("{name}: cannot read its rows"))?;
+        Ok((group, reader, plan))
+    }
+
+    /// Refuses a batch whose text decoded to more than the page headers of
+    /// its row group allowed (they were checked before it was read).
+    fn check_decoded(&self, text: &ArrayRef) -> anyhow::Result<()> {
+        let (Some((group, _, plan)), Some(leaf)) = (&self.group, self.text_leaf) else { return Ok(()) };
+        let (Some(bound), Some(bytes)) = (plan.bound(leaf), value_bytes(text)) else { return Ok(()) };
+        if bytes > bound {
+            anyhow::bail!(
+                "{}: row group {group}, column {:?}: {} rows decoded to {bytes} bytes of text, more than its page \
+                 headers allow ({bound}): the file is damaged",
+                self.name,
+                self.text_field,
+                text.len()
+            );
+        }
+        Ok(())
+    }
+}
+
+/// The bytes of a string or binary array's values.
+fn value_bytes(array: &ArrayRef) -> Option<u64> {
+    fn span<O: arrow_array::OffsetSizeTrait>(o: &[O]) -> u64 {
+        (o.last().map_or(0, |v| v.as_usize()) - o.first().map_or(0, |v| v.as_usize())) as u64
+    }
+    match array.data_type() {
+        DataType::Utf8 => Some(span(array.as_string::<i32>().offsets())),
+        DataType::LargeUtf8 => Some(span(array.as_string::<i64>().offsets())),
+        DataType::Binary => Some(span(array.as_binary::<i32>().offsets())),
+        DataType::LargeBinary => Some(span(array.as_binary::<i64>().offsets())),
+        _ => None,
+    }
 }
 
 /// Runs `f`, turning a panic in the Parquet decoder (a damaged file it did
@@ -197,18 +281,50 @@ fn caught<T>(f: impl FnOnce() -> T) -> anyhow::Result<T> {
     })
 }
 
-/// Opens a Parquet file and reads its footer (a decoder panic on a
-/// damaged footer is an error naming the file).
-fn open_footer(path: &str) -> anyhow::Result<ParquetRecordBatchReaderBuilder<File>> {
+/// The footer of a Parquet file (its Thrift `FileMetaData`), read as bytes.
+fn read_footer(mut file: &File, path: &str) -> anyhow::Result<(u64, Vec<u8>)> {
+    let len = file.metadata().with_context(|| format!("cannot open {path}"))?.len();
+    let not = |why: String| anyhow::anyhow!("{path}: not a readable Parquet file ({why})");
+    if len < 12 {
+        return Err(not(format!("{len} bytes, too few for one")));
+    }
+    let mut tail = [0u8; 8];
+    file.seek(SeekFrom::Start(len - 8)).and_then(|_| file.read_exact(&mut tail)).with_context(|| path.to_owned())?;
+    match &tail[4..] {
+        b"PAR1" => {}
+        b"PARE" => return Err(not("its footer is encrypted, which this neardup does not read".into())),
+        _ => return Err(not("no PAR1 at its end".into())),
+    }
+    let footer = u64::from(u32::from_le_bytes(tail[..4].try_into().expect("4 bytes")));
+    if footer + 12 > len {
+        return Err(not(format!("a footer of {footer} bytes in a file of {len}")));
+    }
+    let mut bytes = vec![0u8; footer as usize];
+    file.seek(SeekFrom::Start(len - 8 - footer))
+        .and_then(|_| file.read_exact(&mut bytes))
+        .with_context(|| path.to_owned())?;
+    Ok((len, bytes))
+}
+
+/// Opens a Parquet file and reads its footer: the schema's depth is checked
+/// before anything builds it, and a decoder panic on a damaged footer is an
+/// error naming the file. Returns the file, its length and its metadata.
+fn open_footer(path: &str) -> anyhow::Result<(Arc<File>, u64, ArrowReaderMetadata)> {
     let file = File::open(path).with_context(|| format!("cannot open {path}"))?;
-    caught(|| ParquetRecordBatchReaderBuilder::try_new(file))
-        .and_then(|r| r.map_err(anyhow::Error::from))
-        .with_context(|| format!("{path}: not a readable Parquet file"))
+    let (len, footer) = read_footer(&file, path)?;
+    thrift::check_footer(&footer, MAX_SCHEMA_DEPTH).map_err(|e| anyhow::anyhow!("{path}: cannot read it: {e}"))?;
+    let metadata = caught(|| {
+        let metadata = ParquetMetaDataReader::decode_metadata(&footer)?;
+        ArrowReaderMetadata::try_new(Arc::new(metadata), ArrowReaderOptions::new())
+    })
+    .and_then(|r| r.map_err(anyhow::Error::from))
+    .with_context(|| format!("{path}: not a readable Parquet file"))?;
+    Ok((Arc::new(file), len, metadata))
 }
 
 /// The Arrow schema of a Parquet file.
 pub fn schema_of(path: &str) -> anyhow::Result<SchemaRef> {
-    Ok(Arc::clone(open_footer(path)?.schema()))
+    Ok(Arc::clone(open_footer(path)?.2.schema()))
 }
 
 /// Writer settings: zstd, row groups flushed at [`ROW_GROUP_BYTES`].

@@ -548,6 +548,109 @@ fn refused(out: &Output, file: &str, why: &str) {
     assert!(!err.contains("panicked"), "{err}");
 }
 
+/// A Parquet file whose `text` column is a string `depth` structs deep
+/// (built on a thread with a large stack: Arrow and Parquet build and drop
+/// nested types recursively).
+fn deep_struct_parquet(depth: usize) -> Vec<u8> {
+    use parquet::arrow::arrow_writer::ArrowWriterOptions;
+    let build = move || {
+        let mut field = Field::new("s", DataType::Utf8, true);
+        let mut array: ArrayRef = Arc::new(arrow_array::StringArray::from(vec!["the text of the only row"]));
+        for _ in 0..depth {
+            let fields = Fields::from(vec![field]);
+            array = Arc::new(StructArray::new(fields.clone(), vec![array], None));
+            field = Field::new("s", DataType::Struct(fields), true);
+        }
+        let schema = Arc::new(Schema::new(vec![field.with_name("text")]));
+        let batch = RecordBatch::try_new(Arc::clone(&schema), vec![array]).unwrap();
+        let mut out = Vec::new();
+        let options = ArrowWriterOptions::new().with_skip_arrow_metadata(true);
+        let mut w = ArrowWriter::try_new_with_options(&mut out, schema, options).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        out
+    };
+    std::thread::Builder::new().stack_size(1 << 30).spawn(build).unwrap().join().unwrap()
+}
+
+/// A Parquet file nested thousands of levels deep is refused before
+/// anything walks its schema (it overflowed the reader's stack: status 134).
+#[test]
+fn a_deeply_nested_parquet_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deep.parquet");
+    std::fs::write(&path, deep_struct_parquet(2000)).unwrap();
+    refused(&neardup(&["dedup", s(&path), "-q"]), "deep.parquet", "levels deep");
+    // Written out as Parquet, the input's schema is read first: refused too.
+    let out = dir.path().join("out.parquet");
+    refused(&neardup(&["dedup", s(&path), "-q", "-o", s(&out)]), "deep.parquet", "levels deep");
+    // A few levels are fine: the text is reached by its dotted path.
+    std::fs::write(&path, deep_struct_parquet(3)).unwrap();
+    let out = neardup(&["dedup", s(&path), "-q", "--text-field", "text.s.s.s", "--json"]);
+    let summary: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    assert_eq!(summary["records"], 1, "{summary}");
+}
+
+/// A dictionary bomb: one text of `len` bytes in the dictionary, referenced
+/// by `rows` rows (a file of about `len` bytes that decodes to `rows` ×
+/// `len`).
+fn dictionary_bomb(len: usize, rows: usize) -> Vec<u8> {
+    use arrow_array::types::Int32Type;
+    use parquet::arrow::arrow_writer::ArrowWriterOptions;
+    use parquet::file::properties::EnabledStatistics;
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let text: String = (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if x.is_multiple_of(6) {
+                ' '
+            } else {
+                char::from(b'a' + (x % 26) as u8)
+            }
+        })
+        .collect();
+    let values = Arc::new(arrow_array::StringArray::from(vec![text]));
+    let keys = arrow_array::Int32Array::from(vec![0; rows]);
+    let dict = arrow_array::DictionaryArray::<Int32Type>::new(keys, values);
+    // Without the Arrow schema in the footer, the column reads back as
+    // plain strings: the reader expands the dictionary.
+    let field = Field::new("text", arrow_array::Array::data_type(&dict).clone(), false);
+    let schema = Arc::new(Schema::new(vec![field]));
+    let batch = RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(dict)]).unwrap();
+    let props = WriterProperties::builder()
+        .set_dictionary_page_size_limit(len * 2)
+        .set_statistics_enabled(EnabledStatistics::None)
+        .build();
+    let options = ArrowWriterOptions::new().with_properties(props).with_skip_arrow_metadata(true);
+    let mut out = Vec::new();
+    let mut w = ArrowWriter::try_new_with_options(&mut out, schema, options).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    out
+}
+
+/// A small file whose dictionary expands to gigabytes is refused before it
+/// is decoded (a batch of it was one allocation of gigabytes: under a 2 GiB
+/// address space, an abort).
+#[test]
+fn a_parquet_dictionary_bomb_is_refused_before_decoding() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bomb.parquet");
+    let bomb = dictionary_bomb(600_000, 3000);
+    assert!(bomb.len() < 2 << 20, "{} bytes", bomb.len());
+    std::fs::write(&path, bomb).unwrap();
+    let out = neardup_limited(2048, &["dedup", s(&path), "-q"]);
+    refused(&out, "bomb.parquet", "row group 0, column \"text\"");
+    // The same text a few times is read as it is: 8 rows, one cluster.
+    std::fs::write(&path, dictionary_bomb(600_000, 8)).unwrap();
+    let out = neardup_limited(2048, &["dedup", s(&path), "-q", "--json"]);
+    let summary: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    assert_eq!(summary["records"], 8, "{summary}");
+    assert_eq!(summary["kept"], 1, "{summary}");
+}
+
 /// A saved index whose header claims 2³² − 1 bands is refused before the
 /// bands are allocated (16 GiB of them: under a 2 GiB address space, an
 /// abort).
