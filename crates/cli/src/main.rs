@@ -68,7 +68,7 @@ enum Command {
     /// Write kept documents as Markdown; skip identical ones, flag similar ones.
     Export(scan::ExportArgs),
     /// Serve the multi-tenant HTTP deduplication service.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// Measure throughput against the floor any tool must pay.
     Bench(bench::BenchArgs),
 }
@@ -83,7 +83,7 @@ fn main() -> ExitCode {
         Command::Scan(a) => scan::run_scan(a),
         Command::Report(a) => scan::run_report(a),
         Command::Export(a) => scan::run_export(a),
-        Command::Serve(a) => serve::run(a),
+        Command::Serve(a) => serve::run(*a),
         Command::Bench(a) => bench::run(a),
     };
     match result {

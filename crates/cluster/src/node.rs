@@ -203,6 +203,20 @@ impl Node {
         self.state.failed.lock().map_or_else(|_| Some("applier state poisoned".into()), |f| f.clone())
     }
 
+    /// The stream's last position, asked of NATS now (and remembered as
+    /// the last seen).
+    pub async fn stream_end(&self) -> Result<u64, ClusterError> {
+        let mut stream = self
+            .js
+            .get_stream(self.partition.stream())
+            .await
+            .map_err(|e| ClusterError::jetstream("reading the stream", e))?;
+        let last =
+            stream.info().await.map_err(|e| ClusterError::jetstream("reading the stream", e))?.state.last_sequence;
+        self.state.stream_last.fetch_max(last, Ordering::Relaxed);
+        Ok(last)
+    }
+
     /// Positions between the stream's last command and this node's applied
     /// position (as last seen).
     pub fn lag(&self) -> u64 {

@@ -209,7 +209,7 @@ impl Error {
         Error::new(ErrorKind::TooLarge { limit, max: max as u64, actual: actual as u64 })
     }
 
-    pub(crate) fn input(field: &'static str, reason: impl Into<String>) -> Error {
+    pub fn input(field: &'static str, reason: impl Into<String>) -> Error {
         Error::new(ErrorKind::InvalidInput { field, reason: reason.into() })
     }
 

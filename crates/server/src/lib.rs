@@ -50,6 +50,7 @@ mod serve;
 mod state;
 mod stream;
 mod tenant_spec;
+mod waiters;
 mod wire;
 
 pub use auth::{KeyStore, KeyStoreError, MintedKey, Principal, Scope};

@@ -75,6 +75,8 @@ pub struct Inner {
     pub journal: Journal,
     /// Limits.
     pub config: GatewayConfig,
+    /// Reads waiting for a log position (`min_lsn`).
+    pub waiters: crate::waiters::Waiters,
     ready: AtomicBool,
 }
 
@@ -105,6 +107,7 @@ impl AppState {
                 metrics: Metrics::new(),
                 journal: Journal::new(config.journal_capacity),
                 config,
+                waiters: crate::waiters::Waiters::default(),
                 ready: AtomicBool::new(true),
             }),
         }

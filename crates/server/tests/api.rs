@@ -891,3 +891,53 @@ async fn a_screened_tenant_decides_alike_and_reports_its_screen() {
     assert!(skipped > 0.0, "{metrics}");
     assert!(!metrics.contains("neardup_screen_skipped_lookups{tenant=\"plain\"}"), "{metrics}");
 }
+
+/// Issue 45, item 5: 600 reads asking a cluster node for a position the
+/// stream never reached (`min_lsn=10^12`) each held a thread for the
+/// request timeout, and an ordinary read waited 26.9 s behind them. A
+/// position past the stream's end is now refused at once, as on one node,
+/// and the reads in flight beside them are answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_reads_for_a_position_past_the_stream_is_refused_at_once() {
+    use neardup_cluster::testkit::NatsCluster;
+    use std::time::Duration;
+    let nats = NatsCluster::start(3).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut c = neardup_cluster::ClusterOptions::new(&nats.urls(), "n1").unwrap();
+    c.snapshot_interval = None;
+    let cluster =
+        std::sync::Arc::new(neardup_cluster::Cluster::start(dir.path(), EngineOptions::default(), c).await.unwrap());
+    let keys = KeyStore::open(None, Some(ADMIN)).unwrap();
+    let quotas = QuotaConfig { requests_per_sec: 1e9, request_burst: 1e9, bytes_per_sec: 1e12, byte_burst: 1e12 };
+    // A request timeout far past the test's guard: a read that waits for
+    // the position (today's behaviour) fails the test instead of passing late.
+    let config = GatewayConfig { quotas, request_timeout: Duration::from_secs(600), ..GatewayConfig::default() };
+    let h = H { state: AppState::clustered(cluster, keys, config), dir: tempfile::tempdir().unwrap() };
+    h.tenant("t", None).await;
+    let put = h.call(Method::PUT, "/v1/tenants/t/items/a", Some(ADMIN), Some(json!({"content": "red fox"}))).await;
+    assert_eq!(put.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&put.bytes));
+    let lsn = put.json()["lsn"].as_u64().unwrap();
+    let h = std::sync::Arc::new(h);
+    let flood: Vec<_> = (0..600)
+        .map(|_| {
+            let h = std::sync::Arc::clone(&h);
+            tokio::spawn(async move {
+                h.call(Method::GET, "/v1/tenants/t/items/a?min_lsn=1000000000000", Some(ADMIN), None).await
+            })
+        })
+        .collect();
+    let ordinary = h.call(Method::GET, &format!("/v1/tenants/t/items/a?min_lsn={lsn}"), Some(ADMIN), None).await;
+    assert_eq!(ordinary.status, StatusCode::OK);
+    let answers = tokio::time::timeout(Duration::from_secs(120), async {
+        let mut all = Vec::new();
+        for f in flood {
+            all.push(f.await.unwrap());
+        }
+        all
+    })
+    .await
+    .expect("every read past the stream is answered without waiting for the position");
+    for r in answers {
+        assert_eq!((r.status, r.code()), (StatusCode::BAD_REQUEST, "invalid_input".to_string()));
+    }
+}

@@ -368,23 +368,10 @@ impl Engine {
     /// (the tenant's own commands up to it, or the whole log up to it), up
     /// to `timeout`; `unavailable` if it has not by then.
     pub fn wait_applied(&self, tenant: &str, lsn: u64, timeout: Duration) -> Result<()> {
-        if self.replica.is_none() && lsn > self.applied_position() {
-            // A single node applies every write before answering it: a
-            // position past its log's end was never any write's answer.
-            return Err(Error::input(
-                "min_lsn",
-                format!("position {lsn} is past this node's log (at {})", self.applied_position()),
-            ));
-        }
         let deadline = Instant::now() + timeout;
         loop {
-            if self.applied_position() >= lsn {
+            if self.has_applied(tenant, lsn)? {
                 return Ok(());
-            }
-            if let Ok(t) = self.tenant(tenant) {
-                if t.read().map_err(|_| poisoned())?.applied_lsn >= lsn {
-                    return Ok(());
-                }
             }
             let now = Instant::now();
             if now >= deadline {
@@ -398,6 +385,25 @@ impl Engine {
                 Some(r) => r.wait(step),
                 None => std::thread::sleep(step),
             }
+        }
+    }
+
+    /// Whether this node has applied log position `lsn` for `tenant` (the
+    /// tenant's own commands up to it, or the whole log up to it), without
+    /// waiting. A single node applies every write before answering it, so
+    /// there a position past its log's end is an error: it was never any
+    /// write's answer.
+    pub fn has_applied(&self, tenant: &str, lsn: u64) -> Result<bool> {
+        let applied = self.applied_position();
+        if applied >= lsn {
+            return Ok(true);
+        }
+        if self.replica.is_none() {
+            return Err(Error::input("min_lsn", format!("position {lsn} is past this node's log (at {applied})")));
+        }
+        match self.tenant(tenant) {
+            Ok(t) => Ok(t.read().map_err(|_| poisoned())?.applied_lsn >= lsn),
+            Err(_) => Ok(false),
         }
     }
 

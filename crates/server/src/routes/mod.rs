@@ -28,12 +28,48 @@ pub(crate) struct MinLsn {
 }
 
 impl MinLsn {
-    /// Waits for `min_lsn` on `tenant`, if one was given.
+    /// Waits for `min_lsn` on `tenant`, if one was given, up to the request
+    /// timeout. The wait holds no thread: it is a timer between checks that
+    /// take two short locks. A position past the log's end is refused at
+    /// once (`invalid_input`: it was never any write's answer), and at most
+    /// [`crate::waiters::PER_TENANT`] reads of a tenant and
+    /// [`crate::waiters::PER_NODE`] of the node wait at a time (more:
+    /// `503 unavailable`, retry).
     pub(crate) async fn wait(&self, s: &AppState, tenant: &str) -> crate::error::ApiResult<()> {
         let Some(lsn) = self.min_lsn else { return Ok(()) };
-        let (t, timeout) = (tenant.to_string(), s.config.request_timeout);
-        s.run(tenant, move |e| e.wait_applied(&t, lsn, timeout)).await
+        let engine = s.engine_for(tenant)?;
+        if engine.has_applied(tenant, lsn)? {
+            return Ok(());
+        }
+        if let Some(node) = s.cluster().and_then(|c| c.local(tenant)) {
+            let end = node.stream_end().await.map_err(|e| unavailable(e.to_string()))?;
+            if lsn > end {
+                return Err(neardup_index::Error::input(
+                    "min_lsn",
+                    format!("position {lsn} is past the end of the stream (at {end})"),
+                )
+                .into());
+            }
+        }
+        let _waiting = s.waiters.admit(tenant)?;
+        let deadline = tokio::time::Instant::now() + s.config.request_timeout;
+        loop {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            if engine.has_applied(tenant, lsn)? {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(unavailable(format!(
+                    "this node has applied the log up to {} and not yet {lsn}; retry, or ask another node",
+                    engine.applied_position()
+                )));
+            }
+        }
     }
+}
+
+fn unavailable(detail: impl Into<String>) -> ApiError {
+    neardup_index::Error::unavailable(detail).into()
 }
 
 pub(crate) mod dashboard;
