@@ -28,6 +28,13 @@ pub struct Limits {
     pub max_compression_ratio: u64,
     /// Decompressed size from which the ratio check applies (default 1 MiB).
     pub ratio_check_min_bytes: u64,
+    /// Largest total decoded size of a PDF's streams that text extraction
+    /// may read (every stream but images: Flate streams inflated, the
+    /// others as stored), in bytes (default 64 MiB). Extraction holds
+    /// tens of times this in memory while it parses content, so this, not
+    /// the compression ratio, is what bounds a PDF's memory: padding a file
+    /// lowers its ratio but not its decoded size.
+    pub max_pdf_stream_bytes: u64,
     /// Most entries a DOCX archive may have (default 10 000).
     pub max_archive_entries: usize,
     /// Largest extracted text accepted, in bytes of UTF-8 (default 64 MiB).
@@ -45,6 +52,7 @@ impl Default for Limits {
             max_decompressed_bytes: 512 << 20,
             max_compression_ratio: 100,
             ratio_check_min_bytes: 1 << 20,
+            max_pdf_stream_bytes: 64 << 20,
             max_archive_entries: 10_000,
             max_text_bytes: 64 << 20,
             parse_timeout: std::time::Duration::from_secs(60),

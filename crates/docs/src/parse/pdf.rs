@@ -86,16 +86,23 @@ fn extract_pages(bytes: &[u8], limits: &Limits) -> Result<(Vec<String>, Option<S
     Ok((pages, title(&doc)))
 }
 
-/// Before text extraction inflates any stream into memory, inflates every
-/// Flate stream it may read (all but images) into a counting sink, a
-/// buffer at a time, and refuses the file past the archive limits: a 2 MB
-/// PDF can hold a 1 GiB content stream.
+/// Before text extraction decodes any stream into memory, counts the
+/// decoded size of every stream it may read (all but images: Flate
+/// streams inflated into a counting sink, a buffer at a time; the others
+/// as stored) and refuses the file past the limits: a 2 MB PDF can hold a
+/// 1 GiB content stream, and padding a file lowers its ratio, not what
+/// extraction holds in memory ([`Limits::max_pdf_stream_bytes`]).
 fn check_inflated_size(doc: &Document, file_len: u64, limits: &Limits) -> Result<(), Error> {
     use std::io::Read;
+    let cap = limits.max_decompressed_bytes.min(limits.max_pdf_stream_bytes);
     let mut total = 0u64;
+    let mut flate_total = 0u64;
     for (id, obj) in &doc.objects {
         let Object::Stream(s) = obj else { continue };
-        if s.dict.get(b"Subtype").and_then(Object::as_name).is_ok_and(|n| n == b"Image") {
+        // Images and attached files are never read for text.
+        if s.dict.get(b"Subtype").and_then(Object::as_name).is_ok_and(|n| n == b"Image")
+            || s.dict.get(b"Type").and_then(Object::as_name).is_ok_and(|n| n == b"EmbeddedFile")
+        {
             continue;
         }
         let flate = match s.dict.get(b"Filter") {
@@ -103,30 +110,33 @@ fn check_inflated_size(doc: &Document, file_len: u64, limits: &Limits) -> Result
             Ok(Object::Array(a)) => a.iter().any(|f| matches!(f, Object::Name(n) if n == b"FlateDecode")),
             _ => false,
         };
-        if !flate {
-            continue;
-        }
-        let budget = limits.max_decompressed_bytes.saturating_sub(total);
-        let mut inflate = flate2::read::ZlibDecoder::new(&s.content[..]).take(budget.saturating_add(1));
-        // A damaged stream counts what inflated before the damage; the
-        // parser reports the damage itself.
-        let mut buf = [0u8; 64 << 10];
-        loop {
-            match inflate.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => total += n as u64,
+        if flate {
+            let budget = cap.saturating_sub(total);
+            let mut inflate = flate2::read::ZlibDecoder::new(&s.content[..]).take(budget.saturating_add(1));
+            // A damaged stream counts what inflated before the damage; the
+            // parser reports the damage itself.
+            let mut buf = [0u8; 64 << 10];
+            loop {
+                match inflate.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        total += n as u64;
+                        flate_total += n as u64;
+                    }
+                }
             }
+        } else {
+            total += s.content.len() as u64;
         }
         let bomb = |reason: String| Error::new(crate::ErrorKind::ZipBomb { reason });
-        if total > limits.max_decompressed_bytes {
-            return Err(bomb(format!(
-                "PDF streams inflate past {} bytes (object {} {})",
-                limits.max_decompressed_bytes, id.0, id.1
-            )));
+        if total > cap {
+            let limit =
+                if cap == limits.max_pdf_stream_bytes { "max_pdf_stream_bytes" } else { "max_decompressed_bytes" };
+            return Err(bomb(format!("PDF streams decode past {cap} bytes (object {} {}; limit {limit})", id.0, id.1)));
         }
-        if total >= limits.ratio_check_min_bytes && total / file_len.max(1) > limits.max_compression_ratio {
+        if flate_total >= limits.ratio_check_min_bytes && flate_total / file_len.max(1) > limits.max_compression_ratio {
             return Err(bomb(format!(
-                "PDF streams inflate to {total} bytes from a {file_len}-byte file, over the ratio limit of {}:1",
+                "PDF streams inflate to {flate_total} bytes from a {file_len}-byte file, over the ratio limit of {}:1",
                 limits.max_compression_ratio
             )));
         }
@@ -209,11 +219,38 @@ mod tests {
         // Under the absolute limit too, with the ratio check relaxed.
         let limits = Limits { max_compression_ratio: u64::MAX, max_decompressed_bytes: 8 << 20, ..Limits::default() };
         let err = extract(&bomb, &limits).err().expect("must be refused");
-        assert!(err.to_string().contains("inflate past"), "{err}");
+        assert!(err.to_string().contains("decode past"), "{err}");
         // The same page with a small stream is not refused by the check.
         let small = pdf(2_000);
         let doc = Document::load_mem(&small).unwrap();
         check_inflated_size(&doc, small.len() as u64, &Limits::default()).unwrap();
+
+        // Padding a bomb with stored bytes lowers its ratio under 100:1 but
+        // not what extraction decodes: 80 MiB of content beside a stored
+        // 1 MiB stream is refused by the decoded size (before, it passed
+        // the ratio and extraction took gigabytes).
+        let mut doc = Document::load_mem(&pdf(80 << 20)).unwrap();
+        doc.add_object(Stream::new(dictionary! {}, vec![b'%'; 1 << 20]));
+        let mut padded = Vec::new();
+        doc.save_to(&mut padded).unwrap();
+        assert!((80u64 << 20) / padded.len() as u64 <= 100, "{} bytes", padded.len());
+        let err = extract(&padded, &Limits::default()).err().expect("must be refused");
+        assert!(err.to_string().contains("max_pdf_stream_bytes"), "{err}");
+        // Stored streams count as well: 70 MiB of uncompressed content.
+        let mut doc = Document::load_mem(&small).unwrap();
+        doc.add_object(Stream::new(dictionary! {}, vec![b' '; 70 << 20]));
+        let mut stored = Vec::new();
+        doc.save_to(&mut stored).unwrap();
+        let doc = Document::load_mem(&stored).unwrap();
+        let err = check_inflated_size(&doc, stored.len() as u64, &Limits::default()).unwrap_err();
+        assert!(err.to_string().contains("decode past"), "{err}");
+        // An attached file is not read for text, whatever its size.
+        let mut doc = Document::load_mem(&small).unwrap();
+        doc.add_object(Stream::new(dictionary! { "Type" => "EmbeddedFile" }, vec![b' '; 70 << 20]));
+        let mut attached = Vec::new();
+        doc.save_to(&mut attached).unwrap();
+        let doc = Document::load_mem(&attached).unwrap();
+        check_inflated_size(&doc, attached.len() as u64, &Limits::default()).unwrap();
     }
 
     #[test]
