@@ -51,12 +51,20 @@ fn applier(
     })
 }
 
+/// A shared log and two replica engines over it (with their folders).
+fn two_replicas() -> (Arc<SharedLog>, Arc<Engine>, Arc<Engine>, [tempfile::TempDir; 2]) {
+    let log = Arc::new(SharedLog::default());
+    let dirs = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let open = |d: &tempfile::TempDir| {
+        Arc::new(Engine::open_replica(d.path(), EngineOptions::default(), log.clone()).unwrap())
+    };
+    let (a, b) = (open(&dirs[0]), open(&dirs[1]));
+    (log, a, b, dirs)
+}
+
 #[test]
 fn stale_entries_are_refused_alike_on_every_replica() {
-    let log = Arc::new(SharedLog::default());
-    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = Arc::new(Engine::open_replica(da.path(), EngineOptions::default(), log.clone()).unwrap());
-    let b = Arc::new(Engine::open_replica(db.path(), EngineOptions::default(), log.clone()).unwrap());
+    let (log, a, b, _dirs) = two_replicas();
     let stop = Arc::new(AtomicBool::new(false));
     let open = Arc::new(AtomicBool::new(true));
     let appliers = [
@@ -140,12 +148,9 @@ fn a_single_node_refuses_a_position_past_its_log_at_once() {
 /// replica fed the whole log twice has the same bytes as one fed it once.
 #[test]
 fn replayed_entries_change_nothing() {
-    let log = Arc::new(SharedLog::default());
-    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = Arc::new(Engine::open_replica(da.path(), EngineOptions::default(), log.clone()).unwrap());
-    let b = Arc::new(Engine::open_replica(db.path(), EngineOptions::default(), log.clone()).unwrap());
-    let (open, stop) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicBool::new(false)));
-    let feeding = applier(log.clone(), a.clone(), open, stop.clone());
+    let (log, a, b, _dirs) = two_replicas();
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeding = applier(log.clone(), a.clone(), Arc::new(AtomicBool::new(true)), stop.clone());
     a.create_tenant("t", TenantConfig::new(Config::seed_example())).unwrap();
     for i in 0..30u64 {
         a.upsert("t", Item::text(format!("i{i}"), format!("red fox {} runs fast {i}", i % 4))).unwrap();
@@ -175,12 +180,9 @@ fn replayed_entries_change_nothing() {
 /// and both stay byte-identical. Today's nodes stopped at the first one.
 #[test]
 fn entries_that_are_not_commands_are_skipped_alike() {
-    let log = Arc::new(SharedLog::default());
-    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = Arc::new(Engine::open_replica(da.path(), EngineOptions::default(), log.clone()).unwrap());
-    let b = Arc::new(Engine::open_replica(db.path(), EngineOptions::default(), log.clone()).unwrap());
-    let (open, stop) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicBool::new(false)));
-    let feeding = applier(log.clone(), a.clone(), open, stop.clone());
+    let (log, a, b, _dirs) = two_replicas();
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeding = applier(log.clone(), a.clone(), Arc::new(AtomicBool::new(true)), stop.clone());
     a.create_tenant("t", TenantConfig::new(Config::seed_example())).unwrap();
     a.create_tenant("u", TenantConfig::new(Config::seed_example())).unwrap();
     a.upsert("t", Item::text("i1", "red fox runs very fast over the hill")).unwrap();
