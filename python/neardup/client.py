@@ -16,10 +16,21 @@ with the same method, body and token — only to the client's own URL and
 the other ``nodes`` it was given: a redirect anywhere else raises
 ``ServiceError`` (``untrusted_redirect``) before the token is sent, so a
 tampered registry cannot collect it.
+
+Several nodes of a cluster (``Client(url, token, nodes=[url2, url3])``)
+also give failover: a request that cannot connect, times out, or is
+answered ``503`` is sent again, unchanged, to the next node, each node at
+most once; the node that answered is used first next time. An upsert is
+given an ``idempotency_key`` (a random one) when it has none, so a write
+sent again after a timeout whose first try did land is answered as a
+replay, never applied twice. docs/cluster.md says which answers are safe
+to retry and why.
 """
 
 import json
+import socket
 import urllib.error
+import uuid
 import urllib.parse
 import urllib.request
 from typing import Any, Dict, Iterable, Mapping, Optional
@@ -47,6 +58,23 @@ def _origin(url: str) -> tuple:
     return (p.scheme, (p.hostname or "").lower(), port)
 
 
+def _error(status: int, raw: bytes) -> "ServiceError":
+    """The ``ServiceError`` of an error answer's body."""
+    try:
+        err = json.loads(raw)["error"]
+        return ServiceError(status, err["code"], err["message"])
+    except (ValueError, KeyError, TypeError):
+        return ServiceError(status, "http_error", raw.decode(errors="replace"))
+
+
+class _Unreachable(Exception):
+    """A node could not take a request; ``cause`` says why."""
+
+    def __init__(self, cause: Exception):
+        super().__init__(str(cause))
+        self.cause = cause
+
+
 class ServiceError(Exception):
     """An error answer from the service."""
 
@@ -66,15 +94,32 @@ class Client:
         self.url = url.rstrip("/")
         self.token = token
         self.timeout = timeout
-        # Where redirects may lead: this URL's origin and the nodes given.
-        self._trusted = {_origin(u) for u in [url, *nodes]}
+        # The nodes to fail over to, this one first; where redirects may
+        # lead: their origins.
+        self._nodes = list(dict.fromkeys([self.url, *(n.rstrip("/") for n in nodes)]))
+        self._trusted = {_origin(u) for u in self._nodes}
 
     def _call(self, method: str, path: str, body: Any = None, query: Optional[Mapping[str, Any]] = None) -> Any:
-        url = self.url + path
         params = {k: v for k, v in (query or {}).items() if v is not None}
-        if params:
-            url += "?" + urllib.parse.urlencode(params)
+        suffix = path + ("?" + urllib.parse.urlencode(params) if params else "")
         data = None if body is None else json.dumps(body).encode()
+        # Each node at most once, starting with the one that answered last.
+        last: Optional[Exception] = None
+        for _ in range(len(self._nodes)):
+            base = self._nodes[0]
+            try:
+                return self._send(method, base + suffix, data)
+            except _Unreachable as e:
+                last = e.cause
+                # This node goes last; the next one is tried.
+                self._nodes.append(self._nodes.pop(0))
+        if isinstance(last, ServiceError):
+            raise last
+        raise ServiceError(503, "unreachable", f"no node answered {method} {path}: {last}")
+
+    def _send(self, method: str, url: str, data: Optional[bytes]) -> Any:
+        """One request to one node, following its redirects; ``_Unreachable``
+        when the node cannot take it (no connection, a timeout, ``503``)."""
         # A partitioned cluster answers 307 for a tenant served by another
         # node: the same request (method, body, token) goes there.
         for _hop in range(_MAX_REDIRECTS + 1):
@@ -89,6 +134,8 @@ class Client:
                 return json.loads(raw) if raw else None
             except urllib.error.HTTPError as e:
                 raw = e.read()
+                if e.code == 503:
+                    raise _Unreachable(_error(e.code, raw)) from None
                 location = e.headers.get("Location")
                 if e.code in (307, 308) and location:
                     url = urllib.parse.urljoin(url, location)
@@ -100,12 +147,10 @@ class Client:
                             f"(pass it in nodes=[...] to trust it); the token was not sent there",
                         ) from None
                     continue
-                try:
-                    err = json.loads(raw)["error"]
-                    raise ServiceError(e.code, err["code"], err["message"]) from None
-                except (ValueError, KeyError, TypeError):
-                    raise ServiceError(e.code, "http_error", raw.decode(errors="replace")) from None
-        raise ServiceError(307, "too_many_redirects", f"more than {_MAX_REDIRECTS} redirects from {self.url + path}")
+                raise _error(e.code, raw) from None
+            except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as e:
+                raise _Unreachable(e) from None
+        raise ServiceError(307, "too_many_redirects", f"more than {_MAX_REDIRECTS} redirects from {url}")
 
     @staticmethod
     def _seg(s: str) -> str:
@@ -129,6 +174,7 @@ class Client:
         """Inserts or replaces an item; ``fields`` are the request's other
         fields (``epoch``, ``idempotency_key``, ``metadata``)."""
         path = f"/v1/tenants/{self._seg(tenant)}/items/{self._seg(item_id)}"
+        fields.setdefault("idempotency_key", uuid.uuid4().hex)
         return self._call("PUT", path, {"content": content, **fields})
 
     def upsert_many(self, tenant: str, items: Iterable[Mapping[str, Any]]) -> Dict[str, Any]:

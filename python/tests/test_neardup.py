@@ -438,6 +438,20 @@ def test_the_service_client_walks_the_seed_demonstration(tmp_path):
                 Client(tampered, token=key).tenant("t1")
             assert e.value.code == "untrusted_redirect" and impostor_url in e.value.message, e.value
             assert impostor.seen == [], "the impostor got a request"
+        # Failover: a node that refuses connections and one that answers
+        # 503 are passed over, each once; the request lands once on the
+        # node that takes it (the upsert carries an idempotency key).
+        dead = f"http://127.0.0.1:{_free_port()}"
+        with _answering(503) as busy:
+            c = Client(dead, token=key, nodes=[busy.url, url])
+            e1 = c.upsert("t1", "E", "blue owl sleeps in the old barn")
+            assert e1["status"] == "inserted", e1
+            assert len(busy.seen) == 1
+            assert c.get("t1", "E")["item_id"] == "E"
+            assert len(busy.seen) == 1, "the node that answered is asked first next time"
+        with pytest.raises(ServiceError) as e:
+            Client(dead, token=key, nodes=[f"http://127.0.0.1:{_free_port()}"]).tenant("t1")
+        assert e.value.code == "unreachable", e.value
         with _redirector(lambda path: None) as loop:
             with pytest.raises(ServiceError) as e:
                 Client(loop, token=key).tenant("t1")
@@ -445,6 +459,53 @@ def test_the_service_client_walks_the_seed_demonstration(tmp_path):
     finally:
         server.kill()
         server.wait()
+
+
+def _free_port():
+    import socket as _socket
+
+    with _socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class _answering:
+    """An HTTP server on loopback answering every request with ``status``
+    and a service error body; ``seen`` counts the requests."""
+
+    def __init__(self, status):
+        import http.server
+
+        outer = self
+        self.seen = []
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _answer(self):
+                outer.seen.append(self.path)
+                length = int(self.headers.get("Content-Length") or 0)
+                self.rfile.read(length)
+                body = json.dumps({"error": {"code": "unavailable", "message": "busy"}}).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            do_GET = do_PUT = do_POST = do_DELETE = _answer
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
 
 
 class _redirector:
