@@ -118,25 +118,49 @@ pub(crate) fn parse_with_sha(
 /// [`Limits::parse_timeout`]; smaller ones cannot take long.
 const DEADLINE_FROM_BYTES: usize = 64 << 10;
 
-/// [`extract`] under [`Limits::parse_timeout`]: a parser that is quadratic
-/// on crafted input (deeply nested HTML, PDFs of tens of thousands of
-/// pages) cannot hang a scan. The parse runs on its own thread; past the
-/// deadline the document is reported as [`ErrorKind::ParseTimeout`] and
-/// the thread is left behind, detached.
+/// [`extract`] under [`Limits::parse_timeout`]: a parser that is slow on
+/// crafted input (PDFs of tens of thousands of pages) cannot hang a scan.
+/// The parse runs on its own thread; past the deadline the document is
+/// reported as [`ErrorKind::ParseTimeout`], and the parse is told to stop
+/// ([`Cancel`]): a PDF's extraction stops at its next page, so it does not
+/// keep a core busy after the scan has moved on.
 fn extract_within_deadline(
     bytes: &[u8],
     hint_path: Option<&Path>,
     limits: &Limits,
 ) -> Result<(Format, Extracted), Error> {
     if bytes.len() < DEADLINE_FROM_BYTES {
-        return extract(bytes, hint_path, limits);
+        return extract(bytes, hint_path, limits, &Cancel::default());
     }
     let (owned, hint, lim) = (bytes.to_vec(), hint_path.map(Path::to_path_buf), limits.clone());
-    match within(limits.parse_timeout, move || extract(&owned, hint.as_deref(), &lim)) {
+    match within(limits.parse_timeout, move |cancel| extract(&owned, hint.as_deref(), &lim, &cancel)) {
         Within::Done(result) => result,
-        Within::TimedOut => Err(Error::new(ErrorKind::ParseTimeout { timeout_ms: limits.parse_timeout.as_millis() })),
+        Within::TimedOut => Err(timed_out(limits)),
         // No thread to be had (a process limit): parse here, without a deadline.
-        Within::NoThread => extract(bytes, hint_path, limits),
+        Within::NoThread => extract(bytes, hint_path, limits, &Cancel::default()),
+    }
+}
+
+fn timed_out(limits: &Limits) -> Error {
+    Error::new(ErrorKind::ParseTimeout { timeout_ms: limits.parse_timeout.as_millis() })
+}
+
+/// Set once a parse's deadline has passed: a parser that works in steps
+/// (a PDF, page by page) checks it between steps and stops.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Cancel(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Cancel {
+    pub(crate) fn cancel(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// `Err(ParseTimeout)` once cancelled.
+    pub(crate) fn check(&self, limits: &Limits) -> Result<(), Error> {
+        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            true => Err(timed_out(limits)),
+            false => Ok(()),
+        }
     }
 }
 
@@ -149,26 +173,40 @@ enum Within<T> {
 }
 
 /// Runs `work` on a thread of its own and waits up to `timeout` for it;
-/// past the deadline the thread is left behind, detached.
-fn within<T: Send + 'static>(timeout: std::time::Duration, work: impl FnOnce() -> T + Send + 'static) -> Within<T> {
+/// past the deadline `work`'s [`Cancel`] is set and the thread is left to
+/// stop, detached.
+fn within<T: Send + 'static>(
+    timeout: std::time::Duration,
+    work: impl FnOnce(Cancel) -> T + Send + 'static,
+) -> Within<T> {
     let (tx, rx) = std::sync::mpsc::sync_channel(1);
+    let cancel = Cancel::default();
+    let theirs = cancel.clone();
     let spawned = std::thread::Builder::new().name("neardup-parse".into()).spawn(move || {
-        let _ = tx.send(work());
+        let _ = tx.send(work(theirs));
     });
     if spawned.is_err() {
         return Within::NoThread;
     }
     match rx.recv_timeout(timeout) {
         Ok(result) => Within::Done(result),
-        Err(_) => Within::TimedOut,
+        Err(_) => {
+            cancel.cancel();
+            Within::TimedOut
+        }
     }
 }
 
-fn extract(bytes: &[u8], hint_path: Option<&Path>, limits: &Limits) -> Result<(Format, Extracted), Error> {
+fn extract(
+    bytes: &[u8],
+    hint_path: Option<&Path>,
+    limits: &Limits,
+    cancel: &Cancel,
+) -> Result<(Format, Extracted), Error> {
     let ext = format::extension(hint_path);
     let by_ext = ext.as_deref().and_then(Format::from_extension);
     match format::sniff(bytes) {
-        Sniffed::Pdf => Ok((Format::Pdf, pdf::extract(bytes, limits)?)),
+        Sniffed::Pdf => Ok((Format::Pdf, pdf::extract(bytes, limits, cancel)?)),
         Sniffed::Zip => Ok((Format::Docx, docx::extract(bytes, limits)?)),
         Sniffed::OtherBinary(name) => Err(match by_ext {
             Some(Format::Text | Format::Markdown | Format::Html) => {
@@ -258,13 +296,25 @@ mod tests {
     #[test]
     fn a_parse_past_the_deadline_is_reported_and_skipped() {
         let (release, held) = std::sync::mpsc::channel::<()>();
-        let got = within(std::time::Duration::from_millis(150), move || {
+        let got = within(std::time::Duration::from_millis(150), move |_| {
             let _ = held.recv_timeout(std::time::Duration::from_secs(60));
             "parsed"
         });
         let _ = release.send(());
         assert_eq!(got, Within::TimedOut);
-        assert_eq!(within(std::time::Duration::from_secs(60), || "parsed"), Within::Done("parsed"));
+        assert_eq!(within(std::time::Duration::from_secs(60), |_| "parsed"), Within::Done("parsed"));
+        // Past the deadline the work is told to stop: work that runs until
+        // it is cancelled (a minute at most, the guard) ends, and says so.
+        let (stopped, ended) = std::sync::mpsc::channel();
+        let got = within(std::time::Duration::from_millis(50), move |cancel| {
+            let guard = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            while cancel.check(&Limits::default()).is_ok() && std::time::Instant::now() < guard {
+                std::thread::yield_now();
+            }
+            let _ = stopped.send(cancel.check(&Limits::default()).is_err());
+        });
+        assert_eq!(got, Within::TimedOut);
+        assert!(ended.recv().unwrap(), "the work stopped because it was cancelled, not at its guard");
         let err = Error::new(ErrorKind::ParseTimeout { timeout_ms: 150 });
         assert!(err.is_document_error());
         let flat = format!("<html><body>{}</body></html>", "<p>some words in a paragraph</p>".repeat(4_000));

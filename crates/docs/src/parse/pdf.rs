@@ -11,7 +11,7 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use pdf_extract::{Document, Object, PlainTextOutput};
 
 use super::pdf_cleanup::clean_pages;
-use super::Extracted;
+use super::{Cancel, Extracted};
 use crate::error::Error;
 use crate::format::Format;
 use crate::limits::Limits;
@@ -37,10 +37,10 @@ fn quiet_parser_panics() {
     });
 }
 
-pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Extracted, Error> {
+pub(crate) fn extract(bytes: &[u8], limits: &Limits, cancel: &Cancel) -> Result<Extracted, Error> {
     quiet_parser_panics();
     IN_PARSER.with(|p| p.set(true));
-    let result = catch_unwind(AssertUnwindSafe(|| extract_pages(bytes, limits)));
+    let result = catch_unwind(AssertUnwindSafe(|| extract_pages(bytes, limits, cancel)));
     IN_PARSER.with(|p| p.set(false));
     match result {
         Ok(Ok((pages, title))) => Ok(Extracted { text: clean_pages(&pages), title }),
@@ -56,7 +56,7 @@ pub(crate) fn extract(bytes: &[u8], limits: &Limits) -> Result<Extracted, Error>
     }
 }
 
-fn extract_pages(bytes: &[u8], limits: &Limits) -> Result<(Vec<String>, Option<String>), Error> {
+fn extract_pages(bytes: &[u8], limits: &Limits, cancel: &Cancel) -> Result<(Vec<String>, Option<String>), Error> {
     let mut doc = Document::load_mem(bytes).map_err(|e| Error::corrupt(Format::Pdf, e.to_string()))?;
     if doc.is_encrypted() {
         // Many "encrypted" PDFs only restrict printing and open with the
@@ -71,6 +71,8 @@ fn extract_pages(bytes: &[u8], limits: &Limits) -> Result<(Vec<String>, Option<S
     let mut pages = Vec::with_capacity(page_numbers.len());
     let mut total = 0usize;
     for n in page_numbers {
+        // Past the deadline the scan has moved on: stop here.
+        cancel.check(limits)?;
         let mut text = String::new();
         {
             let mut out = PlainTextOutput::new(&mut text);
@@ -178,7 +180,7 @@ mod tests {
         for bytes in
             [&b"%PDF-1.4\n"[..], b"%PDF-1.7\n1 0 obj\n<< /Type /Catalog >>\nendobj\ntrailer\n<< /Root 1 0 R >>\n%%EOF"]
         {
-            let err = extract(bytes, &Limits::default()).err().expect("must fail");
+            let err = extract(bytes, &Limits::default(), &Cancel::default()).err().expect("must fail");
             assert!(err.to_string().contains("PDF"), "{err}");
         }
     }
@@ -214,11 +216,11 @@ mod tests {
         // 16 MiB of content in a file of a few tens of KB: over 100:1.
         let bomb = pdf(16 << 20);
         assert!(bomb.len() < 100_000, "{}", bomb.len());
-        let err = extract(&bomb, &Limits::default()).err().expect("must be refused");
+        let err = extract(&bomb, &Limits::default(), &Cancel::default()).err().expect("must be refused");
         assert!(err.to_string().contains("zip bomb"), "{err}");
         // Under the absolute limit too, with the ratio check relaxed.
         let limits = Limits { max_compression_ratio: u64::MAX, max_decompressed_bytes: 8 << 20, ..Limits::default() };
-        let err = extract(&bomb, &limits).err().expect("must be refused");
+        let err = extract(&bomb, &limits, &Cancel::default()).err().expect("must be refused");
         assert!(err.to_string().contains("decode past"), "{err}");
         // The same page with a small stream is not refused by the check.
         let small = pdf(2_000);
@@ -234,7 +236,7 @@ mod tests {
         let mut padded = Vec::new();
         doc.save_to(&mut padded).unwrap();
         assert!((80u64 << 20) / padded.len() as u64 <= 100, "{} bytes", padded.len());
-        let err = extract(&padded, &Limits::default()).err().expect("must be refused");
+        let err = extract(&padded, &Limits::default(), &Cancel::default()).err().expect("must be refused");
         assert!(err.to_string().contains("max_pdf_stream_bytes"), "{err}");
         // Stored streams count as well: 70 MiB of uncompressed content.
         let mut doc = Document::load_mem(&small).unwrap();
@@ -244,6 +246,13 @@ mod tests {
         let doc = Document::load_mem(&stored).unwrap();
         let err = check_inflated_size(&doc, stored.len() as u64, &Limits::default()).unwrap_err();
         assert!(err.to_string().contains("decode past"), "{err}");
+        // A cancelled extraction (its deadline passed) stops before a page.
+        let cancelled = Cancel::default();
+        cancelled.cancel();
+        let err = extract(&small, &Limits::default(), &cancelled).err().expect("must stop");
+        assert!(matches!(err.kind(), crate::ErrorKind::ParseTimeout { .. }), "{err}");
+        let uncancelled = extract(&small, &Limits::default(), &Cancel::default());
+        assert!(!uncancelled.is_err_and(|e| matches!(e.kind(), crate::ErrorKind::ParseTimeout { .. })));
         // An attached file is not read for text, whatever its size.
         let mut doc = Document::load_mem(&small).unwrap();
         doc.add_object(Stream::new(dictionary! { "Type" => "EmbeddedFile" }, vec![b' '; 70 << 20]));
