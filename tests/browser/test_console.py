@@ -163,13 +163,34 @@ def csp_violations(d):
     return [e["message"] for e in d.get_log("browser") if "Content Security Policy" in e["message"]]
 
 
+def sign_in(d, url, tenant, key):
+    """Signs in with the form (a key never goes in a URL): as ``tenant``'s
+    key holder, or as the operator when ``tenant`` is empty."""
+    d.get(url + "/console/")
+    d.execute_script("sessionStorage.clear()")
+    d.refresh()
+    wait(d, "#login-form")
+    for field, value in (("login-tenant", tenant), ("login-key", key)):
+        e = d.find_element(By.ID, field)
+        e.clear()
+        e.send_keys(value)
+    d.find_element(By.ID, "login-submit").click()
+
+
 def test_review_the_seed_pair_and_label_it(server, browser):
     d = browser
     d.get(server["url"] + "/console/")
     wait(d, "#login-form")
     shot(d, "login")
-    # A link carrying the tenant and key opens the queue; the key leaves the URL.
+    # A link carrying a key is not used: the key leaves the URL, nothing is
+    # stored, and the form asks for it (the browser keeps such links).
     d.get(server["url"] + f"/console/#tenant=demo&key={server['key']}")
+    WebDriverWait(d, 10).until(lambda d: "not used" in d.find_element(By.ID, "status").text)
+    assert "key=" not in d.current_url
+    assert d.execute_script("return sessionStorage.getItem('neardup.key')") is None
+    assert d.find_element(By.ID, "login").is_displayed()
+    assert d.find_element(By.ID, "login-tenant").get_attribute("value") == "demo"
+    sign_in(d, server["url"], "demo", server["key"])
     wait(d, '#queue-table tr[data-item="B"]')
     settled(d)
     assert "key=" not in d.current_url
@@ -207,7 +228,7 @@ def test_review_the_seed_pair_and_label_it(server, browser):
 
 def test_a_hostile_item_renders_as_text(server, browser):
     d = browser
-    d.get(server["url"] + f"/console/#tenant=demo&key={server['key']}")
+    sign_in(d, server["url"], "demo", server["key"])
     wait(d, "#queue-table tbody tr")
     settled(d)
     ids = [e.text for e in d.find_elements(By.CSS_SELECTOR, "#queue-table tbody td.id")]
@@ -264,7 +285,9 @@ def candidates(api, item, limit=10):
 
 def open_compare(d, server, triage, left, right=None, expect_right=None):
     """Opens the compare view of a pair and waits until it shows that pair."""
-    route = f"tenant=triage&key={triage['key']}&view=compare&left={left}" + (f"&right={right}" if right else "")
+    if d.execute_script("return sessionStorage.getItem('neardup.tenant')") != "triage":
+        sign_in(d, server["url"], "triage", triage["key"])
+    route = f"tenant=triage&view=compare&left={left}" + (f"&right={right}" if right else "")
     d.get(server["url"] + "/console/#" + route)
 
     def shown(d):
@@ -341,7 +364,7 @@ def test_queue_shows_the_closest_match_and_sorts_by_its_score(server, triage, br
     by_score = sorted(newest, key=lambda i: -best[i]["score"])  # stable: ties stay newest first
     assert len(set(e[2] for e in expected)) >= 3 and by_score != newest, expected
 
-    d.get(server["url"] + f"/console/#tenant=triage&key={triage['key']}")
+    sign_in(d, server["url"], "triage", triage["key"])
     WebDriverWait(d, 30).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#queue-table tbody tr[data-item]")) == len(newest))
     settled(d, 30)
     assert queue_rows(d) == expected
@@ -372,7 +395,8 @@ def test_queue_shows_the_closest_match_and_sorts_by_its_score(server, triage, br
 
 def test_dashboards_plot_the_ingest(server, browser):
     d = browser
-    d.get(server["url"] + f"/console/#tenant=demo&key={server['key']}&view=dashboard")
+    sign_in(d, server["url"], "demo", server["key"])
+    d.get(server["url"] + "/console/#tenant=demo&view=dashboard")
     wait(d, "#charts svg.chart")
     settled(d)
     charts = {c.get_attribute("aria-label"): c for c in d.find_elements(By.CSS_SELECTOR, "#charts svg.chart")}
@@ -390,7 +414,8 @@ def test_dashboards_plot_the_ingest(server, browser):
 
 def test_neighbourhood_and_a_confirmed_tombstone(server, browser):
     d = browser
-    d.get(server["url"] + f"/console/#tenant=demo&key={server['key']}&view=neighbourhood&item=doc-01")
+    sign_in(d, server["url"], "demo", server["key"])
+    d.get(server["url"] + "/console/#tenant=demo&view=neighbourhood&item=doc-01")
     wait(d, '#neighbourhood-table tr[data-item="doc-01-edited"]')
     settled(d)
     members = [r.get_attribute("data-item") for r in d.find_elements(By.CSS_SELECTOR, "#neighbourhood-table tbody tr")]
@@ -413,7 +438,7 @@ def test_neighbourhood_and_a_confirmed_tombstone(server, browser):
 
 def test_operators_view(server, browser):
     d = browser
-    d.get(server["url"] + "/console/#key=" + ADMIN)
+    sign_in(d, server["url"], "", ADMIN)
     wait(d, '#tenants-table tr[data-tenant="demo"]')
     settled(d)
     cells = d.find_element(By.CSS_SELECTOR, '#tenants-table tr[data-tenant="demo"]').text
@@ -423,6 +448,6 @@ def test_operators_view(server, browser):
     wait(d, "#login-form")
     assert d.execute_script("return sessionStorage.getItem('neardup.key')") is None
     # A wrong key gets a clear message and the sign-in form back.
-    d.get(server["url"] + "/console/#tenant=demo&key=not-a-real-key")
+    sign_in(d, server["url"], "demo", "not-a-real-key")
     WebDriverWait(d, 10).until(lambda d: "401" in d.find_element(By.ID, "status").text)
     assert d.find_element(By.ID, "login").is_displayed()

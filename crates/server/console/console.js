@@ -104,14 +104,15 @@
   };
 
   // The route lives in the fragment: #tenant=T&view=compare&left=A&right=B.
-  // A key given there is moved to session storage and dropped from the URL.
+  // A key in a link is never used: by the time this runs the browser has
+  // stored the URL, key and all, in its history and session files. It is
+  // dropped from the address bar, and the form asks for the key.
   function route() {
     const p = new URLSearchParams(location.hash.replace(/^#/, ''));
     if (p.has('key')) {
-      // A link with a key and no tenant is an operator's.
-      session.set(p.get('tenant') || '', p.get('key'));
       p.delete('key');
       history.replaceState(null, '', location.pathname + location.search + '#' + p.toString());
+      say('A key in a link is not used: browsers keep links in their history. Sign in with the form.');
     } else if (p.has('tenant') && p.get('tenant') !== session.tenant && session.key) {
       session.set(p.get('tenant'), null);
     }
