@@ -70,9 +70,9 @@ head -c 8192 tests/fixtures/docs/paper.pdf >"$SEEDS/parse_document/paper-head.pd
 printf 'Ｆｕｌｌｗｉｄｔｈ ﬁ ligature, e\xcc\x81 combining, İstanbul, ΣΊΣΥΦΟΣ, 東京は日本の首都です。' \
     >"$SEEDS/normalize/unicode.txt"
 
-# Replicated-log entries as the replica_entry target reads them: each a
-# 2-byte length, then the entry (8-byte "after": the tenant's previous
-# entry, then one command), the commands taken from the log above
+# Replicated-log entries as the replica_entry target reads them: each the
+# tenant its subject names (1-byte length, "t1"), a 2-byte length, then the
+# entry (8-byte "after": the tenant's previous entry, then one command), the commands taken from the log above
 # (docs/index-format.md: 24-byte segment header, records of length, CRC,
 # LSN, payload).
 python3 - "$SEEDS/command_log" "$SEEDS/replica_entry/entries" <<'EOF'
@@ -83,7 +83,7 @@ while at + 16 <= len(seg):
     n, _crc, lsn = struct.unpack_from("<IIQ", seg, at)
     payload = seg[at + 16:at + 16 + n]
     entry = struct.pack("<Q", after) + payload
-    out += struct.pack("<H", len(entry)) + entry
+    out += bytes([2]) + b"t1" + struct.pack("<H", len(entry)) + entry
     after, at = lsn, at + 16 + n
 pathlib.Path(sys.argv[2]).write_bytes(out)
 EOF
