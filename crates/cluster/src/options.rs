@@ -66,8 +66,11 @@ impl std::fmt::Debug for NatsAuth {
 }
 
 fn read_secret(flag: &'static str, path: &Path) -> Result<String, ClusterError> {
-    let text = std::fs::read_to_string(path)
+    // Bounded: a path given as configuration may name /dev/zero.
+    let bytes = neardup_fs::read_small(path, 4096)
         .map_err(|e| ClusterError::option(flag, format!("{flag} {}: {e}", path.display())))?;
+    let text = String::from_utf8(bytes)
+        .map_err(|_| ClusterError::option(flag, format!("{flag} {}: not UTF-8 text", path.display())))?;
     let text = text.trim();
     if text.is_empty() {
         return Err(ClusterError::option(flag, format!("{flag} {}: the file is empty", path.display())));

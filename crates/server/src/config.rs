@@ -565,6 +565,16 @@ mod tests {
             .validate()
             .unwrap_err();
         assert!(token.to_string().contains("--admin-token-file"), "{token}");
+        let clustered =
+            || ServeSettings { cluster: Some("nats://127.0.0.1:4222".into()), node_id: Some("n1".into()), ..raw() };
+        let secret =
+            ServeSettings { cluster_secret_file: Some("/dev/zero".into()), ..clustered() }.validate().unwrap_err();
+        assert!(secret.to_string().contains("--cluster-secret-file"), "{secret}");
+        let password =
+            ServeSettings { nats_user: Some("u".into()), nats_password_file: Some("/dev/zero".into()), ..clustered() }
+                .validate()
+                .unwrap_err();
+        assert!(password.to_string().contains("--nats-password-file"), "{password}");
         let file = ServeSettings::load(Path::new("/dev/zero")).unwrap_err();
         assert!(file.to_string().contains("--config"), "{file}");
     }
