@@ -375,10 +375,7 @@ impl Engine {
             }
             let now = Instant::now();
             if now >= deadline {
-                return Err(Error::unavailable(format!(
-                    "this node has applied the log up to {} and not yet {lsn}; retry, or ask another node",
-                    self.applied_position()
-                )));
+                return Err(self.not_applied_yet(lsn));
             }
             let step = (deadline - now).min(Duration::from_millis(50));
             match &self.replica {
@@ -386,6 +383,14 @@ impl Engine {
                 None => std::thread::sleep(step),
             }
         }
+    }
+
+    /// The answer to a read that waited for position `lsn` in vain.
+    pub fn not_applied_yet(&self, lsn: u64) -> Error {
+        Error::unavailable(format!(
+            "this node has applied the log up to {} and not yet {lsn}; retry, or ask another node",
+            self.applied_position()
+        ))
     }
 
     /// Whether this node has applied log position `lsn` for `tenant` (the

@@ -42,7 +42,10 @@ impl MinLsn {
             return Ok(());
         }
         if let Some(node) = s.cluster().and_then(|c| c.local(tenant)) {
-            let end = node.stream_end().await.map_err(|e| unavailable(e.to_string()))?;
+            let end = node
+                .stream_end()
+                .await
+                .map_err(|e| ApiError::from(neardup_index::Error::unavailable(e.to_string())))?;
             if lsn > end {
                 return Err(neardup_index::Error::input(
                     "min_lsn",
@@ -59,17 +62,10 @@ impl MinLsn {
                 return Ok(());
             }
             if tokio::time::Instant::now() >= deadline {
-                return Err(unavailable(format!(
-                    "this node has applied the log up to {} and not yet {lsn}; retry, or ask another node",
-                    engine.applied_position()
-                )));
+                return Err(engine.not_applied_yet(lsn).into());
             }
         }
     }
-}
-
-fn unavailable(detail: impl Into<String>) -> ApiError {
-    neardup_index::Error::unavailable(detail).into()
 }
 
 pub(crate) mod dashboard;
