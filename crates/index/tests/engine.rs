@@ -647,7 +647,6 @@ fn queued_upserts_answer_once_and_only_when_durable() {
         Engine::open(dir.path(), EngineOptions { fsync: FsyncPolicy::Always, ..opts(StoreKind::Memory) }).unwrap(),
     );
     e.create_tenant("t", seed_tenant()).unwrap();
-    assert!(e.queues_upserts());
     e.delay_log_fsyncs(std::time::Duration::from_millis(3));
     let (tx, rx) = mpsc::channel::<(String, neardup_index::Result<neardup_index::UpsertOutcome>)>();
     let early = Arc::new(AtomicU64::new(0));

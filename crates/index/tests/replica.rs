@@ -233,3 +233,144 @@ fn entries_that_are_not_commands_are_skipped_alike() {
     }
     assert_eq!(b.live_ids("t").unwrap().len(), 2);
 }
+
+/// Words for texts that share no shingle with each other unless made to.
+fn sentence(seed: u64) -> String {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..24)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            format!("w{}", x % 50_000)
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Concurrent single upserts of one tenant on one node in cluster mode go
+/// to the log together: the writes queued while an entry is in flight are
+/// the next round, proposed as one entry where they do not bear on each
+/// other — and each is answered exactly as a single node answers the same
+/// upserts one by one in queue order (near copies, ids written again, the
+/// same content again, repeated idempotency keys, a bad id). Before, each
+/// was an entry of its own, and concurrent writers were refused and
+/// planned again one round trip each.
+#[test]
+fn queued_single_upserts_share_entries_and_answer_as_one_by_one() {
+    use std::sync::mpsc;
+    let (log, a, b, _dirs) = two_replicas();
+    let stop = Arc::new(AtomicBool::new(false));
+    let open = Arc::new(AtomicBool::new(true));
+    let appliers = [
+        applier(log.clone(), a.clone(), open.clone(), stop.clone()),
+        applier(log.clone(), b.clone(), open.clone(), stop.clone()),
+    ];
+    let solo_dir = tempfile::tempdir().unwrap();
+    let solo = Engine::open(solo_dir.path(), EngineOptions::default()).unwrap();
+    let config = TenantConfig::new(Config::default());
+    a.create_tenant("t", config.clone()).unwrap();
+    solo.create_tenant("t", config).unwrap();
+    let len = || log.entries.lock().unwrap().len() as u64;
+    let leaders = Arc::new(Mutex::new(Vec::new()));
+    let spawn: neardup_index::Spawn = {
+        let (a, leaders) = (a.clone(), leaders.clone());
+        Arc::new(move |lead| {
+            let a = a.clone();
+            leaders.lock().unwrap().push(std::thread::spawn(move || a.lead(lead)));
+        })
+    };
+    // Queues `items` behind a first write whose entry the held appliers
+    // keep in flight, then lets the log go on; each answer in order.
+    let queued_behind_one = |items: Vec<Item>| {
+        let (tx, rx) = mpsc::channel();
+        open.store(false, Ordering::Relaxed);
+        let before = len();
+        for (i, item) in items.into_iter().enumerate() {
+            let tx = tx.clone();
+            a.upsert_queued("t", item, Box::new(move |r| tx.send((i, r)).unwrap()), spawn.clone()).unwrap();
+            if i == 0 {
+                // The first is proposed; its leader waits for it to apply.
+                while len() == before {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+        }
+        open.store(true, Ordering::Relaxed);
+        drop(tx);
+        let mut answers: Vec<_> = rx.iter().collect();
+        answers.sort_by_key(|(i, _)| *i);
+        (answers.into_iter().map(|(_, r)| r).collect::<Vec<_>>(), len() - before)
+    };
+
+    // Writes that share nothing: the 32 queued behind the first are one entry.
+    let distinct: Vec<Item> = (0..33u64).map(|i| Item::text(format!("d{i}"), sentence(i))).collect();
+    for it in &distinct {
+        solo.upsert("t", it.clone()).unwrap();
+    }
+    let (answers, entries) = queued_behind_one(distinct);
+    assert!(answers.iter().all(Result::is_ok), "{answers:?}");
+    assert_eq!(entries, 2, "the first write's entry, then one for the 32 queued behind it");
+
+    // Writes that bear on each other: answered as one by one on one node.
+    let mut mixed = Vec::new();
+    for i in 0..64u64 {
+        let n = 1000 + i;
+        let mut item = match i % 8 {
+            // A near copy of the item two before.
+            3 => Item::text(format!("m{n}"), format!("{} x{i}", sentence(n - 2))),
+            // The id before, other content, no epoch: item_exists.
+            5 => Item::text(format!("m{}", n - 1), sentence(n + 500)),
+            // The item two before again: unchanged.
+            6 => Item::text(format!("m{}", n - 2), sentence(n - 2)),
+            // The id before, replaced at a higher epoch.
+            7 => {
+                let mut it = Item::text(format!("m{}", n - 1), sentence(n + 900));
+                it.epoch = Some(2);
+                it
+            }
+            // An exact copy of a document of the first round.
+            1 => Item::text(format!("m{n}"), sentence(i)),
+            _ => Item::text(format!("m{n}"), sentence(n)),
+        };
+        if i % 16 == 2 {
+            item.idempotency_key = Some(format!("k{}", i % 32));
+        }
+        if i == 20 {
+            item.item_id = "bad id\n".into();
+        }
+        mixed.push(item);
+    }
+    let want: Vec<_> = mixed.iter().map(|it| solo.upsert("t", it.clone())).collect();
+    let (got, entries) = queued_behind_one(mixed);
+    let mut writes = 0;
+    for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+        match (g, w) {
+            (Ok(g), Ok(w)) => {
+                assert_eq!(
+                    (&g.item_id, g.epoch, g.status, &g.decision),
+                    (&w.item_id, w.epoch, w.status, &w.decision),
+                    "item {i}"
+                );
+                writes += u64::from(g.lsn > 0 && w.lsn > 0);
+            }
+            (Err(g), Err(w)) => assert_eq!(g.code(), w.code(), "item {i}"),
+            _ => panic!("item {i}: {g:?} vs {w:?}"),
+        }
+    }
+    assert_eq!(got.len(), 64);
+    assert!(entries < writes / 2, "{entries} entries for {writes} writes");
+    let end = len();
+    for e in [&a, &b] {
+        e.wait_applied("t", end, Duration::from_secs(10)).unwrap();
+    }
+    assert_eq!(a.snapshot("t").unwrap(), b.snapshot("t").unwrap());
+    assert_eq!(a.live_ids("t").unwrap(), solo.live_ids("t").unwrap());
+    stop.store(true, Ordering::Relaxed);
+    for h in appliers {
+        h.join().unwrap();
+    }
+    for h in std::mem::take(&mut *leaders.lock().unwrap()) {
+        h.join().unwrap();
+    }
+}

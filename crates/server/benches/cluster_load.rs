@@ -1,24 +1,25 @@
-//! Cluster throughput (issue 12): acknowledged upserts/s of ~2 KB
-//! documents through 1, 2 and 3 service nodes on loopback, over a
-//! three-server NATS JetStream cluster (R = 3, file storage), and the lag of
-//! the slowest replica.
+//! Cluster throughput against one node, in one run (issues 12 and 41):
+//! acknowledged writes/s of ~2 KB documents into one tenant through a
+//! single node (`neardup serve`'s embedded log, `--fsync always`) and
+//! through 1 and 3 service nodes on loopback over a three-server NATS
+//! JetStream cluster (R = 3, file storage), with the lag of the slowest
+//! replica.
 //!
-//! For each node count: a fresh NATS cluster (`nats-server` child
-//! processes, `neardup_cluster::testkit`), that many in-process nodes (each
-//! `neardup_cluster::Cluster` + `neardup_server::serve` on its own port, fjall
-//! store), then N keep-alive HTTP/1.1 clients spread over the nodes.
-//! Phases of D s each: single upserts (`PUT`) and batches (`POST
-//! .../items`, B items each) into one tenant, then the same with each
-//! client on its own tenant (tenants are independent: their commands are
-//! planned and proposed in parallel). During each phase the largest lag of
-//! any node (stream position minus its applied position) is sampled every
-//! 50 ms; after it, the time until every node applied the stream's end.
-//! An acknowledged write is one the stream's quorum stored and the
+//! Each set-up gets the same load, one phase of D s after another, each
+//! into a fresh tenant: single upserts (`PUT`) from P keep-alive
+//! connections, then batches (`POST .../items`, B items each) from C
+//! clients. Three nodes run the phases twice: every client through one
+//! node, and clients spread over the nodes. During each cluster phase the
+//! largest lag of any node (stream position minus its applied position)
+//! is sampled every 50 ms; after it, the time until every node applied
+//! the stream's end. An acknowledged write is, on one node, one its log
+//! fsynced; in the cluster, one the stream's quorum stored and the
 //! answering node applied.
 //!
 //! Run: `cargo bench -p neardup-server --bench cluster_load`
-//! (`NEARDUP_BENCH_CLIENTS=8 NEARDUP_BENCH_SECS=15 NEARDUP_BENCH_BATCH=64
-//! NEARDUP_BENCH_NODES=1,2,3`; needs `nats-server` on PATH).
+//! (`NEARDUP_BENCH_PUT_CLIENTS=64 NEARDUP_BENCH_CLIENTS=8
+//! NEARDUP_BENCH_SECS=15 NEARDUP_BENCH_BATCH=64 NEARDUP_BENCH_NODES=1,3`;
+//! needs `nats-server` on PATH).
 
 mod common;
 
@@ -63,7 +64,75 @@ async fn catch_up(nodes: &[Arc<Cluster>]) -> f64 {
     t.elapsed().as_secs_f64()
 }
 
-async fn run(count: usize, clients: usize, secs: u64, batch: usize) {
+/// The load of one set-up: its phases, each into a fresh tenant created
+/// (and applied by every node) before the clock starts.
+struct Load {
+    put_clients: usize,
+    clients: usize,
+    secs: u64,
+    batch: usize,
+}
+
+async fn create_tenant(addr: &str, tenant: &str, nodes: &[Arc<Cluster>]) {
+    let mut c = Conn { s: TcpStream::connect(addr).await.unwrap(), buf: Vec::new() };
+    let body = format!(r#"{{"tenant_id":"{tenant}","config":{{"threshold":0.8}}}}"#);
+    assert_eq!(c.request("POST", "/v1/tenants", ADMIN, &body).await, 201);
+    let Some(first) = nodes.first() else { return };
+    let lsn = only(first).engine.tenant_lsn(tenant).unwrap();
+    for n in nodes {
+        let (e, t) = (Arc::clone(&only(n).engine), tenant.to_string());
+        tokio::task::spawn_blocking(move || e.wait_applied(&t, lsn, Duration::from_secs(30))).await.unwrap().unwrap();
+    }
+}
+
+/// Runs the load's phases against `addrs` (the nodes clients use), and
+/// prints a line a phase, labelled `setup`.
+async fn phases(setup: &str, addrs: &[String], nodes: &[Arc<Cluster>], load: &Load, round: &mut usize) {
+    let kinds = [
+        (format!("single PUTs, {} connections", load.put_clients), Kind::Upsert, 1, load.put_clients),
+        (
+            format!("batches of {}, {} clients", load.batch, load.clients),
+            Kind::Batch(load.batch),
+            load.batch,
+            load.clients,
+        ),
+    ];
+    for (name, kind, per, clients) in kinds {
+        *round += 1;
+        let tenant = format!("p{round}");
+        create_tenant(&addrs[0], &tenant, nodes).await;
+        let (stop, max_lag) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
+        let sampler = sample_lag(nodes.to_vec(), Arc::clone(&stop), Arc::clone(&max_lag));
+        let mut p = phase(addrs, &[tenant.as_str()], ADMIN, clients, load.secs, kind).await;
+        stop.store(true, Ordering::Relaxed);
+        sampler.await.unwrap();
+        let settle = catch_up(nodes).await;
+        let lag = match nodes.is_empty() {
+            true => String::new(),
+            false => format!(
+                "; slowest replica lag max {} commands, caught up {settle:.2} s after the phase",
+                max_lag.load(Ordering::Relaxed)
+            ),
+        };
+        println!(
+            "{setup}: {name}, one tenant: {:.0} docs/s acknowledged; latency p50 {:.2} ms p99 {:.2} ms{lag}",
+            p.rate(per),
+            pct(&mut p.lat, 0.5),
+            pct(&mut p.lat, 0.99),
+        );
+    }
+}
+
+/// One node, no cluster: the embedded log, fsynced before each answer.
+async fn single(load: &Load) {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = EngineOptions { fsync: FsyncPolicy::Always, store: StoreKind::Fjall, ..EngineOptions::default() };
+    let engine = Arc::new(neardup_index::Engine::open(dir.path(), opts).unwrap());
+    let addr = common::serve(engine, None).await;
+    phases("one node (embedded log, fsync always)", &[addr], &[], load, &mut 0).await;
+}
+
+async fn cluster(count: usize, load: &Load) {
     let nats = NatsCluster::start(3).expect("nats-server on PATH");
     let dirs: Vec<tempfile::TempDir> = (0..count).map(|_| tempfile::tempdir().unwrap()).collect();
     let mut nodes = Vec::new();
@@ -76,67 +145,42 @@ async fn run(count: usize, clients: usize, secs: u64, batch: usize) {
         addrs.push(common::serve(Arc::clone(&only(&node).engine), Some(Arc::clone(&node))).await);
         nodes.push(node);
     }
-    let mut c = Conn { s: TcpStream::connect(&addrs[0]).await.unwrap(), buf: Vec::new() };
-    // One tenant, and one per client (tenants are independent subjects).
-    let many: Vec<String> = (0..clients).map(|i| format!("t{i}")).collect();
-    for tenant in std::iter::once("bench").chain(many.iter().map(String::as_str)) {
-        let body = format!(r#"{{"tenant_id":"{tenant}","config":{{"threshold":0.8}}}}"#);
-        assert_eq!(c.request("POST", "/v1/tenants", ADMIN, &body).await, 201);
-        // Every node has the tenant before the clock starts.
-        let lsn = only(&nodes[0]).engine.tenant_lsn(tenant).unwrap();
-        for n in &nodes {
-            let (e, t) = (Arc::clone(&only(n).engine), tenant.to_string());
-            tokio::task::spawn_blocking(move || e.wait_applied(&t, lsn, Duration::from_secs(30)))
-                .await
-                .unwrap()
-                .unwrap();
-        }
+    let mut round = 0;
+    if count > 1 {
+        let setup = format!("{count} nodes, every client through node 0");
+        phases(&setup, &addrs[..1], &nodes, load, &mut round).await;
     }
-    let many: Vec<&str> = many.iter().map(String::as_str).collect();
-    let phases = [
-        ("upsert, one tenant", Kind::Upsert, 1, vec!["bench"]),
-        ("batch, one tenant", Kind::Batch(batch), batch, vec!["bench"]),
-        ("upsert, a tenant per client", Kind::Upsert, 1, many.clone()),
-        ("batch, a tenant per client", Kind::Batch(batch), batch, many.clone()),
-    ];
-    for (name, kind, per, tenants) in phases {
-        let (stop, max_lag) = (Arc::new(AtomicBool::new(false)), Arc::new(AtomicU64::new(0)));
-        let sampler = sample_lag(nodes.clone(), Arc::clone(&stop), Arc::clone(&max_lag));
-        let mut p = phase(&addrs, &tenants, ADMIN, clients, secs, kind).await;
-        stop.store(true, Ordering::Relaxed);
-        sampler.await.unwrap();
-        let settle = catch_up(&nodes).await;
-        println!(
-            "nodes {count}: {name}{}: {:.0} docs/s acknowledged; latency p50 {:.2} ms p99 {:.2} ms; slowest replica \
-             lag max {} commands, caught up {:.2} s after the phase",
-            if per > 1 { format!(" ({per} per request)") } else { String::new() },
-            p.rate(per),
-            pct(&mut p.lat, 0.5),
-            pct(&mut p.lat, 0.99),
-            max_lag.load(Ordering::Relaxed),
-            settle
-        );
-    }
+    let setup = format!("{count} node{}, clients spread over them", if count > 1 { "s" } else { "" });
+    phases(&setup, &addrs, &nodes, load, &mut round).await;
     let items: Vec<u64> = nodes
         .iter()
         .map(|n| only(n).engine.tenants().unwrap().iter().map(|t| only(n).engine.stats(t).unwrap().live_items).sum())
         .collect();
-    println!("nodes {count}: items per replica {items:?}");
+    println!("{count} node(s): items per replica {items:?}");
 }
 
 fn main() {
-    let clients: usize = env("NEARDUP_BENCH_CLIENTS", 8);
-    let secs: u64 = env::<u64>("NEARDUP_BENCH_SECS", 15).clamp(1, 60);
-    let batch: usize = env::<usize>("NEARDUP_BENCH_BATCH", 64).clamp(1, 1000);
-    let counts: Vec<usize> = env("NEARDUP_BENCH_NODES", "1,2,3".to_string())
+    let load = Load {
+        put_clients: env::<usize>("NEARDUP_BENCH_PUT_CLIENTS", 64).clamp(1, 1024),
+        clients: env::<usize>("NEARDUP_BENCH_CLIENTS", 8).clamp(1, 1024),
+        secs: env::<u64>("NEARDUP_BENCH_SECS", 15).clamp(1, 60),
+        batch: env::<usize>("NEARDUP_BENCH_BATCH", 64).clamp(1, 1000),
+    };
+    let counts: Vec<usize> = env("NEARDUP_BENCH_NODES", "1,3".to_string())
         .split(',')
         .filter_map(|c| c.trim().parse().ok())
         .filter(|&c| (1..=5).contains(&c))
         .collect();
-    println!("clients {clients}, {secs} s per phase, batch {batch}, ~2 KB docs, NATS R=3 file storage, fjall store");
+    println!(
+        "{} s per phase, ~2 KB docs; cluster: NATS R=3 file storage, fjall store; one node: fjall store",
+        load.secs
+    );
+    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    rt.block_on(single(&load));
+    rt.shutdown_timeout(Duration::from_secs(5));
     for count in counts {
         let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-        rt.block_on(run(count, clients, secs, batch));
+        rt.block_on(cluster(count, &load));
         rt.shutdown_timeout(Duration::from_secs(5));
     }
 }

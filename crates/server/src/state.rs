@@ -213,16 +213,16 @@ impl AppState {
         }
     }
 
-    /// Upserts one item. On a single node it joins the tenant's queue of
-    /// single upserts from this task — fingerprinted here, written in a
-    /// round by whichever thread leads the queue, answered once durable —
-    /// so no blocking thread waits per write; cluster mode, and items over
-    /// [`QUEUED_ITEM_BYTES`] (too long to fingerprint on an async worker),
-    /// take [`AppState::run`]. As with `run`, a request that times out
-    /// still lands.
+    /// Upserts one item. It joins the tenant's queue of writes from this
+    /// task — fingerprinted here, written in a round by whichever thread
+    /// leads the queue, answered once durable (cluster mode: stored by the
+    /// log's quorum and applied here) — so no blocking thread waits per
+    /// write; items over [`QUEUED_ITEM_BYTES`] (too long to fingerprint on
+    /// an async worker) take [`AppState::run`]. As with `run`, a request
+    /// that times out still lands.
     pub async fn upsert(&self, tenant: &str, item: Item) -> ApiResult<UpsertOutcome> {
         let engine = self.engine_for(tenant)?;
-        if !engine.queues_upserts() || item.content.len() > QUEUED_ITEM_BYTES {
+        if item.content.len() > QUEUED_ITEM_BYTES {
             let t = tenant.to_string();
             return self.run(tenant, move |e| e.upsert(&t, item)).await;
         }

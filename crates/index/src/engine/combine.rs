@@ -1,18 +1,30 @@
-//! Single upserts of one tenant written together (flat combining).
+//! The writes of one tenant written together (flat combining), on a
+//! single node and in cluster mode alike.
 //!
 //! Every upsert needs the tenant's write lock, and with many concurrent
 //! writers most of their time went to handing that lock from thread to
-//! thread — one acquisition, one log append and one wake-up per item. Here
-//! a writer queues its item; the first writer to find no round running
-//! leads: it takes up to [`MAX_ROUND`] queued items (its own first), plans,
-//! logs and applies them in queue order under one acquisition of the lock
-//! — in groups of items that do not bear on each other, one log record and
-//! one store write a group, each decided exactly as if alone after the
-//! ones before it, as a batch is — and hands the round to the log, whose
-//! syncer thread answers each of its writers once an fsync covers it
-//! ([`crate::wal::Wal::on_durable`]). Nothing is acknowledged before its
+//! thread — one acquisition, one log append and one wake-up per item; in
+//! cluster mode, worse, concurrent writers of a tenant planned against the
+//! same log position, and all but one were refused and planned again, so a
+//! tenant advanced one command per round trip. Here a writer queues its
+//! item, or its batch's items; the first writer to find no round running
+//! leads: it takes the queued writes (its own first) up to a round's size,
+//! and writes their items in queue order — in groups of items that do not
+//! bear on each other, one log entry and one store write a group, each
+//! decided exactly as if alone after the ones before it. A tenant's
+//! throughput then grows with its load (bigger entries), not with lock
+//! hand-offs or round trips.
+//!
+//! On a single node a round is planned, logged and applied under one
+//! acquisition of the lock ([`MAX_ROUND`] items) and handed to the log,
+//! whose syncer thread answers each of its writers once an fsync covers
+//! it ([`crate::wal::Wal::on_durable`]). Nothing is acknowledged before its
 //! fsync, and the leader never waits for one: it goes on to the next round
-//! while the log makes the last one durable.
+//! while the log makes the last one durable. In cluster mode a round
+//! ([`MAX_REPLICATED_ROUND`] items) proposes its groups to the replicated
+//! log one after another, each planned once the one before it is applied
+//! (see `replica.rs`), and its writers are answered when it ends; writes
+//! that arrive meanwhile make the next round.
 //!
 //! Two kinds of writer queue: a thread that parks until its answer comes
 //! ([`Engine::upsert`]), and a callback ([`Engine::upsert_queued`], for
@@ -35,8 +47,15 @@ use crate::item::Item;
 use crate::tenant::{Prefingerprinter, Prepared, Tenant};
 
 /// Most items one round writes under one acquisition of the tenant's lock
-/// (what a query may wait behind: ~64 × 150 µs).
+/// (what a query may wait behind: ~64 × 150 µs). A round takes whole
+/// writes: a batch larger than this is a round of its own.
 pub(super) const MAX_ROUND: usize = 64;
+
+/// Most items of one round in cluster mode, where a round costs a round
+/// trip to the log's quorum per group rather than lock time: a larger
+/// round spreads that trip over more writers (the log's entry size limit
+/// still cuts groups).
+pub(super) const MAX_REPLICATED_ROUND: usize = 256;
 
 /// Each tenant's combiner, with the tenant object it serves.
 pub(super) type Combiners = std::collections::HashMap<String, (std::sync::Weak<TenantLock<Tenant>>, Arc<Combiner>)>;
@@ -51,7 +70,7 @@ pub type Answer = Box<dyn FnOnce(Result<UpsertOutcome>) + Send>;
 /// block (locks, log appends), such as a blocking-task pool's.
 pub type Spawn = Arc<dyn Fn(Lead) + Send + Sync>;
 
-/// One tenant's queue of single upserts, and its writers' copy of what
+/// One tenant's queue of writes, and its writers' copy of what
 /// fingerprinting needs.
 #[derive(Default)]
 pub(crate) struct Combiner {
@@ -70,15 +89,25 @@ struct Queue {
     leading: bool,
 }
 
-/// A queued upsert: the item, taken by the round that writes it, and who
-/// waits for its answer.
+/// A queued write: its items, taken by the round that writes them, and
+/// who waits for their answers.
 struct Waiter {
     job: Mutex<Option<Job>>,
+    /// How many items the job holds.
+    items: usize,
     reply: Reply,
 }
 
-/// A queued item, with its fingerprint when made before queuing.
-type Job = (Item, Option<Prepared>);
+/// A queued write's items, each with its fingerprint when made before
+/// queuing: a single upsert's one, or a batch's, in order.
+struct Job {
+    items: Vec<Item>,
+    pre: Vec<Option<Prepared>>,
+}
+
+/// What a queued write is answered: an answer per item, or an error for
+/// the whole write (its round could not be made durable).
+pub(super) type Answers = Result<Vec<Result<UpsertOutcome>>>;
 
 enum Reply {
     /// A thread parked until its answer, or the lead, comes.
@@ -91,16 +120,16 @@ enum State {
     Waiting,
     /// Leads the next round.
     Lead,
-    Done(Box<Result<UpsertOutcome>>),
+    Done(Box<Answers>),
 }
 
 impl Waiter {
-    fn new(item: Item, pre: Option<Prepared>, reply: Reply) -> Arc<Waiter> {
-        Arc::new(Waiter { job: Mutex::new(Some((item, pre))), reply })
+    fn new(job: Job, reply: Reply) -> Arc<Waiter> {
+        Arc::new(Waiter { items: job.items.len(), job: Mutex::new(Some(job)), reply })
     }
 
     /// Gives the answer (once: a second is ignored).
-    fn answer(&self, r: Result<UpsertOutcome>) {
+    fn answer(&self, r: Answers) {
         match &self.reply {
             Reply::Thread { state, cv } => {
                 if let Ok(mut s) = state.lock() {
@@ -112,6 +141,7 @@ impl Waiter {
             }
             Reply::Call { answer, .. } => {
                 if let Some(f) = answer.lock().ok().and_then(|mut f| f.take()) {
+                    let r = only_answer(r);
                     let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(r)));
                 }
             }
@@ -217,33 +247,24 @@ impl Engine {
         Ok(Arc::clone(&entry.1))
     }
 
-    /// Whether single upserts go through a queue ([`Engine::upsert_queued`]
-    /// works): on a single node; cluster mode writes each through the
-    /// replicated log.
-    pub fn queues_upserts(&self) -> bool {
-        self.replica.is_none()
-    }
-
-    /// Upserts `item` without waiting for the disk or for other writes
-    /// (single node): makes it ready on this thread (fingerprint, and the
+    /// Upserts `item` without waiting for the log or for other writes:
+    /// makes it ready on this thread (fingerprint, and on a single node the
     /// text compressed), queues it, and returns. `answer` is called once
-    /// with what [`Engine::upsert`] would return, once the write is
-    /// durable. Whenever this write's queue needs a leader on its behalf —
-    /// now, when no writer leads, or later, when the lead reaches it —
-    /// `spawn` is given the [`Lead`], to pass to [`Engine::lead`] of this
-    /// engine on a thread that may block; no round of the tenant runs
-    /// until then.
+    /// with what [`Engine::upsert`] would return, once the write is durable
+    /// (cluster mode: stored by the log's quorum and applied here).
+    /// Whenever this write's queue needs a leader on its behalf — now,
+    /// when no writer leads, or later, when the lead reaches it — `spawn`
+    /// is given the [`Lead`], to pass to [`Engine::lead`] of this engine on
+    /// a thread that may block; no round of the tenant runs until then.
     ///
     /// Only brief locks are taken here: the tenant map's, the queue's, and
     /// on a tenant's first write its read lock.
     pub fn upsert_queued(&self, tenant: &str, item: Item, answer: Answer, spawn: Spawn) -> Result<()> {
-        if self.replica.is_some() {
-            return Err(Error::state("cluster mode writes each upsert through the replicated log: use upsert"));
-        }
         let t = self.tenant(tenant)?;
         let combiner = self.combiner(tenant, &t)?;
         let pre = combiner.prefingerprinter(&t)?.prepare(&item);
-        let me = Waiter::new(item, pre, Reply::Call { answer: Mutex::new(Some(answer)), spawn: Arc::clone(&spawn) });
+        let job = Job { items: vec![item], pre: vec![pre] };
+        let me = Waiter::new(job, Reply::Call { answer: Mutex::new(Some(answer)), spawn: Arc::clone(&spawn) });
         if combiner.enqueue(me)? {
             spawn(Lead { engine: self.id, job: Some((t, combiner)) });
         }
@@ -262,16 +283,18 @@ impl Engine {
         }
     }
 
-    /// Upserts `item` through its tenant's queue (single node), parking
-    /// this thread: returns once its round is durable.
-    pub(super) fn upsert_combined(
+    /// Writes `items` (fingerprinted as `pre`) through their tenant's
+    /// queue, parking this thread: returns their answers once their round
+    /// is durable.
+    pub(super) fn write_combined(
         &self,
         combiner: &Arc<Combiner>,
         t: &Arc<TenantLock<Tenant>>,
-        item: Item,
-        pre: Option<Prepared>,
-    ) -> Result<UpsertOutcome> {
-        let me = Waiter::new(item, pre, Reply::Thread { state: Mutex::new(State::Waiting), cv: Condvar::new() });
+        items: Vec<Item>,
+        pre: Vec<Option<Prepared>>,
+    ) -> Answers {
+        let me =
+            Waiter::new(Job { items, pre }, Reply::Thread { state: Mutex::new(State::Waiting), cv: Condvar::new() });
         if combiner.enqueue(Arc::clone(&me))? {
             self.lead_rounds(t, combiner, true);
         }
@@ -317,12 +340,22 @@ impl Engine {
         }
     }
 
-    /// Writes one round: the queue's first [`MAX_ROUND`] items. Their
-    /// answers go out once the log has made the round durable.
+    /// Writes one round: the queue's first writes, whole, up to a round's
+    /// items (at least one write). On a single node their answers go out
+    /// once the log has made the round durable; in cluster mode once the
+    /// round's entries are applied here.
     fn round(&self, t: &Arc<TenantLock<Tenant>>, combiner: &Combiner) {
+        let most = if self.replica.is_some() { MAX_REPLICATED_ROUND } else { MAX_ROUND };
         let batch: Vec<Arc<Waiter>> = match combiner.state.lock() {
             Ok(mut q) => {
-                let n = q.pending.len().min(MAX_ROUND);
+                let (mut n, mut items) = (0, 0);
+                while let Some(w) = q.pending.get(n) {
+                    if n > 0 && items + w.items > most {
+                        break;
+                    }
+                    items += w.items;
+                    n += 1;
+                }
                 q.pending.drain(..n).collect()
             }
             Err(_) => return,
@@ -330,18 +363,33 @@ impl Engine {
         // A panic below answers the round with an error and the lead goes
         // on: a queue must never be left without a leader.
         let written = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let mut g = t.write().map_err(|_| poisoned())?;
-            combiner.refresh(&g);
-            let jobs: Vec<_> = batch.iter().map(|w| w.job.lock().ok().and_then(|mut j| j.take())).collect();
-            let taken: Vec<bool> = jobs.iter().map(Option::is_some).collect();
-            let (items, pre): (Vec<Item>, Vec<_>) = jobs.into_iter().flatten().unzip();
-            let (written, lsn) = self.upsert_all_locked(&mut g, &items, &pre);
+            let jobs: Vec<Option<Job>> = batch.iter().map(|w| w.job.lock().ok().and_then(|mut j| j.take())).collect();
+            let counts: Vec<Option<usize>> = jobs.iter().map(|j| j.as_ref().map(|j| j.items.len())).collect();
+            let (mut items, mut pre) = (Vec::new(), Vec::new());
+            for job in jobs.into_iter().flatten() {
+                items.extend(job.items);
+                pre.extend(job.pre);
+            }
+            let (written, lsn) = match &self.replica {
+                None => {
+                    let mut g = t.write().map_err(|_| poisoned())?;
+                    combiner.refresh(&g);
+                    self.upsert_all_locked(&mut g, &items, &pre)
+                }
+                Some(r) => (self.upsert_replicated(t, combiner, &items, &pre, r.max_entry_bytes())?, 0),
+            };
             let mut written = written.into_iter();
-            let results = taken
+            let results = counts
                 .into_iter()
-                .map(|taken| match taken {
-                    true => written.next().unwrap_or_else(|| Err(Error::state("a round lost an answer"))),
-                    false => Err(Error::state("a queued write was taken twice")),
+                .map(|count| match count {
+                    Some(n) => {
+                        let answers: Vec<_> = written.by_ref().take(n).collect();
+                        match answers.len() == n {
+                            true => Ok(answers),
+                            false => Err(Error::state("a round lost an answer")),
+                        }
+                    }
+                    None => Err(Error::state("a queued write was taken twice")),
                 })
                 .collect::<Vec<_>>();
             Ok::<_, Error>((results, lsn))
@@ -352,14 +400,23 @@ impl Engine {
             Err(_) => (batch.iter().map(|_| Err(Error::state("the write failed: its round panicked"))).collect(), 0),
         };
         // Acknowledged only once durable; the next round applies meanwhile.
-        let answer = Box::new(move |durable: Result<()>| {
+        let answer = move |durable: Result<()>| {
             for (w, r) in batch.iter().zip(results) {
                 w.answer(match (&durable, r) {
-                    (Err(e), Ok(_)) => Err(e.clone()),
+                    (Err(e), Ok(answers)) if answers.iter().any(Result::is_ok) => Err(e.clone()),
                     (_, r) => r,
                 });
             }
-        });
-        self.wal.on_durable(last, answer);
+        };
+        match &self.replica {
+            None => self.wal.on_durable(last, Box::new(answer)),
+            // Stored by the log's quorum and applied here already.
+            Some(_) => answer(Ok(())),
+        }
     }
+}
+
+/// A single upsert's answer out of its write's answers.
+pub(super) fn only_answer(r: Answers) -> Result<UpsertOutcome> {
+    r?.pop().unwrap_or_else(|| Err(Error::state("a round lost an answer")))
 }

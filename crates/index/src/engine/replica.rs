@@ -16,9 +16,11 @@
 //! with the same expected sequence (we saw it in the race test).
 //!
 //! Only the applier applies ([`Engine::apply_replicated`], every entry in
-//! log order). A writer proposes under the tenant's lock, releases it,
-//! waits until the applier reached its entry, and plans again if its entry
-//! was refused ([`ErrorKind::LogConflict`]). Tenants are independent.
+//! log order). The leader of a tenant's queue of writes (`combine.rs`)
+//! proposes a group of them under the tenant's lock, releases it, waits
+//! until the applier reached its entry, and plans the group again if its
+//! entry was refused ([`ErrorKind::LogConflict`]); writes that arrive
+//! meanwhile queue for its next round. Tenants are independent.
 //!
 //! There is no local command log in this mode: the replicated log is the
 //! durable truth, and a node's data directory holds checkpoints (and the

@@ -3,6 +3,7 @@
 use super::lock::TenantLock;
 use std::sync::Arc;
 
+use super::combine::Combiner;
 use super::{now_ms, poisoned, Engine};
 use crate::command::{BatchedUpsert, Command};
 use crate::decision::{UpsertOutcome, UpsertStatus};
@@ -61,34 +62,21 @@ impl Engine {
     /// with a lower one), and then replaces the item (`Replaced`). After a
     /// tombstone at epoch `e`, the id can only come back with an epoch above `e`.
     ///
-    /// On a single node, concurrent upserts of one tenant are written in
-    /// rounds under one acquisition of its lock (see `combine.rs`); each
-    /// is still decided as if alone after those before it.
+    /// Concurrent writes of one tenant are written in rounds, a few log
+    /// entries a round (see `combine.rs`); each is still decided as if
+    /// alone after those before it.
     pub fn upsert(&self, tenant: &str, item: Item) -> Result<UpsertOutcome> {
         let t = self.tenant(tenant)?;
         let combiner = self.combiner(tenant, &t)?;
         let pre = combiner.prefingerprinter(&t)?.prepare(&item);
-        if self.replica.is_none() {
-            return self.upsert_combined(&combiner, &t, item, pre);
-        }
-        // Single-node writes are never planned twice: the item is moved.
-        let mut once = Some((item, pre));
-        let (outcome, depends_on) = self.replicated(tenant, || {
-            let (item, pre) = self.take_or_copy(&mut once)?;
-            let mut t = t.write().map_err(|_| poisoned())?;
-            combiner.refresh(&t);
-            self.upsert_locked(&mut t, item, pre)
-        })?;
-        // Acknowledged only once durable; the tenant lock is free meanwhile,
-        // so concurrent writers share the fsync (group commit).
-        self.make_durable(depends_on)?;
-        Ok(outcome)
+        super::combine::only_answer(self.write_combined(&combiner, &t, vec![item], vec![pre]))
     }
 
-    /// Upserts many items under one tenant lock and one fsync. Items see
-    /// earlier items of the same batch. Each gets its own result; the outer
-    /// error means the batch could not be made durable and none of it is
-    /// acknowledged.
+    /// Upserts many items, in order, in the tenant's next rounds (with
+    /// other writes queued before and after them, see `combine.rs`). Items
+    /// see earlier items of the same batch. Each gets its own result; the
+    /// outer error means the batch could not be made durable and none of
+    /// it is acknowledged.
     ///
     /// Consecutive items go to the log as one entry (`Command::Upserts`;
     /// the replicated log in cluster mode) as long as none of them bears on
@@ -100,25 +88,35 @@ impl Engine {
     /// group is applied.
     pub fn upsert_batch(&self, tenant: &str, items: Vec<Item>) -> Result<Vec<Result<UpsertOutcome>>> {
         let t = self.tenant(tenant)?;
+        if items.is_empty() {
+            return Ok(Vec::new());
+        }
         let combiner = self.combiner(tenant, &t)?;
         let pre = prefingerprint_all(&*combiner.prefingerprinter(&t)?, &items);
-        if let Some(r) = &self.replica {
-            let max_entry = r.max_entry_bytes();
-            let (out, _) = in_groups(items.len(), |from| {
-                self.replicated(tenant, || {
-                    let mut t = t.write().map_err(|_| poisoned())?;
-                    combiner.refresh(&t);
-                    self.upsert_group(&mut t, &items[from..], &pre[from..], max_entry)
-                })
-            });
-            return Ok(out);
-        }
-        let (out, depends_on) = {
-            let mut t = t.write().map_err(|_| poisoned())?;
-            combiner.refresh(&t);
-            self.upsert_all_locked(&mut t, &items, &pre)
-        };
-        self.make_durable(depends_on)?;
+        self.write_combined(&combiner, &t, items, pre)
+    }
+
+    /// Cluster mode: proposes `items` (fingerprinted as `pre`) to the
+    /// replicated log a group at a time, each group planned under the
+    /// tenant's lock once the one before it is applied here, and planned
+    /// again when another node's entry came first. Returns each item's
+    /// answer once its entry is applied here.
+    pub(super) fn upsert_replicated(
+        &self,
+        t: &Arc<TenantLock<Tenant>>,
+        combiner: &Combiner,
+        items: &[Item],
+        pre: &[Option<Prepared>],
+        max_entry: usize,
+    ) -> Result<Vec<Result<UpsertOutcome>>> {
+        let tenant = t.read().map_err(|_| poisoned())?.name.clone();
+        let (out, _) = in_groups(items.len(), |from| {
+            self.replicated(&tenant, || {
+                let mut t = t.write().map_err(|_| poisoned())?;
+                combiner.refresh(&t);
+                self.upsert_group(&mut t, &items[from..], &pre[from..], max_entry)
+            })
+        });
         Ok(out)
     }
 
@@ -265,28 +263,6 @@ impl Engine {
         Ok((results, lsn.max(depends_on)))
     }
 
-    /// The item of a write that may be planned again: moved out on a single
-    /// node (it never is), copied in cluster mode.
-    fn take_or_copy<T: Clone>(&self, slot: &mut Option<T>) -> Result<T> {
-        let v = if self.replica.is_some() { slot.clone() } else { slot.take() };
-        v.ok_or_else(|| Error::state("a single-node write was planned twice"))
-    }
-
-    /// Plans, logs and applies one upsert; returns the answer and the LSN
-    /// that must be durable before it is given.
-    fn upsert_locked(&self, t: &mut Tenant, item: Item, pre: Option<Prepared>) -> Result<(UpsertOutcome, u64)> {
-        match t.plan_upsert(&*self.store, item, pre)? {
-            Plan::Answer { outcome, depends_on } => Ok((outcome, depends_on)),
-            Plan::Write { command, outcome, shadow, .. } => {
-                let lsn = self.log_and_apply(t, command)?;
-                if let (Some(s), Some((item_id, content))) = (t.shadow.as_mut(), shadow) {
-                    s.insert(&item_id, &content)?;
-                }
-                Ok((UpsertOutcome { lsn, ..outcome }, lsn))
-            }
-        }
-    }
-
     /// Tombstones `item_id` at `epoch`, which must be at least the item's
     /// epoch (`stale_epoch` otherwise). The record stays (reversible) until
     /// compaction; the item stops being a candidate at once. Returns the LSN.
@@ -390,9 +366,12 @@ fn meets_group(
 
 /// Answers `n` items a group at a time, single node or cluster:
 /// `group(from)` writes the group that starts at item `from` and returns
-/// its answers (at least one) and the log position to wait for. A group the
-/// log did not take answers its first item (a write) with the error; the
-/// others are planned again. Returns every answer and the highest position.
+/// its answers (at least one) and the log position to wait for. When a
+/// group's write fails (the log refused or lost it: on a single node it
+/// then refuses every write; in cluster mode it did not answer in time,
+/// and the next group would wait as long), that item and every one after
+/// it is answered with the error, at once. Returns every answer and the
+/// highest position.
 fn in_groups(
     n: usize,
     mut group: impl FnMut(usize) -> Result<(Vec<Result<UpsertOutcome>>, u64)>,
@@ -405,7 +384,7 @@ fn in_groups(
                 last = last.max(lsn);
                 out.extend(results);
             }
-            Err(e) => out.push(Err(e)),
+            Err(e) => out.resize_with(n, || Err(e.clone())),
         }
     }
     (out, last)
