@@ -201,9 +201,14 @@ fn upserts_in_large_batches_answer_as_one_by_one() {
         .collect();
     let items: Vec<Item> = items.iter().cloned().chain(fresh).collect();
     for store in [StoreKind::Memory, StoreKind::Fjall] {
-        let answers = |batched: bool| -> Vec<Value> {
+        // One by one, in batches, or in batches through a replicated log
+        // (cluster mode: groups leave out the writes that bear on them).
+        let answers = |batched: bool, replicated: bool| -> Vec<Value> {
             let dir = tempfile::tempdir().unwrap();
-            let e = open(dir.path(), store);
+            let e = match replicated {
+                false => std::sync::Arc::new(open(dir.path(), store)),
+                true => replica(dir.path(), store),
+            };
             let mut c = config("default");
             c.limits.max_items = 800;
             e.create_tenant("t", c).unwrap();
@@ -215,12 +220,43 @@ fn upserts_in_large_batches_answer_as_one_by_one() {
             out.iter_mut().for_each(strip_lsn);
             out
         };
-        let alone = answers(false);
+        let alone = answers(false, false);
         let matched = alone.iter().filter(|a| a["decision"]["candidates"].as_array().is_some_and(|c| !c.is_empty()));
         assert!(matched.count() > 20, "the sequence has near copies");
         assert!(alone.iter().any(|a| a["error"].is_string()), "and refusals");
-        for (i, (b, a)) in answers(true).iter().zip(&alone).enumerate() {
-            assert_eq!(b, a, "{store:?}: upsert {i} ({})", items[i].item_id);
+        for replicated in [false, true] {
+            for (i, (b, a)) in answers(true, replicated).iter().zip(&alone).enumerate() {
+                assert_eq!(b, a, "{store:?}, replicated {replicated}: upsert {i} ({})", items[i].item_id);
+            }
         }
     }
+}
+
+/// A replica engine over a log kept in this process: each proposal is
+/// numbered in arrival order and applied by a thread of its own, as the
+/// cluster's applier does (the thread lives as long as the process).
+fn replica(dir: &Path, store: StoreKind) -> std::sync::Arc<Engine> {
+    use std::sync::{mpsc, Arc, Mutex};
+    type Entry = (u64, String, Vec<u8>);
+    struct Log(Mutex<(u64, mpsc::Sender<Entry>)>);
+    impl neardup_index::Proposer for Log {
+        fn propose(&self, tenant: &str, _after: u64, payload: &[u8]) -> neardup_index::Result<u64> {
+            let mut g = self.0.lock().unwrap();
+            g.0 += 1;
+            let seq = g.0;
+            g.1.send((seq, tenant.to_string(), payload.to_vec())).unwrap();
+            Ok(seq)
+        }
+    }
+    let (tx, rx) = mpsc::channel::<Entry>();
+    let opts = EngineOptions { store, ..EngineOptions::default() };
+    let e = Arc::new(Engine::open_replica(dir, opts, Arc::new(Log(Mutex::new((0, tx))))).unwrap());
+    let applier = Arc::downgrade(&e);
+    std::thread::spawn(move || {
+        for (seq, tenant, payload) in rx {
+            let Some(e) = applier.upgrade() else { return };
+            e.apply_replicated(seq, &tenant, &payload).unwrap();
+        }
+    });
+    e
 }

@@ -110,21 +110,24 @@ impl Engine {
         max_entry: usize,
     ) -> Result<Vec<Result<UpsertOutcome>>> {
         let tenant = t.read().map_err(|_| poisoned())?.name.clone();
-        let (out, _) = in_groups(items.len(), |from| {
-            self.replicated(&tenant, || {
+        let (out, _) = in_groups(items.len(), |pending| {
+            let written = self.replicated(&tenant, || {
                 let mut t = t.write().map_err(|_| poisoned())?;
                 combiner.refresh(&t);
-                self.upsert_group(&mut t, &items[from..], &pre[from..], max_entry)
-            })
+                let g = self.upsert_group(&mut t, items, pre, pending, max_entry, true)?;
+                let lsn = g.lsn;
+                Ok((g, lsn))
+            });
+            written.map(|(g, _)| g)
         });
         Ok(out)
     }
 
-    /// Single node: plans, logs and applies `items` in order under the
-    /// tenant's write lock, in groups of items that do not bear on each
-    /// other ([`Engine::upsert_group`], as cluster mode does): one log
-    /// record and one store write a group instead of one an item, each item
-    /// still decided exactly as it would be alone after the ones before it.
+    /// Single node: plans, logs and applies `items` under the tenant's
+    /// write lock, in groups of items that do not bear on each other
+    /// ([`Engine::upsert_group`], as cluster mode does): one log record and
+    /// one store write a group instead of one an item, each item still
+    /// decided exactly as it would be alone after the ones before it.
     /// Returns each item's answer and the log position to make durable
     /// before any of them is given (see [`in_groups`]).
     pub(super) fn upsert_all_locked(
@@ -133,55 +136,98 @@ impl Engine {
         items: &[Item],
         pre: &[Option<Prepared>],
     ) -> (Vec<Result<UpsertOutcome>>, u64) {
-        in_groups(items.len(), |from| self.upsert_group(t, &items[from..], &pre[from..], LOCAL_GROUP_BYTES))
+        in_groups(items.len(), |pending| self.upsert_group(t, items, pre, pending, LOCAL_GROUP_BYTES, false))
     }
 
-    /// Plans the longest run of `items` (at least one) whose writes do not
-    /// bear on each other's decisions (see [`Engine::upsert_batch`]) and
-    /// logs those writes as one entry (replicated in cluster mode). A run
-    /// is either one item that writes nothing (an answer or an error), or
-    /// writes that share no id, idempotency key, band key or content hash,
-    /// fit the budgets together, and replace no earlier version except as
-    /// the run's last write. Returns each planned item's answer and the log
-    /// position to wait for (the entry's, or what answers without a write
-    /// report).
+    /// Plans a group of the `pending` items (indices into `items`, in
+    /// order; at least the first is answered) whose writes do not bear on
+    /// each other's decisions (see [`Engine::upsert_batch`]) and logs those
+    /// writes as one entry (replicated in cluster mode). A group is either
+    /// the first pending item alone when it writes nothing (an answer or an
+    /// error), or writes that share no id, idempotency key, band key or
+    /// content hash, fit the budgets together, and replace no earlier
+    /// version except as the group's last write.
+    ///
+    /// With `leave_out` (cluster mode, where each group costs a round trip
+    /// to the log's quorum), a write that bears on the group — or on a
+    /// write left out before it — is left out for a later group, and the
+    /// items after it are still looked at: an item that shares nothing
+    /// with the writes left out cannot be decided differently for being
+    /// written before them, nor can they for it (their band keys, content
+    /// hashes, ids and keys are apart, and the budgets hold for all of
+    /// them counted whole), so every item is still decided exactly as it
+    /// would be alone after the ones before it, while near copies in a
+    /// stream of writes no longer cut it into an entry each. An item with
+    /// an idempotency key is never left out (the keys are remembered, and
+    /// forgotten, in order), nor more than [`MAX_LEFT_OUT`] items. Left
+    /// out, an item takes its slot in the index after writes that came
+    /// after it, which only a later query's tie at the candidate cap can
+    /// tell (ties go to the lower slot). Anything else — an item that
+    /// writes nothing, one whose band keys are not known before planning,
+    /// a budget or the entry's size — ends the group. On a single node
+    /// (without `leave_out`) a group is a run of consecutive items, and the
+    /// log holds the writes in their order.
+    ///
+    /// Returns the group's answers (each with its item's index), the
+    /// pending items left, in order, and the log position to wait for (the
+    /// entry's, or what an answer without a write reports).
     fn upsert_group(
         &self,
         t: &mut Tenant,
         items: &[Item],
         pre: &[Option<Prepared>],
+        pending: &[usize],
         max_entry: usize,
-    ) -> Result<(Vec<Result<UpsertOutcome>>, u64)> {
-        use std::collections::HashSet;
+        leave_out: bool,
+    ) -> Result<Group> {
+        let may_leave_out = |item: &Item, deferred: &Vec<usize>| {
+            leave_out && item.idempotency_key.is_none() && deferred.len() < MAX_LEFT_OUT
+        };
         let limits = t.config.limits.clone();
-        let mut results: Vec<Result<UpsertOutcome>> = Vec::new();
-        // (index in `results`, the write, the item for the shadow index)
+        let mut answers: Vec<(usize, Result<UpsertOutcome>)> = Vec::new();
+        // (index in `answers`, the write, the item for the shadow index)
         type Write = (usize, BatchedUpsert, Option<(String, String)>);
         let mut writes: Vec<Write> = Vec::new();
-        let (mut ids, mut keys, mut bands, mut hashes) =
-            (HashSet::new(), HashSet::new(), HashSet::new(), HashSet::new());
+        // What the group's writes touch, and what the writes left out do.
+        let (mut group, mut left) = (Touched::default(), Touched::default());
+        let mut deferred: Vec<usize> = Vec::new();
         let (mut added_items, mut added_bytes, mut entry_bytes, mut depends_on) = (0u64, 0u64, 256usize, 0u64);
-        for (item, pre) in items.iter().zip(pre) {
+        let mut stop = pending.len();
+        for (at, &i) in pending.iter().enumerate() {
+            let (item, pre) = (&items[i], &pre[i]);
             let grouped = !writes.is_empty();
-            if grouped
-                && (ids.contains(&item.item_id)
-                    || item.idempotency_key.as_ref().is_some_and(|k| keys.contains(k))
-                    || (item.idempotency_key.is_some()
-                        && t.idempotency_keys() + keys.len() + 1 > limits.max_idempotency_keys as usize))
-            {
-                break;
-            }
-            // The same check as after planning, on the prefingerprint's band
-            // keys and content hash when they are current: an item that
-            // shares one with the group ends it unplanned, instead of being
-            // planned here for nothing and again in the next group.
-            if grouped
-                && pre
-                    .as_ref()
-                    .filter(|p| p.version == t.version)
-                    .is_some_and(|p| meets_group(&bands, &hashes, &p.fp.band_keys, &p.fp.content_hash.0))
-            {
-                break;
+            // Its band keys and content hash, when the prefingerprint is current.
+            let known =
+                pre.as_ref().filter(|p| p.version == t.version).map(|p| (&p.fp.band_keys, &p.fp.content_hash.0));
+            if grouped {
+                let keys = group.keys.len() + left.keys.len() + usize::from(item.idempotency_key.is_some());
+                let over_budget = item.idempotency_key.is_some()
+                    && t.idempotency_keys() + keys > limits.max_idempotency_keys as usize
+                    || t.live_items + added_items + 1 > limits.max_items
+                    || t.live_bytes + added_bytes + item.content.len() as u64 > limits.max_bytes;
+                if over_budget {
+                    stop = at;
+                    break;
+                }
+                let bears = group.names(item) || left.names(item);
+                match known {
+                    Some((bands, hash)) if bears || group.meets(bands, hash) || left.meets(bands, hash) => {
+                        if !may_leave_out(item, &deferred) {
+                            stop = at;
+                            break;
+                        }
+                        left.add(item, bands, hash);
+                        deferred.push(i);
+                        added_items += 1;
+                        added_bytes += item.content.len() as u64;
+                        continue;
+                    }
+                    None if bears => {
+                        stop = at;
+                        break;
+                    }
+                    _ => {}
+                }
             }
             // An item that writes nothing — an answer or an error — was
             // judged against the state before the group's writes (its
@@ -189,14 +235,19 @@ impl Engine {
             // stands alone as a group when it comes first, so a group the
             // log refuses always begins with a write.
             let (command, outcome, shadow, band_keys) = match t.plan_upsert(&*self.store, item.clone(), pre.clone()) {
-                Err(_) | Ok(Plan::Answer { .. }) if grouped => break,
+                Err(_) | Ok(Plan::Answer { .. }) if grouped => {
+                    stop = at;
+                    break;
+                }
                 Err(e) => {
-                    results.push(Err(e));
+                    answers.push((i, Err(e)));
+                    stop = at + 1;
                     break;
                 }
                 Ok(Plan::Answer { outcome, depends_on: d }) => {
                     depends_on = d;
-                    results.push(Ok(outcome));
+                    answers.push((i, Ok(outcome)));
+                    stop = at + 1;
                     break;
                 }
                 Ok(Plan::Write { command, outcome, shadow, band_keys }) => (command, outcome, shadow, band_keys),
@@ -208,39 +259,52 @@ impl Engine {
             let upsert = BatchedUpsert { record, idem };
             let size = postcard::experimental::serialized_size(&upsert)
                 .map_err(|e| Error::state(format!("sizing an upsert: {e}")))?;
+            if grouped && (group.meets(&band_keys, &hash) || left.meets(&band_keys, &hash)) {
+                if !may_leave_out(item, &deferred) {
+                    stop = at;
+                    break;
+                }
+                // Found by planning (the prefingerprint was stale): left out.
+                left.add(item, &band_keys, &hash);
+                deferred.push(i);
+                added_items += 1;
+                added_bytes += item.content.len() as u64;
+                continue;
+            }
             // Counted whole, as if every write were new: near a budget the
             // group ends early rather than let a later write pass a limit
-            // the earlier ones reach.
+            // the earlier ones reach. A replacement takes its old version
+            // out of the index, which a write left out before it may
+            // share band keys with: it waits for them.
             let bytes = upsert.record.content_bytes;
+            let replaced = outcome.status == UpsertStatus::Replaced;
             if grouped
-                && (meets_group(&bands, &hashes, &band_keys, &hash)
+                && (replaced && !deferred.is_empty()
                     || t.live_items + added_items + 1 > limits.max_items
                     || t.live_bytes + added_bytes + bytes > limits.max_bytes
                     || entry_bytes + size > max_entry)
             {
+                stop = at;
                 break;
             }
-            ids.insert(item.item_id.clone());
-            if let Some(k) = &item.idempotency_key {
-                keys.insert(k.clone());
-            }
-            bands.extend(band_keys);
-            hashes.insert(hash);
+            group.add(item, &band_keys, &hash);
             added_items += 1;
             added_bytes += bytes;
             entry_bytes += size;
             // A replacement takes the old version's band keys and content
             // hash out of the index when applied; items planned before that
             // could still find it. It ends the group.
-            let replaced = outcome.status == UpsertStatus::Replaced;
-            results.push(Ok(outcome));
-            writes.push((results.len() - 1, upsert, shadow));
+            answers.push((i, Ok(outcome)));
+            writes.push((answers.len() - 1, upsert, shadow));
             if replaced {
+                stop = at + 1;
                 break;
             }
         }
+        deferred.extend_from_slice(&pending[stop.min(pending.len())..]);
+        let rest = deferred;
         if writes.is_empty() {
-            return Ok((results, depends_on));
+            return Ok(Group { answers, rest, lsn: depends_on });
         }
         let tenant = t.name.clone();
         let (placed, mut upserts): (Vec<_>, Vec<_>) = writes.into_iter().map(|(at, u, s)| ((at, s), u)).unzip();
@@ -253,14 +317,14 @@ impl Engine {
         };
         let lsn = self.log_and_apply(t, command)?;
         for (at, shadow) in placed {
-            if let Ok(o) = &mut results[at] {
+            if let Ok(o) = &mut answers[at].1 {
                 o.lsn = lsn;
             }
             if let (Some(s), Some((item_id, content))) = (t.shadow.as_mut(), shadow) {
                 s.insert(&item_id, &content)?;
             }
         }
-        Ok((results, lsn.max(depends_on)))
+        Ok(Group { answers, rest, lsn: lsn.max(depends_on) })
     }
 
     /// Tombstones `item_id` at `epoch`, which must be at least the item's
@@ -351,42 +415,85 @@ impl Engine {
     }
 }
 
-/// Whether a write with `band_keys` and content `hash` could find, or be
-/// found by, the writes already in a group (their `bands` and `hashes`):
-/// band keys and the content hash are all the index reads for a query, so
-/// two writes sharing none cannot find each other.
-fn meets_group(
-    bands: &std::collections::HashSet<u64>,
-    hashes: &std::collections::HashSet<[u8; 16]>,
-    band_keys: &[u64],
-    hash: &[u8; 16],
-) -> bool {
-    band_keys.iter().any(|k| bands.contains(k)) || hashes.contains(hash)
+/// Most writes one group leaves out for later ones before it ends: each
+/// is looked at again by the next group.
+const MAX_LEFT_OUT: usize = 64;
+
+/// What one group wrote, and what it left.
+struct Group {
+    /// Each answered item's index and answer.
+    answers: Vec<(usize, Result<UpsertOutcome>)>,
+    /// The pending items not answered, in order.
+    rest: Vec<usize>,
+    /// The log position to wait for.
+    lsn: u64,
+}
+
+/// What a set of writes touches: all that one write's decision reads of
+/// the others (band keys and content hashes: all the index reads for a
+/// query) or shares with them (ids, idempotency keys).
+#[derive(Default)]
+struct Touched {
+    ids: std::collections::HashSet<String>,
+    keys: std::collections::HashSet<String>,
+    bands: std::collections::HashSet<u64>,
+    hashes: std::collections::HashSet<[u8; 16]>,
+}
+
+impl Touched {
+    fn add(&mut self, item: &Item, band_keys: &[u64], hash: &[u8; 16]) {
+        self.ids.insert(item.item_id.clone());
+        if let Some(k) = &item.idempotency_key {
+            self.keys.insert(k.clone());
+        }
+        self.bands.extend(band_keys);
+        self.hashes.insert(*hash);
+    }
+
+    /// Shares the item's id or idempotency key.
+    fn names(&self, item: &Item) -> bool {
+        self.ids.contains(&item.item_id) || item.idempotency_key.as_ref().is_some_and(|k| self.keys.contains(k))
+    }
+
+    /// Could find, or be found by, a write with `band_keys` and content `hash`.
+    fn meets(&self, band_keys: &[u64], hash: &[u8; 16]) -> bool {
+        band_keys.iter().any(|k| self.bands.contains(k)) || self.hashes.contains(hash)
+    }
 }
 
 /// Answers `n` items a group at a time, single node or cluster:
-/// `group(from)` writes the group that starts at item `from` and returns
-/// its answers (at least one) and the log position to wait for. When a
+/// `group(pending)` writes a group of the pending items (indices, in
+/// order) and returns its answers (at least the first pending item's),
+/// the items still pending, and the log position to wait for. When a
 /// group's write fails (the log refused or lost it: on a single node it
 /// then refuses every write; in cluster mode it did not answer in time,
-/// and the next group would wait as long), that item and every one after
-/// it is answered with the error, at once. Returns every answer and the
-/// highest position.
-fn in_groups(
-    n: usize,
-    mut group: impl FnMut(usize) -> Result<(Vec<Result<UpsertOutcome>>, u64)>,
-) -> (Vec<Result<UpsertOutcome>>, u64) {
-    let mut out = Vec::with_capacity(n);
+/// and the next group would wait as long), every pending item is answered
+/// with the error, at once. Returns every answer and the highest position.
+fn in_groups(n: usize, mut group: impl FnMut(&[usize]) -> Result<Group>) -> (Vec<Result<UpsertOutcome>>, u64) {
+    let mut out: Vec<Option<Result<UpsertOutcome>>> = (0..n).map(|_| None).collect();
+    let mut pending: Vec<usize> = (0..n).collect();
     let mut last = 0;
-    while out.len() < n {
-        match group(out.len()) {
-            Ok((results, lsn)) => {
-                last = last.max(lsn);
-                out.extend(results);
+    while let Some(&first) = pending.first() {
+        match group(&pending) {
+            Ok(g) if g.answers.iter().any(|(i, _)| *i == first) => {
+                last = last.max(g.lsn);
+                for (i, r) in g.answers {
+                    out[i] = Some(r);
+                }
+                pending = g.rest;
             }
-            Err(e) => out.resize_with(n, || Err(e.clone())),
+            Ok(_) => {
+                out[first] = Some(Err(Error::state("a group of writes left its first item unanswered")));
+                pending.remove(0);
+            }
+            Err(e) => {
+                for i in pending.drain(..) {
+                    out[i] = Some(Err(e.clone()));
+                }
+            }
         }
     }
+    let out = out.into_iter().map(|r| r.unwrap_or_else(|| Err(Error::state("a write was left unanswered")))).collect();
     (out, last)
 }
 
