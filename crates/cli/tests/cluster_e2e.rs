@@ -349,3 +349,66 @@ fn partitions_are_served_by_their_nodes_and_redirected_elsewhere() {
     assert_eq!(live(&a1, "1/2"), Some(1));
     assert_eq!(follow(&a1, "GET", &format!("/v1/tenants/{tb}/items/i1"), None).0, 200);
 }
+
+/// Home redirects: with `--home-redirects true` a write of a tenant that
+/// reaches a node other than the tenant's home is redirected there (307,
+/// `other_home`, same path), for single upserts, batches and tombstones,
+/// while reads are answered where they arrive; when the home dies, the
+/// other node takes the tenant's writes once the registry lets the dead
+/// node's entry expire.
+#[test]
+fn writes_go_to_the_tenant_home_and_move_when_it_dies() {
+    let nats = NatsCluster::start(1).unwrap();
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let home = ["--home-redirects", "true", "--cluster-snapshot-secs", "0"];
+    let mut nodes = vec![Some(node_with(dirs[0].path(), &nats, "n1", &home))];
+    nodes.push(Some(node_with(dirs[1].path(), &nats, "n2", &home)));
+    let addrs: Vec<String> = nodes.iter().map(|n| n.as_ref().unwrap().addr.clone()).collect();
+    assert_eq!(call(&addrs[0], "POST", "/v1/tenants", Some(ADMIN), Some(json!({"tenant_id": "t"}))).0, 201);
+    let put =
+        |addr: &str, i: u64| ask(addr, "PUT", &format!("/v1/tenants/t/items/i{i}"), Some(json!({"content": text(i)})));
+    // Once both nodes see both entries, exactly one of them redirects.
+    let mut i = 0;
+    let (home_at, other_at) = loop {
+        i += 2;
+        let (a, b) = (put(&addrs[0], i).0, put(&addrs[1], i + 1).0);
+        match (a, b) {
+            (307, 201) => break (1, 0),
+            (201, 307) => break (0, 1),
+            _ => {}
+        }
+        assert!(i < 2000, "no node redirected: {a} {b}");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (home, other) = (addrs[home_at].clone(), addrs[other_at].clone());
+    // A single upsert, a batch and a tombstone: each redirected home.
+    let path = "/v1/tenants/t/items/x1";
+    let (s, location, v) = ask(&other, "PUT", path, Some(json!({"content": text(9001)})));
+    assert_eq!((s, location.as_deref()), (307, Some(format!("http://{home}{path}").as_str())), "{v}");
+    assert_eq!(v["error"]["code"], "other_home", "{v}");
+    assert_eq!(follow(&other, "PUT", path, Some(json!({"content": text(9001)}))).0, 201);
+    let batch = json!({"items": [{"item_id": "x2", "content": text(9002)}, {"item_id": "x3", "content": text(9003)}]});
+    assert_eq!(ask(&other, "POST", "/v1/tenants/t/items", Some(batch.clone())).0, 307);
+    let (s, v) = follow(&other, "POST", "/v1/tenants/t/items", Some(batch));
+    assert_eq!(s, 200, "{v}");
+    assert_eq!(ask(&other, "DELETE", "/v1/tenants/t/items/x3?epoch=1", None).0, 307);
+    assert_eq!(follow(&other, "DELETE", "/v1/tenants/t/items/x3?epoch=1", None).0, 200);
+    // Reads are served where they arrive.
+    let lsn = v["results"][0]["lsn"].as_u64().unwrap();
+    assert_eq!(ask(&other, "GET", &format!("/v1/tenants/t/items/x2?min_lsn={lsn}"), None).0, 200);
+    assert_eq!(put(&home, 9004).0, 201);
+    // The home dies: the other node takes the writes after the expiry.
+    nodes[home_at] = None;
+    let deadline = Instant::now() + neardup_cluster::registry::EXPIRY + Duration::from_secs(30);
+    let mut i = 10_000;
+    loop {
+        i += 1;
+        let (s, _, v) = put(&other, i);
+        if s == 201 {
+            break;
+        }
+        assert_eq!(s, 307, "{v}");
+        assert!(Instant::now() < deadline, "the live node never took the tenant's writes");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}

@@ -124,6 +124,22 @@ impl Cluster {
         self.registry.url_for(p, &self.options.node_id, partition::fnv1a(tenant.as_bytes()))
     }
 
+    /// With home redirects on ([`ClusterOptions::home_redirects`]): the
+    /// node id and URL of `tenant`'s home for writes when it is another
+    /// node (see [`crate::registry::Registry::home`]); `None` when this node is the
+    /// home, none is known, or the rule is off. Only a hint: correctness
+    /// never depends on it (every write is still checked against the log).
+    pub fn home_elsewhere(&self, tenant: &str) -> Option<(String, String)> {
+        if !self.options.home_redirects {
+            return None;
+        }
+        let home = self.registry.home(self.partition_of(tenant), tenant)?;
+        match home.node == self.options.node_id {
+            true => None,
+            false => Some((home.node, home.url?)),
+        }
+    }
+
     /// Values of the shared state refused since start: their tag did not
     /// verify with the cluster secret ([`crate::secret`]).
     pub fn refused_records(&self) -> u64 {

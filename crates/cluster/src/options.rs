@@ -30,6 +30,12 @@ pub struct ClusterOptions {
     /// Where clients reach this node (`http://host:port`), for redirects
     /// from nodes that do not serve a tenant's partition.
     pub advertise_url: Option<String>,
+    /// Writes of a tenant (upserts, batches, tombstones) that reach a node
+    /// other than the tenant's home are redirected there (`307`), so a
+    /// tenant's writers meet in one queue instead of racing for the log;
+    /// off by default: clients must follow a redirect with their
+    /// credentials (see docs/cluster.md).
+    pub home_redirects: bool,
     /// Tags every value the node writes to the shared state and refuses
     /// those that do not verify (see [`crate::secret`]); none by default.
     pub seal: Seal,
@@ -184,6 +190,7 @@ impl ClusterOptions {
             snapshot_interval: Some(DEFAULT_SNAPSHOT_INTERVAL),
             layout: Layout::default(),
             advertise_url: None,
+            home_redirects: false,
             seal: Seal::default(),
             nats: NatsAuth::default(),
         })

@@ -84,6 +84,18 @@ impl Registry {
         Some(urls[(spread % urls.len() as u64) as usize].clone())
     }
 
+    /// The home of `tenant`'s writes among the live nodes serving `p` that
+    /// clients can reach (an advertised URL): the one of highest
+    /// rendezvous weight for the pair (tenant, node), so every node that
+    /// sees the same members picks the same home, tenants spread evenly
+    /// over the nodes, and a node leaving or joining moves only the
+    /// tenants whose home it is (or becomes). `None` when no such node is
+    /// live.
+    pub fn home(&self, p: Partition, tenant: &str) -> Option<NodeEntry> {
+        let t = crate::partition::fnv1a(tenant.as_bytes());
+        self.serving(p).into_iter().filter(|e| e.url.is_some()).max_by_key(|e| (weight(t, &e.node), e.node.clone()))
+    }
+
     /// The live nodes serving `p` (this one included), by node id.
     pub fn serving(&self, p: Partition) -> Vec<NodeEntry> {
         self.seen.read().map_or_else(
@@ -108,6 +120,16 @@ impl Registry {
             s.remove(node);
         }
     }
+}
+
+/// The rendezvous weight of a (tenant, node) pair: the tenant's hash and
+/// the node id's, mixed (SplitMix64's finalizer), so a node's rank among
+/// the others is independent for each tenant.
+fn weight(tenant_hash: u64, node: &str) -> u64 {
+    let mut z = tenant_hash ^ crate::partition::fnv1a(node.as_bytes()).rotate_left(32);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// Joins the registry: refuses to start when a live node runs with
@@ -195,4 +217,49 @@ pub(crate) async fn join(
             })
         };
     Ok((registry, vec![renew, watch]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(node: &str, url: Option<&str>) -> NodeEntry {
+        NodeEntry { node: node.into(), url: url.map(str::to_string), partitions: 1, serves: vec![0], at_ms: 0 }
+    }
+
+    /// Every node picks the same home for a tenant from the same members;
+    /// homes spread over the nodes; a node without a URL is never one; a
+    /// node gone moves only its own tenants.
+    #[test]
+    fn homes_are_agreed_spread_and_move_only_with_their_node() {
+        let p = Partition { index: 0, count: 1 };
+        let r = Registry::default();
+        for n in ["n1", "n2", "n3"] {
+            r.saw(entry(n, Some(&format!("http://{n}:8080"))));
+        }
+        r.saw(entry("hidden", None));
+        let tenants: Vec<String> = (0..3000).map(|i| format!("tenant-{i}")).collect();
+        let homes: Vec<String> = tenants.iter().map(|t| r.home(p, t).unwrap().node).collect();
+        for n in ["n1", "n2", "n3"] {
+            let share = homes.iter().filter(|h| *h == n).count();
+            assert!((800..1200).contains(&share), "{n} is home of {share} of 3000");
+        }
+        assert!(!homes.iter().any(|h| h == "hidden"));
+        // The same members seen in another order pick the same homes.
+        let other = Registry::default();
+        for n in ["n3", "hidden", "n1", "n2"] {
+            other.saw(entry(n, (n != "hidden").then_some("http://x:1")));
+        }
+        assert!(tenants.iter().zip(&homes).all(|(t, h)| other.home(p, t).unwrap().node == *h));
+        // n2 gone: its tenants move, the others stay.
+        r.forget("n2");
+        for (t, h) in tenants.iter().zip(&homes) {
+            let now = r.home(p, t).unwrap().node;
+            match h.as_str() {
+                "n2" => assert_ne!(now, "n2"),
+                _ => assert_eq!(&now, h, "{t} moved though its home stayed"),
+            }
+        }
+        assert!(Registry::default().home(p, "t").is_none());
+    }
 }

@@ -31,7 +31,6 @@ use common::{pct, phase, Conn, Kind, ADMIN};
 use neardup_cluster::testkit::NatsCluster;
 use neardup_cluster::{Cluster, ClusterOptions, Node};
 use neardup_index::{EngineOptions, FsyncPolicy, StoreKind};
-use tokio::net::TcpStream;
 
 fn env<T: std::str::FromStr>(name: &str, default: T) -> T {
     std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -74,7 +73,7 @@ struct Load {
 }
 
 async fn create_tenant(addr: &str, tenant: &str, nodes: &[Arc<Cluster>]) {
-    let mut c = Conn { s: TcpStream::connect(addr).await.unwrap(), buf: Vec::new() };
+    let mut c = Conn::connect(addr).await;
     let body = format!(r#"{{"tenant_id":"{tenant}","config":{{"threshold":0.8}}}}"#);
     assert_eq!(c.request("POST", "/v1/tenants", ADMIN, &body).await, 201);
     let Some(first) = nodes.first() else { return };
@@ -132,7 +131,10 @@ async fn single(load: &Load) {
     phases("one node (embedded log, fsync always)", &[addr], &[], load, &mut 0).await;
 }
 
-async fn cluster(count: usize, load: &Load) {
+/// `count` nodes over a fresh NATS cluster; with `home`, home redirects
+/// on (writes go to each tenant's home node; the clients follow the 307
+/// and keep that node).
+async fn cluster(count: usize, load: &Load, home: bool) {
     let nats = NatsCluster::start(3).expect("nats-server on PATH");
     let dirs: Vec<tempfile::TempDir> = (0..count).map(|_| tempfile::tempdir().unwrap()).collect();
     let mut nodes = Vec::new();
@@ -140,17 +142,31 @@ async fn cluster(count: usize, load: &Load) {
     for (i, dir) in dirs.iter().enumerate() {
         let mut c = ClusterOptions::new(&nats.urls(), &format!("n{i}")).unwrap();
         c.snapshot_interval = None;
+        c.home_redirects = home;
+        // The port is known before the node starts: it advertises it.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        c.advertise(&format!("http://{}", listener.local_addr().unwrap())).unwrap();
         let opts = EngineOptions { fsync: FsyncPolicy::Os, store: StoreKind::Fjall, ..EngineOptions::default() };
         let node = Arc::new(Cluster::start(dir.path(), opts, c).await.unwrap());
-        addrs.push(common::serve(Arc::clone(&only(&node).engine), Some(Arc::clone(&node))).await);
+        addrs.push(common::serve_on(listener, Arc::clone(&only(&node).engine), Some(Arc::clone(&node))).await);
         nodes.push(node);
     }
+    if home {
+        // Every node sees every other's entry before the clock starts.
+        while nodes.iter().any(|n| n.registry.serving(n.partition_of("t")).len() < count) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
     let mut round = 0;
-    if count > 1 {
+    if count > 1 && !home {
         let setup = format!("{count} nodes, every client through node 0");
         phases(&setup, &addrs[..1], &nodes, load, &mut round).await;
     }
-    let setup = format!("{count} node{}, clients spread over them", if count > 1 { "s" } else { "" });
+    let setup = format!(
+        "{count} node{}, clients spread over them{}",
+        if count > 1 { "s" } else { "" },
+        if home { ", writes redirected to the tenant's home" } else { "" }
+    );
     phases(&setup, &addrs, &nodes, load, &mut round).await;
     let items: Vec<u64> = nodes
         .iter()
@@ -180,7 +196,12 @@ fn main() {
     rt.shutdown_timeout(Duration::from_secs(5));
     for count in counts {
         let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
-        rt.block_on(cluster(count, &load));
+        rt.block_on(cluster(count, &load, false));
         rt.shutdown_timeout(Duration::from_secs(5));
+        if count > 1 {
+            let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+            rt.block_on(cluster(count, &load, true));
+            rt.shutdown_timeout(Duration::from_secs(5));
+        }
     }
 }

@@ -26,7 +26,6 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use common::{pct, phase, Conn, Kind, ADMIN};
 use neardup_index::{Engine, EngineOptions, FsyncPolicy, StoreKind};
-use tokio::net::TcpStream;
 
 fn main() {
     let clients: usize = std::env::var("NEARDUP_BENCH_CLIENTS").ok().and_then(|v| v.parse().ok()).unwrap_or(8);
@@ -40,7 +39,7 @@ fn main() {
         let engine = Arc::new(Engine::open(dir.path(), opts).unwrap());
         let engine_ref = Arc::clone(&engine);
         let addr = common::serve(engine, None).await;
-        let mut c = Conn { s: TcpStream::connect(&addr).await.unwrap(), buf: Vec::new() };
+        let mut c = Conn::connect(&addr).await;
         let body = r#"{"tenant_id":"bench","config":{"threshold":0.8}}"#;
         assert_eq!(c.request("POST", "/v1/tenants", ADMIN, body).await, 201);
         // A key with ingest and query scopes, read from a one-shot connection.

@@ -240,7 +240,7 @@ fn main() {
         for _ in 0..clients {
             let (next, done, addr) = (Arc::clone(&next), Arc::clone(&done), addr.clone());
             tasks.push(tokio::spawn(async move {
-                let mut conn = Conn { s: TcpStream::connect(&addr).await.unwrap(), buf: Vec::new() };
+                let mut conn = Conn::connect(&addr).await;
                 let (mut body, mut lat) = (String::new(), Vec::new());
                 loop {
                     let b = next.fetch_add(1, Ordering::Relaxed);
@@ -260,7 +260,7 @@ fn main() {
         let probe = {
             let (addr, next) = (addr.clone(), Arc::clone(&next));
             tokio::spawn(async move {
-                let mut conn = Conn { s: TcpStream::connect(&addr).await.unwrap(), buf: Vec::new() };
+                let mut conn = Conn::connect(&addr).await;
                 let (mut lat, mut i) = (Vec::new(), 0u64);
                 let path = format!("/v1/tenants/{TENANT}/decide");
                 while next.load(Ordering::Relaxed) < batches {
@@ -369,7 +369,7 @@ fn main() {
             for c in 0..clients as u64 {
                 let addr = addr.clone();
                 tasks.push(tokio::spawn(async move {
-                    let mut conn = Conn { s: TcpStream::connect(&addr).await.unwrap(), buf: Vec::new() };
+                    let mut conn = Conn::connect(&addr).await;
                     let (mut lat, mut i) = (Vec::new(), 0u64);
                     let mut x = 0x2545_F491_4F6C_DD1D_u64 ^ c;
                     while Instant::now() < deadline {

@@ -212,6 +212,15 @@ settings! {
         #[arg(long, env = "NEARDUP_ADVERTISE_URL", value_name = "URL")]
         pub advertise_url: Option<String>,
 
+        /// Cluster mode: redirect (307) each write of a tenant (upsert,
+        /// batch, tombstone) to the tenant's home node, one of the live
+        /// nodes with an advertised URL, so that its writers meet in one
+        /// queue instead of racing for the log. Clients must follow a 307
+        /// with their credentials (the Python client does, to its own
+        /// nodes). [default: false]
+        #[arg(long, env = "NEARDUP_HOME_REDIRECTS", value_name = "BOOL")]
+        pub home_redirects: Option<bool>,
+
         /// Cluster mode: file holding the cluster secret (at least 32 random
         /// bytes, the same file on every node). Every stream entry, key
         /// record, registry entry and snapshot manifest is then tagged with
@@ -397,6 +406,7 @@ impl ServeSettings {
                 if let Some(url) = &self.advertise_url {
                     c.advertise(url).map_err(|e| bad(e.to_string()))?;
                 }
+                c.home_redirects = self.home_redirects.unwrap_or(false);
                 if let Some(f) = &self.cluster_secret_file {
                     c.seal = neardup_cluster::secret::Seal::from_file(f).map_err(|e| bad(e.to_string()))?;
                 }
@@ -425,6 +435,7 @@ impl ServeSettings {
             (self.partitions.is_some(), "--partitions"),
             (self.serve_partitions.is_some(), "--serve-partitions"),
             (self.advertise_url.is_some(), "--advertise-url"),
+            (self.home_redirects.is_some(), "--home-redirects"),
             (self.cluster_secret_file.is_some(), "--cluster-secret-file"),
             (self.nats_creds_file.is_some(), "--nats-creds-file"),
             (self.nats_nkey_file.is_some(), "--nats-nkey-file"),

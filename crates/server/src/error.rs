@@ -109,6 +109,16 @@ pub enum GatewayKind {
         /// A live node serving it, `http://host:port`.
         base_url: Option<String>,
     },
+    /// Cluster mode with home redirects: a write of a tenant whose home is
+    /// another node; a `307` there (same path and query).
+    OtherHome {
+        /// The tenant written.
+        tenant: String,
+        /// Its home node's id.
+        node: String,
+        /// Its home node, `http://host:port`.
+        base_url: String,
+    },
     /// A bug or an environmental failure in the gateway (detail is logged).
     Internal {
         /// For the log only.
@@ -246,6 +256,13 @@ impl ApiError {
                     "partition_unavailable",
                     format!("tenant {tenant:?} is in partition {partition}, which no live node serves now"),
                 ),
+                G::OtherHome { tenant, node, base_url } => (
+                    StatusCode::TEMPORARY_REDIRECT,
+                    "other_home",
+                    format!(
+                        "writes of tenant {tenant:?} are taken by its home node {node} at {base_url}; follow Location"
+                    ),
+                ),
                 G::Internal { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "internal", internal),
             },
         }
@@ -292,7 +309,9 @@ impl IntoResponse for ApiError {
             ApiErrorKind::Gateway(GatewayKind::Unauthenticated) => {
                 resp.headers_mut().insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
             }
-            ApiErrorKind::Gateway(GatewayKind::OtherPartition { base_url: Some(url), .. }) => {
+            ApiErrorKind::Gateway(
+                GatewayKind::OtherPartition { base_url: Some(url), .. } | GatewayKind::OtherHome { base_url: url, .. },
+            ) => {
                 resp.extensions_mut().insert(RedirectBase(url.clone()));
             }
             ApiErrorKind::Gateway(GatewayKind::OtherPartition { base_url: None, .. }) => {

@@ -148,6 +148,14 @@ impl AppState {
         self.engine_for(tenant).err()
     }
 
+    /// With home redirects on, the answer for a write of `tenant` when its
+    /// home is another node; `None` when it is this one (or none is known,
+    /// or the rule is off).
+    pub fn home_for(&self, tenant: &str) -> Option<ApiError> {
+        let (node, base_url) = self.cluster()?.home_elsewhere(tenant)?;
+        Some(ApiError::gateway(GatewayKind::OtherHome { tenant: tenant.to_string(), node, base_url }))
+    }
+
     fn elsewhere(&self, c: &neardup_cluster::Cluster, tenant: &str) -> ApiError {
         let p = c.partition_of(tenant);
         ApiError::gateway(GatewayKind::OtherPartition {

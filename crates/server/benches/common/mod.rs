@@ -18,6 +18,15 @@ pub const ADMIN: &str = "bench-operator-token-0123";
 /// loopback port with the operator token [`ADMIN`] and quotas out of the
 /// way; returns the address.
 pub async fn serve(engine: Arc<Engine>, cluster: Option<Arc<neardup_cluster::Cluster>>) -> String {
+    serve_on(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap(), engine, cluster).await
+}
+
+/// [`serve`] on a listener already bound.
+pub async fn serve_on(
+    listener: tokio::net::TcpListener,
+    engine: Arc<Engine>,
+    cluster: Option<Arc<neardup_cluster::Cluster>>,
+) -> String {
     let keys = KeyStore::open(None, Some(ADMIN)).unwrap();
     let quotas = QuotaConfig { requests_per_sec: 1e9, request_burst: 1e9, bytes_per_sec: 1e12, byte_burst: 1e12 };
     let config = GatewayConfig { quotas, ..GatewayConfig::default() };
@@ -25,7 +34,6 @@ pub async fn serve(engine: Arc<Engine>, cluster: Option<Arc<neardup_cluster::Clu
         Some(c) => AppState::clustered(c, keys, config),
         None => AppState::new(engine, keys, config),
     };
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     tokio::spawn(neardup_server::serve(listener, state, std::future::pending()));
     addr
@@ -57,9 +65,15 @@ pub fn doc(seed: u64, i: u64) -> String {
 pub struct Conn {
     pub s: TcpStream,
     pub buf: Vec<u8>,
+    /// The `Location` of the last answer, if it had one.
+    pub location: Option<String>,
 }
 
 impl Conn {
+    pub async fn connect(addr: &str) -> Conn {
+        Conn { s: TcpStream::connect(addr).await.unwrap(), buf: Vec::new(), location: None }
+    }
+
     pub async fn request(&mut self, method: &str, path: &str, token: &str, body: &str) -> u16 {
         let req = format!(
             "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
@@ -75,6 +89,7 @@ impl Conn {
                     .find_map(|l| l.strip_prefix("content-length:"))
                     .map(|v| v.trim().parse().unwrap())
                     .unwrap_or(0);
+                self.location = head.lines().find_map(|l| l.strip_prefix("location:")).map(|v| v.trim().to_string());
                 while self.buf.len() < end + 4 + len {
                     self.fill().await;
                 }
@@ -86,10 +101,18 @@ impl Conn {
     }
 
     /// One request whose status must be a success; its latency (ms) is
-    /// pushed onto `lat`.
+    /// pushed onto `lat`. A `307` to another node (a cluster's home
+    /// redirect) is followed, and that node kept for the next requests,
+    /// as a client that remembers where a tenant's writes go.
     pub async fn timed(&mut self, method: &str, path: &str, token: &str, body: &str, lat: &mut Vec<f64>) {
         let t = Instant::now();
-        let status = self.request(method, path, token, body).await;
+        let mut status = self.request(method, path, token, body).await;
+        if status == 307 {
+            let to = self.location.clone().expect("a 307 with a Location");
+            let host = to.strip_prefix("http://").and_then(|r| r.split('/').next()).expect("an http:// Location");
+            *self = Conn::connect(host).await;
+            status = self.request(method, path, token, body).await;
+        }
         assert!(status < 300, "{method} {path}: status {status}");
         lat.push(t.elapsed().as_secs_f64() * 1000.0);
     }
@@ -210,7 +233,7 @@ pub async fn phase(addrs: &[String], tenants: &[&str], key: &str, clients: usize
     for (c, mine) in prepared.into_iter().enumerate() {
         let (addr, key) = (addrs[c % addrs.len()].clone(), key.to_string());
         tasks.push(tokio::spawn(async move {
-            let mut conn = Conn { s: TcpStream::connect(&addr).await.unwrap(), buf: Vec::new() };
+            let mut conn = Conn::connect(&addr).await;
             let mut lat = Vec::new();
             let mut i = 0usize;
             while Instant::now() < deadline {

@@ -141,6 +141,18 @@ fn tenant_in_path(path: &str) -> Option<&str> {
     path.strip_prefix("/v1/tenants/")?.split('/').next().filter(|t| !t.is_empty())
 }
 
+/// Whether a request writes items of its tenant: `PUT` or `DELETE`
+/// `/v1/tenants/{t}/items/{id}`, or `POST /v1/tenants/{t}/items` (a batch).
+fn writes_items(method: &Method, path: &str) -> bool {
+    let Some(rest) = path.strip_prefix("/v1/tenants/") else { return false };
+    let parts: Vec<&str> = rest.split('/').collect();
+    match parts.as_slice() {
+        [_, "items"] => *method == Method::POST,
+        [_, "items", id] => !id.is_empty() && (*method == Method::PUT || *method == Method::DELETE),
+        _ => false,
+    }
+}
+
 /// Completes a redirect to another node ([`crate::error::RedirectBase`])
 /// with the request's own path and query.
 fn with_location(mut resp: Response, uri: &axum::http::Uri) -> Response {
@@ -210,9 +222,12 @@ async fn finish(State(state): State<AppState>, req: Request, next: Next) -> Resp
     let span = tracing::info_span!("request", %method, route = %route);
     // For a redirect's Location (a cheap, shared copy).
     let uri = req.uri().clone();
-    // Cluster mode: a tenant of a partition served elsewhere is redirected
-    // before anything is read or charged.
-    let early = tenant_in_path(req.uri().path()).and_then(|t| state.redirect_for(t));
+    // Cluster mode: a tenant of a partition served elsewhere, or a write
+    // of a tenant whose home is another node (with home redirects on), is
+    // redirected before anything is read or charged.
+    let early = tenant_in_path(req.uri().path()).and_then(|t| {
+        state.redirect_for(t).or_else(|| writes_items(&method, req.uri().path()).then(|| state.home_for(t)).flatten())
+    });
     let resp = match early {
         Some(e) => e.into_response(),
         None => next.run(req).instrument(span.clone()).await,
