@@ -106,6 +106,8 @@ impl Node {
             timeout: cluster.propose_timeout,
             client: conns.writes.clone(),
             seal: cluster.seal.clone(),
+            ids: format!("{}-{}-{}", cluster.node_id, partition.index, crate::snapshots::now_ms()),
+            proposed: Default::default(),
         });
         let engine = {
             let dir = dir.to_path_buf();
@@ -129,7 +131,12 @@ impl Node {
         let state = Arc::new(ApplierState::default());
         engine.set_catch_up_target(info.state.last_sequence);
         state.stream_last.store(info.state.last_sequence, Ordering::Relaxed);
-        let read_js = jetstream::new(conns.reads.clone());
+        // Requests of the applier (the stream's info, a new consumer) get a
+        // short timeout: one sent while the stream elects a new leader is
+        // never answered, and the default 5 s each held every write of the
+        // node behind it; tried again, the next finds the new leader.
+        let mut read_js = jetstream::new(conns.reads.clone());
+        read_js.set_timeout(std::time::Duration::from_secs(2));
         let reader =
             spawn_applier(read_js, Arc::clone(&engine), Arc::clone(&state), from, partition, cluster.seal.clone());
         let snapshot_state = Arc::new(snapshots::SnapshotState::default());

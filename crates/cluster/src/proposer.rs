@@ -22,7 +22,17 @@ pub(crate) struct NatsProposer {
     pub(crate) timeout: Duration,
     pub(crate) client: async_nats::Client,
     pub(crate) seal: Seal,
+    /// Names this node's proposals (node id and start time) for the
+    /// stream's duplicate detection; a counter tells them apart.
+    pub(crate) ids: String,
+    pub(crate) proposed: std::sync::atomic::AtomicU64,
 }
+
+/// How long one try of a proposal waits for the stream's acknowledgement
+/// before it is published again (same message id). An acknowledgement is
+/// lost when the server the node published through dies: waiting for the
+/// whole timeout then stalled the tenant's writes that long.
+const ATTEMPT: Duration = Duration::from_secs(2);
 
 impl NatsProposer {
     async fn propose_async(&self, tenant: &str, after: u64, payload: &[u8]) -> Result<u64, EngineError> {
@@ -30,6 +40,11 @@ impl NatsProposer {
         let subject = tenant_subject(self.partition, tenant);
         let payload = bytes::Bytes::from(self.seal.seal(Kind::Entry, &subject, payload));
         let deadline = tokio::time::Instant::now() + self.timeout;
+        // Every try carries the same message id: the stream stores the
+        // entry once, and answers a try after one that landed with the
+        // first one's position (its duplicate window is two minutes).
+        let n = self.proposed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("{}-{n}", self.ids);
         // The stream is asked to refuse the entry unless the tenant's last
         // entry there is `after`. Once a trim removed the tenant's entries
         // up to `after`, the stream shows an older last entry (or none) for
@@ -37,13 +52,17 @@ impl NatsProposer {
         // replicas' own `after` check stays the rule.
         let mut expected = after;
         loop {
-            let publish =
-                jetstream::context::Publish::build().payload(payload.clone()).expected_last_subject_sequence(expected);
+            let publish = jetstream::context::Publish::build()
+                .payload(payload.clone())
+                .expected_last_subject_sequence(expected)
+                .message_id(&id);
             let ack = async {
                 let fut = self.js.send_publish(subject.clone(), publish).await?;
                 fut.await
             };
-            let e = match tokio::time::timeout_at(deadline, ack).await {
+            let now = tokio::time::Instant::now();
+            let e = match tokio::time::timeout_at(deadline.min(now + ATTEMPT), ack).await {
+                Err(_) if tokio::time::Instant::now() < deadline => continue,
                 Err(_) => {
                     return Err(unavailable(format!(
                         "the NATS stream did not acknowledge within {:?}; the write may still land",
