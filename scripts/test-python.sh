@@ -9,9 +9,11 @@ cd "$(dirname "$0")/.."
 cargo build --locked -q -p neardup
 python3 -m pip install --quiet --disable-pip-version-check ./python
 python3 -c 'import pytest' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check pytest
-# The Spark job's tests: Java 17 (Debian) and PyPI's pyspark.
+# The Spark job's tests: Java 17 (Debian) and PyPI's pyspark with its
+# Arrow exchange (PyArrow, pandas).
 bash scripts/install-java.sh
-python3 -c 'import pyspark' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check "pyspark>=4,<5"
+python3 -c 'import pyspark, pyarrow, pandas' 2>/dev/null ||
+    python3 -m pip install --quiet --disable-pip-version-check "pyspark[sql]>=4,<5"
 # Spark talks only to loopback.
 export SPARK_LOCAL_IP=127.0.0.1
 NEARDUP_BIN="$PWD/target/debug/neardup" python3 -m pytest -q python/tests

@@ -5,94 +5,205 @@
 
 writes ``out/pairs/`` (Parquet: ``left``, ``right``, ``score``),
 ``out/clusters/`` (``id``, ``cluster``: the id of the cluster's first item)
-and ``out/kept/`` (the input rows that are kept, every column).
+and ``out/kept/`` (the input rows that are kept, every column, in input
+order). They are ``neardup dedup``'s pairs, clusters and kept set with the
+same settings, capped queries and hot buckets included: the decisions are
+made by the command line's own batch rule (the core's ``Greedy``, as
+``neardup.dedup`` calls it), over each group of rows that can see each other.
 
 Stages:
 
-1. Fingerprint each partition in Rust (``neardup.Fingerprinter`` inside
-   ``mapPartitions``): band keys and canonical shingle features per row.
-2. Explode the band keys and group by (band, key): every bucket of two or
-   more rows gives its candidate pairs; a bucket is read up to
-   ``max_bucket`` rows (in input order), as the single-machine index reads a
-   hot bucket partially.
-3. Verify every distinct candidate pair exactly in Rust
-   (``neardup.pair_score``: features joined to the pair; exact Jaccard, or
-   1.0 for equal content hashes) and keep those at or above the threshold.
-4. Connected components of the verified pairs by iterated minimum-label
-   propagation in Spark SQL (each round a join and a group-by; rounds grow
-   with the clusters' diameter).
-5. The kept set by the command line's greedy rule — an item is dropped only
-   when it verifies against an earlier *kept* item — computed on the driver
-   from the verified pairs alone (not the texts): the rule is sequential in
-   input order, so its memory grows with the number of verified pairs.
+1. Positions: a row's position in the input is
+   ``monotonically_increasing_id()`` (increasing in input order).
+2. Keys (``mapInArrow``, Rust): each row's LSH band keys and its content
+   hash — the only keys a query of the single-machine index looks rows up
+   by. Arrow batches in and out; the keys leave as one Arrow list column.
+3. Groups: rows linked by a shared key (a band bucket, or equal content),
+   as connected components, computed by alternating large-star and
+   small-star rounds (the rounds grow with the log of a component's size,
+   not its diameter); each round's edges are checkpointed (``--checkpoint-dir``,
+   else ``localCheckpoint``), so the plan stays one round long. A row that
+   shares no key with another is kept and in no cluster, with no more work.
+4. Decisions per group (``groupBy(...).applyInArrow``, Rust): a group's rows,
+   in input order, go through the batch rule — candidates among the earlier
+   rows sharing a band (each bucket read up to ``max_bucket_read``), ranked
+   by the sketch estimate and capped at ``max_candidates``, verified
+   exactly; the look further among kept rows where the cap cut close. Every
+   row any query of a group's rows could read is in the group, so each
+   decision is the one a run over the whole input makes. Clusters
+   (connected components of the verified pairs, named by their first row)
+   lie within a group, and are found there too.
+5. Output: the pairs and clusters from the groups' rows; the kept rows are
+   the input less the dropped ones.
+
+The driver holds the configuration and counts; everything proportional to
+the data stays on the executors.
+
+The limit: a group is decided in one task, sequentially (the greedy rule is
+sequential). On templated data LSH buckets link rows far beyond their near
+duplicates, so the largest group can hold a large share of the input (half
+of bench/corpus/real.py's documents): that task's time and memory are the
+command line's for those rows, and bound the job's.
 
 Where the workers get neardup: the Python workers of the executors import
 it. On a local master (``local``, ``local[N]``, ``local-cluster[...]``) the
 command runs them with its own interpreter (``sys.executable``), so a
 virtual environment works without being activated; ``PYSPARK_PYTHON``, when
 set, names the workers' interpreter instead. On a cluster the executors'
-interpreter needs neardup too: install it there, or ship an environment
-with the job, as Spark's "Python Package Management" guide describes::
+interpreter needs neardup (with NumPy, pandas and PyArrow) too: install it
+there, or ship an environment with the job, as Spark's "Python Package
+Management" guide describes::
 
     venv-pack -o env.tar.gz          # in the environment with neardup (or conda-pack)
     PYSPARK_PYTHON=./env/bin/python python -m neardup.spark \\
-        --master spark://host:7077 --conf spark.archives=env.tar.gz#env ...
+        --master spark://host:7077 --conf spark.archives=env.tar.gz#env \\
+        --checkpoint-dir hdfs:///tmp/neardup-checkpoints ...
 
 Before any work, a small probe job checks that the workers import
 neardup; when they cannot, the command says so, with this advice, and exits
 with status 1.
 
-Where it differs from ``neardup dedup``: candidates are not capped per item
-(the single-machine path verifies at most ``max_candidates`` per item,
-ranked by estimated similarity); here every pair sharing a band is
-verified, so on data where no query is capped the verified pairs are the
-same (tested), and where some are, Spark finds a superset.
+Where it differs from ``neardup dedup``: rows whose text is missing are
+deduplicated as empty text (the command line rejects them); ids are not
+checked for uniqueness (the command line rejects a repeated id); and the
+input order is Spark's reading order, which for a folder of several files is
+not their names' order (Spark packs file splits largest first).
 """
 
 import argparse
 import os
 import sys
-from typing import Any, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional
 
 import neardup
 
-_SIGNED = 1 << 63
 
+def _key_batches(params: Dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[Any]]:
+    """``mapInArrow``'s function: (``pos``, text) batches to (``pos``, ``keys``:
+    the band keys, ``hkey``: 64 bits of the content hash), in Rust."""
 
-def _signed(x: int) -> int:
-    """A u64 as the signed 64-bit value Spark's LongType holds."""
-    return x - (1 << 64) if x >= _SIGNED else x
+    def run(batches):
+        import numpy as np
+        import pyarrow as pa
 
-
-def _fingerprint_partition(params: Dict[str, Any], text_col: str):
-    def run(rows: Iterator[Any]) -> Iterator[Tuple[int, list, list, str]]:
         f = neardup.Fingerprinter(**params)
-        batch = []
-        for row in rows:
-            batch.append(row)
-            if len(batch) == 1024:
-                yield from _emit(f, batch, text_col)
-                batch = []
-        if batch:
-            yield from _emit(f, batch, text_col)
+        for batch in batches:
+            texts = [t if t is not None else "" for t in batch.column(1).to_pylist()]
+            fps = f.fingerprint_many(texts)
+            keys = [fp.band_keys for fp in fps]
+            offsets = np.zeros(len(keys) + 1, dtype=np.int32)
+            np.cumsum([len(k) for k in keys], out=offsets[1:])
+            flat = np.concatenate(keys).view(np.int64) if keys else np.empty(0, dtype=np.int64)
+            # The band keys are u64: their bits, as Spark's signed longs.
+            hkeys = np.array([int(fp.content_hash[:16], 16) for fp in fps], dtype=np.uint64).view(np.int64)
+            yield pa.RecordBatch.from_arrays(
+                [batch.column(0), pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat)), pa.array(hkeys)],
+                names=["pos", "keys", "hkey"],
+            )
 
     return run
 
 
-def _emit(f, batch, text_col):
-    fps = f.fingerprint_many([r[text_col] or "" for r in batch])
-    for r, fp in zip(batch, fps):
-        yield (
-            r["__pos"],
-            [_signed(int(k)) for k in fp.band_keys],
-            [_signed(int(x)) for x in fp.features],
-            fp.content_hash,
+def _decide_group(params: Dict[str, Any]) -> Callable[[Any], Any]:
+    """``applyInArrow``'s function: one group's rows (``pos``, ``id``,
+    ``text``, an Arrow table) through the batch rule, in input order; returns
+    the rows in a cluster (every dropped row is), with their cluster (the id
+    of its first row) and their matches (``left``: the earlier ids,
+    ``score``)."""
+
+    def run(table):
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        table = table.take(pc.sort_indices(table, sort_keys=[("pos", "ascending")]))
+        pos, ids = table.column("pos").to_pylist(), table.column("id").to_pylist()
+        texts = [t if t is not None else "" for t in table.column("text").to_pylist()]
+        # Named by their place in the group: ids need not be unique.
+        rule = neardup._Dedup(neardup.Index(**params))
+        outcomes = rule.add_many([(str(k), t) for k, t in enumerate(texts)])
+        del texts
+        parent = list(range(len(outcomes)))
+
+        def find(x: int) -> int:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        for k, (_, _, _, matches) in enumerate(outcomes):
+            for j, _ in matches:
+                a, b = find(k), find(int(j))
+                if a != b:
+                    parent[max(a, b)] = min(a, b)
+        # The root of a component is its smallest member: its first row.
+        roots = [find(k) for k in range(len(outcomes))]
+        size: Dict[int, int] = {}
+        for r in roots:
+            size[r] = size.get(r, 0) + 1
+        rows = [k for k in range(len(outcomes)) if size[roots[k]] > 1]
+        return pa.table({
+            "pos": pa.array([pos[k] for k in rows], pa.int64()),
+            "id": pa.array([ids[k] for k in rows], pa.string()),
+            "kept": pa.array([outcomes[k][0] for k in rows], pa.bool_()),
+            "cluster": pa.array([ids[roots[k]] for k in rows], pa.string()),
+            "left": pa.array([[ids[int(j)] for j, _ in outcomes[k][3]] for k in rows], pa.list_(pa.string())),
+            "score": pa.array([[s for _, s in outcomes[k][3]] for k in rows], pa.list_(pa.float64())),
+        })
+
+    return run
+
+
+def _checkpointer(spark) -> Callable[[Any], Any]:
+    """Cuts a DataFrame's lineage: a reliable checkpoint when the context has
+    a checkpoint folder, else a local one (executor storage)."""
+    if spark.sparkContext.getCheckpointDir():
+        return lambda d: d.checkpoint(eager=True)
+    return lambda d: d.localCheckpoint(eager=True)
+
+
+def connected_components(edges, checkpoint: Optional[Callable[[Any], Any]] = None, stats: Optional[dict] = None):
+    """Connected components of the undirected graph ``edges`` (columns ``a``,
+    ``b``: longs): a DataFrame (``pos``, ``comp``) with a row per node of an
+    edge, ``comp`` the smallest node of its component.
+
+    Alternating large-star and small-star (Kiveris et al., "Connected
+    Components in MapReduce and Beyond", 2014): O(log n) rounds of two
+    shuffles each, whatever the components' diameter; each round's edges
+    are checkpointed. Stops when the edges form stars around their smallest
+    nodes. ``stats["rounds"]`` counts the rounds.
+    """
+    from pyspark.sql import functions as F
+
+    a, b = F.col("a"), F.col("b")
+    checkpoint = checkpoint or _checkpointer(edges.sparkSession)
+    # Every undirected edge once, as (larger, smaller).
+    e = checkpoint(edges.where(a != b).select(F.greatest(a, b).alias("a"), F.least(a, b).alias("b")).distinct())
+    rounds = 0
+    while True:
+        rounds += 1
+        # Large-star: each node links its larger neighbours to the smallest
+        # node of its neighbourhood (itself included).
+        both = e.unionByName(e.select(b.alias("a"), a.alias("b")))
+        low = both.groupBy("a").agg(F.least(F.min("b"), F.col("a")).alias("m"))
+        large = both.join(low, "a").where(b > a).select(b.alias("a"), F.col("m").alias("b")).distinct()
+        # Small-star: each node links itself and its smaller neighbours to
+        # the smallest of them.
+        low = large.groupBy("a").agg(F.min("b").alias("m"))
+        small = (
+            large.join(low, "a").where(b != F.col("m")).select(b.alias("a"), F.col("m").alias("b"))
+            .unionByName(low.select("a", F.col("m").alias("b")))
+            .distinct()
         )
-
-
-def _score(fa, ha, fb, hb) -> float:
-    # Verified in Rust by the one rule of every neardup face.
-    return neardup.pair_score(fa, ha, fb, hb)
+        e = checkpoint(small)
+        # Done when no node is both a leaf and a centre: stars, each around
+        # its component's smallest node.
+        if e.join(e.select(b.alias("a")).distinct(), "a").isEmpty():
+            break
+    if stats is not None:
+        stats["rounds"] = rounds
+    return e.select(a.alias("pos"), b.alias("comp")).unionByName(
+        e.select(b.alias("pos"), b.alias("comp")).distinct()
+    )
 
 
 def dedup(
@@ -100,120 +211,75 @@ def dedup(
     id_col: str = "id",
     text_col: str = "text",
     threshold: float = 0.8,
-    max_bucket: int = 1000,
+    stats: Optional[dict] = None,
     **params: Any,
 ):
-    """Deduplicates DataFrame ``df``; returns ``(pairs_df, clusters_df, kept_df)``.
+    """Deduplicates DataFrame ``df`` as ``neardup dedup`` does; returns
+    ``(pairs_df, clusters_df, kept_df)``.
 
     ``params`` are ``neardup.Index``'s (``shingle_width``, ``normalizer``,
-    ``num_perm``, ...). Rows are ordered by their position in ``df`` (as
-    read); ``pairs_df`` has ``left`` (the earlier), ``right``, ``score``;
-    ``clusters_df`` has ``id`` and ``cluster`` (the id of the cluster's
-    first item) for rows with a near duplicate; ``kept_df`` is ``df``'s kept
-    rows with every column.
+    ``num_perm``, ``max_candidates``, ``max_bucket_read``, ...). Rows are
+    ordered by their position in ``df`` (as read); ``pairs_df`` has ``left``
+    (the earlier), ``right``, ``score``; ``clusters_df`` has ``id`` and
+    ``cluster`` (the id of the cluster's first item) for rows with a near
+    duplicate; ``kept_df`` is ``df``'s kept rows with every column, in input
+    order. ``stats``, when given, gets ``rounds`` (of connected components).
+    The result DataFrames share a checkpointed decision table: write or
+    count them, in any order.
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
 
     spark = df.sparkSession
     # Validate the configuration once, on the driver, with neardup's message.
-    neardup.Fingerprinter(threshold=threshold, **params)
-    fp_params = dict(params, threshold=threshold)
-    indexed = spark.createDataFrame(
-        df.rdd.zipWithIndex().map(lambda ri: (ri[1], ri[0])),
-        T.StructType([T.StructField("__pos", T.LongType(), False), T.StructField("__row", df.schema, False)]),
-    )
-    rows = indexed.select("__pos", F.col("__row." + id_col).cast("string").alias("id"), "__row")
-    texts = rows.select("__pos", F.col("__row." + text_col).alias(text_col))
-    schema = T.StructType([
+    rule_params = dict(params, threshold=threshold)
+    neardup.Index(**rule_params)
+    fp_params = {k: v for k, v in rule_params.items() if k not in ("max_candidates", "max_bucket_read")}
+    checkpoint = _checkpointer(spark)
+
+    base = df.withColumn("__pos", F.monotonically_increasing_id())
+    texts = base.select(F.col("__pos").alias("pos"), F.col(text_col).cast("string").alias("text"))
+    key_schema = T.StructType([
         T.StructField("pos", T.LongType(), False),
-        T.StructField("bands", T.ArrayType(T.LongType()), False),
-        T.StructField("features", T.ArrayType(T.LongType()), False),
-        T.StructField("hash", T.StringType(), False),
+        T.StructField("keys", T.ArrayType(T.LongType()), False),
+        T.StructField("hkey", T.LongType(), False),
     ])
-    fps = spark.createDataFrame(texts.rdd.mapPartitions(_fingerprint_partition(fp_params, text_col)), schema)
-    fps = fps.cache()
+    keys = checkpoint(texts.mapInArrow(_key_batches(fp_params), key_schema))
 
-    buckets = (
-        fps.select("pos", F.posexplode("bands").alias("band", "key"))
-        .groupBy("band", "key")
-        .agg(F.sort_array(F.collect_list("pos")).alias("members"))
-        .where(F.size("members") >= 2)
-        .select(F.slice("members", 1, max_bucket).alias("members"))
+    # Each bucket (band, key) and each content links its rows to its first.
+    exploded = keys.select("pos", F.posexplode("keys").alias("band", "key")).unionByName(
+        keys.select("pos", F.lit(-1).alias("band"), F.col("hkey").alias("key"))
     )
+    firsts = (
+        exploded.groupBy("band", "key").agg(F.min("pos").alias("first"), F.count(F.lit(1)).alias("n"))
+        .where(F.col("n") > 1)
+        .drop("n")
+    )
+    edges = exploded.join(firsts, ["band", "key"]).select(F.col("pos").alias("a"), F.col("first").alias("b"))
+    groups = connected_components(edges, checkpoint, stats)
 
-    def bucket_pairs(row):
-        m = row["members"]
-        for i in range(len(m)):
-            for j in range(i + 1, len(m)):
-                yield (m[i], m[j])
+    members = groups.join(
+        base.select(F.col("__pos").alias("pos"), F.col(id_col).cast("string").alias("id"),
+                    F.col(text_col).cast("string").alias("text")),
+        "pos",
+    )
+    decided_schema = T.StructType([
+        T.StructField("pos", T.LongType(), False),
+        T.StructField("id", T.StringType(), True),
+        T.StructField("kept", T.BooleanType(), False),
+        T.StructField("cluster", T.StringType(), True),
+        T.StructField("left", T.ArrayType(T.StringType()), False),
+        T.StructField("score", T.ArrayType(T.DoubleType()), False),
+    ])
+    decided = checkpoint(members.groupBy("comp").applyInArrow(_decide_group(rule_params), decided_schema))
 
-    pair_schema = T.StructType([T.StructField("a", T.LongType()), T.StructField("b", T.LongType())])
-    # Equal content hashes are candidates too (text too short to shingle).
-    by_hash = (
-        fps.groupBy("hash").agg(F.sort_array(F.collect_list("pos")).alias("members"))
-        .where(F.size("members") >= 2)
-        .select(F.slice("members", 1, max_bucket).alias("members"))
+    pairs_df = decided.select(F.explode(F.arrays_zip("left", "score")).alias("m"), F.col("id").alias("right")).select(
+        F.col("m.left").alias("left"), "right", F.col("m.score").alias("score")
     )
-    candidates = spark.createDataFrame(
-        buckets.unionByName(by_hash).rdd.flatMap(bucket_pairs), pair_schema
-    ).distinct()
-
-    score_udf = F.udf(_score, T.DoubleType())
-    fa = fps.select(F.col("pos").alias("a"), F.col("features").alias("fa"), F.col("hash").alias("ha"))
-    fb = fps.select(F.col("pos").alias("b"), F.col("features").alias("fb"), F.col("hash").alias("hb"))
-    verified = (
-        candidates.join(fa, "a").join(fb, "b")
-        .select("a", "b", score_udf("fa", "ha", "fb", "hb").alias("score"))
-        .where(F.col("score") >= threshold)
-        .cache()
-    )
-    ids = rows.select(F.col("__pos").alias("pos"), "id")
-    pairs_df = (
-        verified.join(ids.withColumnRenamed("pos", "a").withColumnRenamed("id", "left"), "a")
-        .join(ids.withColumnRenamed("pos", "b").withColumnRenamed("id", "right"), "b")
-        .select("left", "right", "score", "a", "b")
-    )
-
-    # Connected components: every node takes the smallest label among itself
-    # and its neighbours until nothing changes.
-    edges = verified.select("a", "b").unionByName(verified.select(F.col("b").alias("a"), F.col("a").alias("b")))
-    labels = edges.select(F.col("a").alias("pos")).distinct().withColumn("label", F.col("pos"))
-    while True:
-        spread = (
-            edges.join(labels.withColumnRenamed("pos", "b").withColumnRenamed("label", "nl"), "b")
-            .groupBy("a").agg(F.min("nl").alias("nl"))
-        )
-        updated = (
-            labels.join(spread.withColumnRenamed("a", "pos"), "pos", "left")
-            .select("pos", F.least("label", F.coalesce("nl", "label")).alias("label"))
-            .cache()
-        )
-        changed = updated.join(labels.withColumnRenamed("label", "old"), "pos").where("label != old").count()
-        labels = updated
-        if changed == 0:
-            break
-    clusters_df = (
-        labels.join(ids, "pos")
-        .join(ids.withColumnRenamed("pos", "label").withColumnRenamed("id", "cluster"), "label")
-        .select("id", "cluster", "pos")
-    )
-
-    # The greedy rule, on the driver, from the verified pairs in input order.
-    dropped = set()
-    kept_earlier = {}
-    for a, b in sorted((r["a"], r["b"]) for r in verified.select("a", "b").collect()):
-        kept_earlier.setdefault(b, []).append(a)
-    for b in sorted(kept_earlier):
-        if any(a not in dropped for a in kept_earlier[b]):
-            dropped.add(b)
-    dropped_df = spark.createDataFrame([(p,) for p in sorted(dropped)], T.StructType([T.StructField("pos", T.LongType())]))
-    kept_df = (
-        indexed.join(dropped_df.withColumnRenamed("pos", "__pos"), "__pos", "left_anti")
-        .orderBy("__pos")
-        .select("__row.*")
-    )
-    return pairs_df.drop("a", "b"), clusters_df.orderBy("pos").drop("pos"), kept_df
+    clusters_df = decided.orderBy("pos").select("id", "cluster")
+    dropped = decided.where(~F.col("kept")).select(F.col("pos").alias("__pos"))
+    kept_df = base.join(dropped, "__pos", "left_anti").orderBy("__pos").select(*df.columns)
+    return pairs_df, clusters_df, kept_df
 
 
 def _is_local(master: str) -> bool:
@@ -222,7 +288,7 @@ def _is_local(master: str) -> bool:
 
 
 _SHIP_ADVICE = """\
-The workers run PYSPARK_PYTHON ({python}), which must import neardup (and NumPy).
+The workers run PYSPARK_PYTHON ({python}), which must import neardup (and NumPy, PyArrow).
 On a local master this command runs them with its own interpreter unless PYSPARK_PYTHON is set.
 On a cluster, install neardup for the executors' python, or ship an environment with the job
 (Spark's "Python Package Management"):
@@ -232,7 +298,8 @@ On a cluster, install neardup for the executors' python, or ship an environment 
 
 
 def _worker_problem(spark) -> Optional[str]:
-    """None when the executors' Python workers import neardup, else why not.
+    """None when the executors' Python workers import neardup and PyArrow,
+    else what they cannot import, and why.
 
     Runs a task per default partition (a few executors on a cluster); the
     import is tried inside the task, so a missing package is an answer, not
@@ -248,7 +315,12 @@ def _worker_problem(spark) -> Optional[str]:
         try:
             import neardup  # noqa: F401
         except Exception as e:  # an ImportError, or the package's own
-            yield f"{type(e).__name__}: {e} (in {worker_sys.executable})"
+            yield f"neardup: {type(e).__name__}: {e} (in {worker_sys.executable})"
+            return
+        try:
+            import pyarrow  # noqa: F401
+        except Exception as e:
+            yield f"PyArrow (the job's exchange with Spark): {type(e).__name__}: {e} (in {worker_sys.executable})"
 
     n = max(1, min(sc.defaultParallelism, 64))
     try:
@@ -257,7 +329,7 @@ def _worker_problem(spark) -> Optional[str]:
         lines = [l.strip() for l in str(e).splitlines() if l.strip()]
         cause = next((l[l.index("Cannot run program"):] for l in lines if "Cannot run program" in l), None)
         cause = cause or " ".join(lines[:2])
-        return f"the probe job failed: {cause[:500]}"
+        return f"neardup: the probe job failed: {cause[:500]}"
     return found[0] if found else None
 
 
@@ -270,8 +342,18 @@ def main(argv: Optional[list] = None) -> int:
     p.add_argument("--threshold", type=float, default=0.8)
     p.add_argument("--normalizer", default="default", choices=["default", "seed"])
     p.add_argument("--shingle-width", type=int, default=5)
-    p.add_argument("--num-perm", type=int, default=128)
-    p.add_argument("--max-bucket", type=int, default=1000)
+    p.add_argument("--num-perm", type=int, default=None)
+    p.add_argument("--char-shingles", action="store_true")
+    p.add_argument("--bands", type=int, default=None)
+    p.add_argument("--rows", type=int, default=None)
+    p.add_argument("--signature", default="oph")
+    p.add_argument("--seed", type=int, default=neardup.DEFAULT_SEED)
+    p.add_argument("--max-candidates", type=int, default=100,
+                   help="candidates verified per item, best estimated first (as neardup dedup)")
+    p.add_argument("--max-bucket-read", type=int, default=1000,
+                   help="entries of one LSH bucket a query reads (as neardup dedup)")
+    p.add_argument("--checkpoint-dir", default=None,
+                   help="reliable storage for checkpoints (HDFS, S3, ...; default: executors' local storage)")
     p.add_argument("--format", choices=["auto", "parquet", "json"], default="auto")
     p.add_argument("--master", default=None, help="Spark master URL (default: Spark's own)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
@@ -312,17 +394,22 @@ def main(argv: Optional[list] = None) -> int:
             sc.pythonExec = sys.executable
         problem = _worker_problem(spark)
         if problem:
-            print(f"neardup.spark: the Spark workers cannot import neardup: {problem}", file=sys.stderr)
+            print(f"neardup.spark: the Spark workers cannot import {problem}", file=sys.stderr)
             print(_SHIP_ADVICE.format(python=sc.pythonExec), file=sys.stderr)
             return 1
         fmt = a.format
         if fmt == "auto":
             fmt = "json" if a.input.endswith((".jsonl", ".json", ".jsonl.gz", ".json.gz")) else "parquet"
         df = spark.read.parquet(a.input) if fmt == "parquet" else spark.read.json(a.input)
+        if a.checkpoint_dir:
+            sc.setCheckpointDir(a.checkpoint_dir)
+        stats: Dict[str, Any] = {}
         try:
             pairs, clusters, kept = dedup(
-                df, a.id_column, a.text_column, threshold=a.threshold, max_bucket=a.max_bucket,
+                df, a.id_column, a.text_column, threshold=a.threshold, stats=stats,
                 normalizer=a.normalizer, shingle_width=a.shingle_width, num_perm=a.num_perm,
+                char_shingles=a.char_shingles, bands=a.bands, rows=a.rows, signature=a.signature, seed=a.seed,
+                max_candidates=a.max_candidates, max_bucket_read=a.max_bucket_read,
             )
         except ValueError as e:
             print(f"neardup.spark: {e}", file=sys.stderr)
@@ -330,6 +417,7 @@ def main(argv: Optional[list] = None) -> int:
         pairs.write.mode("overwrite").parquet(f"{a.output}/pairs")
         clusters.write.mode("overwrite").parquet(f"{a.output}/clusters")
         kept.write.mode("overwrite").parquet(f"{a.output}/kept")
+        print(f"connected components: {stats.get('rounds', 0)} rounds")
         print(f"pairs {pairs.count()}, clustered rows {clusters.count()}, kept {kept.count()} of {df.count()}")
     finally:
         spark.stop()

@@ -34,6 +34,7 @@ fn params(
     signature: &str,
     seed: u64,
     max_candidates: u32,
+    max_bucket_read: u32,
 ) -> PyResult<Params> {
     let signature = SignatureScheme::from_name(signature).map_err(value_error)?;
     let config = Config {
@@ -48,6 +49,7 @@ fn params(
         seed,
         threshold,
         max_candidates,
+        max_bucket_read,
         ..Config::default()
     };
     config.resolve().map_err(value_error)
@@ -141,8 +143,19 @@ impl Fingerprinter {
         signature: &str,
         seed: u64,
     ) -> PyResult<Self> {
-        let p =
-            params(threshold, shingle_width, char_shingles, normalizer, num_perm, bands, rows, signature, seed, 100)?;
+        let p = params(
+            threshold,
+            shingle_width,
+            char_shingles,
+            normalizer,
+            num_perm,
+            bands,
+            rows,
+            signature,
+            seed,
+            100,
+            1000,
+        )?;
         Ok(Fingerprinter { inner: CoreFingerprinter::new(p).map_err(value_error)? })
     }
 
@@ -230,7 +243,8 @@ impl Index {
 impl Index {
     #[new]
     #[pyo3(signature = (*, threshold=0.8, shingle_width=5, char_shingles=false, normalizer="default", num_perm=None,
-        bands=None, rows=None, signature="oph", seed=neardup_core::DEFAULT_SEED, max_candidates=100))]
+        bands=None, rows=None, signature="oph", seed=neardup_core::DEFAULT_SEED, max_candidates=100,
+        max_bucket_read=1000))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         threshold: f64,
@@ -243,6 +257,7 @@ impl Index {
         signature: &str,
         seed: u64,
         max_candidates: u32,
+        max_bucket_read: u32,
     ) -> PyResult<Self> {
         let p = params(
             threshold,
@@ -255,6 +270,7 @@ impl Index {
             signature,
             seed,
             max_candidates,
+            max_bucket_read,
         )?;
         Index::empty(p)
     }
@@ -382,6 +398,7 @@ fn jaccard(
         "oph",
         neardup_core::DEFAULT_SEED,
         100,
+        1000,
     )?;
     let mut f = CoreFingerprinter::new(p).map_err(value_error)?;
     py.detach(|| {

@@ -29,32 +29,61 @@ def python3_without_neardup(tmp_path):
     return folder
 
 
-def test_spark_job_gives_the_cli_pairs_and_kept_set(tmp_path, capsys):
+# Settings under which neardup dedup caps queries on a few thousand real
+# documents: the candidate cap and hot buckets read partially.
+CAPPED = ["--max-candidates", "5", "--max-bucket-read", "20"]
 
-    corpus, records = real_corpus(tmp_path, 3000)
-    pairs_tsv, kept_jsonl = tmp_path / "pairs.tsv", tmp_path / "kept.jsonl"
-    cli = run_cli("dedup", str(corpus), "--max-candidates", "10000", "--pairs", str(pairs_tsv), "-o", str(kept_jsonl),
-                  "--json", "-q")
+
+def cli_results(tmp_path, corpus, *args):
+    """neardup dedup's pairs (set), kept ids (in order), cluster of each
+    clustered id (its first member) and summary."""
+    pairs_tsv, kept_jsonl, clusters_jsonl = tmp_path / "pairs.tsv", tmp_path / "kept.jsonl", tmp_path / "c.jsonl"
+    cli = run_cli("dedup", str(corpus), *args, "--pairs", str(pairs_tsv), "-o", str(kept_jsonl),
+                  "--clusters", str(clusters_jsonl), "--json", "-q")
     assert cli.returncode == 0, cli.stderr
-    assert json.loads(cli.stdout)["capped_queries"] == 0
-    want = {tuple(l.split("\t")[:2]) + (float(l.split("\t")[2]),) for l in pairs_tsv.read_text().splitlines()}
-    want_kept = [json.loads(l)["id"] for l in kept_jsonl.read_text().splitlines()]
-    assert len(want) >= 50
+    pairs = {tuple(l.split("\t")[:2]) + (float(l.split("\t")[2]),) for l in pairs_tsv.read_text().splitlines()}
+    kept = [json.loads(l)["id"] for l in kept_jsonl.read_text().splitlines()]
+    clusters = {}
+    for line in clusters_jsonl.read_text().splitlines():
+        members = json.loads(line)["members"]
+        clusters.update((m, members[0]) for m in members)
+    return pairs, kept, clusters, json.loads(cli.stdout)
+
+
+def spark_results(spark, out):
+    """The job's pairs (set), kept ids (in the order written) and clusters."""
+    import pyarrow.parquet as pq
+
+    got = {(r["left"], r["right"], r["score"]) for r in spark.read.parquet(str(out / "pairs")).collect()}
+    # Part files in name order (Spark reads a folder's files largest first).
+    kept = pq.read_table(str(out / "kept")).column("id").to_pylist()
+    clusters = {r["id"]: r["cluster"] for r in spark.read.parquet(str(out / "clusters")).collect()}
+    return got, kept, clusters
+
+
+def test_spark_job_gives_the_cli_pairs_clusters_and_kept_set_with_capped_queries(tmp_path, capsys):
+    corpus, records = real_corpus(tmp_path, 3000)
+    want, want_kept, want_clusters, summary = cli_results(tmp_path, corpus, *CAPPED)
+    # Hundreds of queries capped: the cap and the partial reads decide
+    # which pairs are verified.
+    assert summary["capped_queries"] >= 100, summary
+    assert len(want) >= 500 and len(want_kept) < len(records) - 300, (len(want), len(want_kept))
 
     out = tmp_path / "out"
     run = subprocess.run(
-        [sys.executable, "-m", "neardup.spark", "--input", str(corpus), "--output", str(out), "--master", "local[2]"],
+        [sys.executable, "-m", "neardup.spark", "--input", str(corpus), "--output", str(out), "--master", "local[2]",
+         *CAPPED],
         capture_output=True, text=True, timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
+    assert run.stdout.splitlines()[-1] == f"pairs {len(want)}, clustered rows {len(want_clusters)}, " \
+        f"kept {len(want_kept)} of {len(records)}", run.stdout
 
     from pyspark.sql import SparkSession
 
     spark = SparkSession.builder.master("local[1]").appName("neardup-test-read").getOrCreate()
     try:
-        got = {(r["left"], r["right"], r["score"]) for r in spark.read.parquet(str(out / "pairs")).collect()}
-        kept = [r["id"] for r in spark.read.parquet(str(out / "kept")).collect()]
-        clusters = {r["id"]: r["cluster"] for r in spark.read.parquet(str(out / "clusters")).collect()}
+        got, kept, clusters = spark_results(spark, out)
 
         # Workers whose python cannot import neardup: the job's probe finds
         # it before any work, and the command says what to do and exits
@@ -73,11 +102,39 @@ def test_spark_job_gives_the_cli_pairs_and_kept_set(tmp_path, capsys):
     finally:
         spark.stop()
     assert got == want, (len(got), len(want), sorted(got ^ want)[:5])
-    assert sorted(kept) == sorted(want_kept)
-    # Every pair's two items are in one cluster, named by an item of it.
-    for left, right, _ in want:
-        assert clusters[left] == clusters[right]
-    assert set(clusters.values()) <= set(clusters)
+    # The kept rows, in input order.
+    assert kept == want_kept, (len(kept), len(want_kept))
+    assert clusters == want_clusters, (len(clusters), len(want_clusters))
+
+
+def test_connected_components_take_few_rounds_on_a_long_path():
+    """Large-star/small-star: rounds grow with the log of a component's
+    size, not its diameter (label propagation needs ~n rounds on a path)."""
+    import math
+    import random
+
+    from pyspark.sql import SparkSession
+
+    import neardup.spark
+
+    rng = random.Random(42)
+    names = rng.sample(range(1, 10**9), 1300)
+    # A path of 1,000 nodes in random name order, a path of 200, a star
+    # of 100 around its largest node.
+    path, short, star = names[:1000], names[1000:1200], names[1200:]
+    edges = list(zip(path, path[1:])) + list(zip(short, short[1:])) + [(max(star), x) for x in star if x != max(star)]
+    rng.shuffle(edges)
+    spark = (SparkSession.builder.master("local[2]").appName("neardup-test-cc")
+             .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    try:
+        stats = {}
+        comps = neardup.spark.connected_components(spark.createDataFrame(edges, "a long, b long"), stats=stats)
+        got = {r["pos"]: r["comp"] for r in comps.collect()}
+    finally:
+        spark.stop()
+    want = {x: min(group) for group in (path, short, star) for x in group}
+    assert got == want
+    assert 2 <= stats["rounds"] <= 2 * math.ceil(math.log2(1000)), stats
 
 
 def test_spark_job_on_a_local_master_runs_its_workers_with_its_own_python(tmp_path):
@@ -110,7 +167,8 @@ def _free_port():
 
 def test_spark_job_on_a_standalone_cluster_of_a_master_and_two_workers(tmp_path):
     """A Spark standalone cluster started on loopback (pyspark's own jars):
-    the job gives the same pairs there as neardup dedup."""
+    the job gives neardup dedup's pairs, kept set and clusters there too,
+    with capped queries."""
     import os
     import time
 
@@ -139,15 +197,14 @@ def test_spark_job_on_a_standalone_cluster_of_a_master_and_two_workers(tmp_path)
             time.sleep(0.5)
 
         corpus, _ = real_corpus(tmp_path, 600)
-        pairs_tsv = tmp_path / "pairs.tsv"
-        cli = run_cli("dedup", str(corpus), "--max-candidates", "10000", "--pairs", str(pairs_tsv), "--json", "-q")
-        assert cli.returncode == 0 and json.loads(cli.stdout)["capped_queries"] == 0
-        want = {tuple(l.split("\t")[:2]) + (float(l.split("\t")[2]),) for l in pairs_tsv.read_text().splitlines()}
+        capped = ["--max-candidates", "3", "--max-bucket-read", "10"]
+        want, want_kept, want_clusters, summary = cli_results(tmp_path, corpus, *capped)
+        assert summary["capped_queries"] >= 20, summary
         assert len(want) >= 20
         out = tmp_path / "out"
         run = subprocess.run(
             [sys.executable, "-m", "neardup.spark", "--input", str(corpus), "--output", str(out),
-             "--master", master_url],
+             "--master", master_url, *capped],
             capture_output=True, text=True, timeout=600, env=env,
         )
         assert run.returncode == 0, run.stderr[-3000:]
@@ -155,10 +212,11 @@ def test_spark_job_on_a_standalone_cluster_of_a_master_and_two_workers(tmp_path)
 
         spark = SparkSession.builder.master("local[1]").appName("neardup-test-read").getOrCreate()
         try:
-            got = {(r["left"], r["right"], r["score"]) for r in spark.read.parquet(str(out / "pairs")).collect()}
+            got, kept, clusters = spark_results(spark, out)
         finally:
             spark.stop()
         assert got == want, (len(got), len(want))
+        assert kept == want_kept and clusters == want_clusters
         # The work ran on the workers: their executor folders exist.
         assert any((tmp_path / "work").iterdir())
     finally:
