@@ -32,7 +32,7 @@ pub(crate) struct NatsProposer {
 /// before it is published again (same message id). An acknowledgement is
 /// lost when the server the node published through dies: waiting for the
 /// whole timeout then stalled the tenant's writes that long.
-const ATTEMPT: Duration = Duration::from_secs(2);
+const ATTEMPT: Duration = Duration::from_secs(1);
 
 impl NatsProposer {
     async fn propose_async(&self, tenant: &str, after: u64, payload: &[u8]) -> Result<u64, EngineError> {
