@@ -632,3 +632,51 @@ fn a_secured_cluster_refuses_strangers_and_state_without_the_secret() {
     // The rogue's registry entry is not among the nodes b redirects to.
     assert!(b.registry.serving(Partition::ONLY).iter().all(|n| n.node != "rogue"));
 }
+
+/// What a proposal's second try rests on (`proposer.rs`): on a clustered
+/// stream, a publish that repeats a stored one's message id — with the
+/// same expected last subject sequence, now stale — is answered as a
+/// duplicate with the first one's position, not refused; a new message id
+/// with the stale expectation is refused.
+#[test]
+fn a_repeated_proposal_is_answered_with_the_first_ones_position() {
+    use async_nats::jetstream::{self, context::Publish, stream};
+    let _one = one_cluster();
+    let rt = runtime();
+    let nats = NatsCluster::start(3).unwrap();
+    rt.block_on(async {
+        let client = async_nats::connect(nats.urls().split(',').next().unwrap()).await.unwrap();
+        let js = jetstream::new(client);
+        let config = stream::Config {
+            name: "DEDUP".into(),
+            subjects: vec!["dedup.>".into()],
+            num_replicas: 3,
+            ..Default::default()
+        };
+        // The stream's leader may take a moment to be elected.
+        let deadline = std::time::Instant::now() + WAIT;
+        while js.get_or_create_stream(config.clone()).await.is_err() {
+            assert!(std::time::Instant::now() < deadline, "no stream");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let publish = |id: &str, expected: u64| {
+            Publish::build().payload("entry".into()).expected_last_subject_sequence(expected).message_id(id)
+        };
+        let send = |p: Publish| {
+            let js = js.clone();
+            async move { js.send_publish("dedup.t", p).await.unwrap().await }
+        };
+        let mut first = send(publish("n1-0", 0)).await;
+        while first.is_err() && std::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            first = send(publish("n1-0", 0)).await;
+        }
+        let first = first.unwrap();
+        assert!(!first.duplicate);
+        let again = send(publish("n1-0", 0)).await.unwrap();
+        assert!(again.duplicate, "{again:?}");
+        assert_eq!(again.sequence, first.sequence);
+        let other = send(publish("n1-1", 0)).await.unwrap_err();
+        assert_eq!(other.kind(), jetstream::context::PublishErrorKind::WrongLastSequence, "{other}");
+    });
+}
