@@ -25,6 +25,11 @@ given an ``idempotency_key`` (a random one) when it has none, so a write
 sent again after a timeout whose first try did land is answered as a
 replay, never applied twice. docs/cluster.md says which answers are safe
 to retry and why.
+
+A cluster with home redirects (``--home-redirects true``) answers a write
+that reaches a node other than its tenant's home with ``307 other_home``;
+the client follows it and sends that tenant's next writes to the home
+first, until the home stops answering.
 """
 
 import json
@@ -67,6 +72,16 @@ def _error(status: int, raw: bytes) -> "ServiceError":
         return ServiceError(status, "http_error", raw.decode(errors="replace"))
 
 
+def _written_tenant(method: str, path: str) -> Optional[str]:
+    """The tenant whose items a request writes (``PUT``/``DELETE``
+    ``…/items/{id}``, ``POST …/items``), else ``None``."""
+    parts = path.split("/")
+    if len(parts) < 5 or parts[1:3] != ["v1", "tenants"] or parts[4] != "items":
+        return None
+    writes = (method == "POST" and len(parts) == 5) or (method in ("PUT", "DELETE") and len(parts) == 6)
+    return urllib.parse.unquote(parts[3]) if writes else None
+
+
 class _Unreachable(Exception):
     """A node could not take a request; ``cause`` says why."""
 
@@ -98,17 +113,27 @@ class Client:
         # lead: their origins.
         self._nodes = list(dict.fromkeys([self.url, *(n.rstrip("/") for n in nodes)]))
         self._trusted = {_origin(u) for u in self._nodes}
+        # Where each tenant's writes were last redirected (`other_home`).
+        self._homes: Dict[str, str] = {}
 
     def _call(self, method: str, path: str, body: Any = None, query: Optional[Mapping[str, Any]] = None) -> Any:
         params = {k: v for k, v in (query or {}).items() if v is not None}
         suffix = path + ("?" + urllib.parse.urlencode(params) if params else "")
         data = None if body is None else json.dumps(body).encode()
+        # A write of a tenant whose home is known goes there first.
+        tenant = _written_tenant(method, path)
+        home = self._homes.get(tenant) if tenant else None
+        if home:
+            try:
+                return self._send(method, home + suffix, data, tenant)
+            except _Unreachable:
+                self._homes.pop(tenant, None)
         # Each node at most once, starting with the one that answered last.
         last: Optional[Exception] = None
         for _ in range(len(self._nodes)):
             base = self._nodes[0]
             try:
-                return self._send(method, base + suffix, data)
+                return self._send(method, base + suffix, data, tenant)
             except _Unreachable as e:
                 last = e.cause
                 # This node goes last; the next one is tried.
@@ -117,9 +142,10 @@ class Client:
             raise last
         raise ServiceError(503, "unreachable", f"no node answered {method} {path}: {last}")
 
-    def _send(self, method: str, url: str, data: Optional[bytes]) -> Any:
+    def _send(self, method: str, url: str, data: Optional[bytes], tenant: Optional[str] = None) -> Any:
         """One request to one node, following its redirects; ``_Unreachable``
-        when the node cannot take it (no connection, a timeout, ``503``)."""
+        when the node cannot take it (no connection, a timeout, ``503``).
+        A ``307 other_home`` for a write of ``tenant`` is remembered."""
         # A partitioned cluster answers 307 for a tenant served by another
         # node: the same request (method, body, token) goes there.
         for _hop in range(_MAX_REDIRECTS + 1):
@@ -146,6 +172,9 @@ class Client:
                             f"redirected to {url}, which is not one of this client's nodes "
                             f"(pass it in nodes=[...] to trust it); the token was not sent there",
                         ) from None
+                    if tenant and _error(e.code, raw).code == "other_home":
+                        parts = urllib.parse.urlsplit(url)
+                        self._homes[tenant] = f"{parts.scheme}://{parts.netloc}"
                     continue
                 raise _error(e.code, raw) from None
             except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as e:

@@ -430,6 +430,16 @@ def test_the_service_client_walks_the_seed_demonstration(tmp_path):
         with _redirector(lambda path: url + path) as elsewhere:
             d = Client(elsewhere, token=key, nodes=[url]).upsert("t1", "D", "red fox runs very fast today")
             assert d["decision"] == "duplicate" and d["candidates"][0]["item_id"] == "B", d
+        # A home redirect (`other_home`) is remembered: the tenant's next
+        # writes go to its home first; a read still asks the first node.
+        home = _redirector(lambda path: url + path, code="other_home")
+        with home as home_url:
+            c = Client(home_url, token=key, nodes=[url])
+            c.upsert("t1", "F1", "green frog jumps into the cold pond")
+            c.upsert("t1", "F2", "grey heron waits by the still water")
+            assert len(home.seen) == 1, "the second write went to the home"
+            c.tenant("t1")
+            assert len(home.seen) == 2, "a read is not a write"
         # A redirect to a host the client was not given (a tampered node
         # registry) is refused before the token goes there.
         impostor = _redirector(lambda path: None)
@@ -510,9 +520,10 @@ class _answering:
 
 class _redirector:
     """An HTTP server on loopback answering every request with a 307 to
-    ``target(path)`` (``None``: to itself)."""
+    ``target(path)`` (``None``: to itself), with the service's error body
+    when given its ``code``."""
 
-    def __init__(self, target):
+    def __init__(self, target, code=None):
         import http.server
 
         outer = self
@@ -523,10 +534,12 @@ class _redirector:
                 length = int(self.headers.get("Content-Length") or 0)
                 self.rfile.read(length)
                 to = target(self.path) or f"{outer.url}{self.path}"
+                body = json.dumps({"error": {"code": code, "message": "elsewhere"}}).encode() if code else b""
                 self.send_response(307)
                 self.send_header("Location", to)
-                self.send_header("Content-Length", "0")
+                self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
+                self.wfile.write(body)
 
             do_GET = do_PUT = do_POST = do_DELETE = _redirect
 
