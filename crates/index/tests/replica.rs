@@ -62,15 +62,22 @@ fn two_replicas() -> (Arc<SharedLog>, Arc<Engine>, Arc<Engine>, [tempfile::TempD
     (log, a, b, dirs)
 }
 
+/// An applier for each replica, fed while `open`, until `stop`.
+fn appliers(
+    log: &Arc<SharedLog>,
+    a: &Arc<Engine>,
+    b: &Arc<Engine>,
+) -> (Arc<AtomicBool>, Arc<AtomicBool>, [std::thread::JoinHandle<()>; 2]) {
+    let (open, stop) = (Arc::new(AtomicBool::new(true)), Arc::new(AtomicBool::new(false)));
+    let each = |e: &Arc<Engine>| applier(log.clone(), e.clone(), open.clone(), stop.clone());
+    let handles = [each(a), each(b)];
+    (open, stop, handles)
+}
+
 #[test]
 fn stale_entries_are_refused_alike_on_every_replica() {
     let (log, a, b, _dirs) = two_replicas();
-    let stop = Arc::new(AtomicBool::new(false));
-    let open = Arc::new(AtomicBool::new(true));
-    let appliers = [
-        applier(log.clone(), a.clone(), open.clone(), stop.clone()),
-        applier(log.clone(), b.clone(), open.clone(), stop.clone()),
-    ];
+    let (open, stop, appliers) = appliers(&log, &a, &b);
     let len = || log.entries.lock().unwrap().len();
 
     a.create_tenant("t", TenantConfig::new(Config::seed_example())).unwrap();
@@ -260,12 +267,7 @@ fn sentence(seed: u64) -> String {
 fn queued_single_upserts_share_entries_and_answer_as_one_by_one() {
     use std::sync::mpsc;
     let (log, a, b, _dirs) = two_replicas();
-    let stop = Arc::new(AtomicBool::new(false));
-    let open = Arc::new(AtomicBool::new(true));
-    let appliers = [
-        applier(log.clone(), a.clone(), open.clone(), stop.clone()),
-        applier(log.clone(), b.clone(), open.clone(), stop.clone()),
-    ];
+    let (open, stop, appliers) = appliers(&log, &a, &b);
     let solo_dir = tempfile::tempdir().unwrap();
     let solo = Engine::open(solo_dir.path(), EngineOptions::default()).unwrap();
     let config = TenantConfig::new(Config::default());
