@@ -287,20 +287,25 @@ fn queued_single_upserts_share_entries_and_answer_as_one_by_one() {
     let queued_behind_one = |items: Vec<Item>| {
         let (tx, rx) = mpsc::channel();
         open.store(false, Ordering::Relaxed);
-        let before = len();
+        let (before, n) = (len(), items.len());
         for (i, item) in items.into_iter().enumerate() {
             let tx = tx.clone();
             a.upsert_queued("t", item, Box::new(move |r| tx.send((i, r)).unwrap()), spawn.clone()).unwrap();
             if i == 0 {
                 // The first is proposed; its leader waits for it to apply.
+                // (A bound against a hang only: it takes microseconds.)
+                let deadline = std::time::Instant::now() + Duration::from_secs(60);
                 while len() == before {
+                    assert!(std::time::Instant::now() < deadline, "the first write was never proposed");
                     std::thread::sleep(Duration::from_micros(200));
                 }
             }
         }
         open.store(true, Ordering::Relaxed);
         drop(tx);
-        let mut answers: Vec<_> = rx.iter().collect();
+        // Each answer within a minute (a bound against a hang only).
+        let mut answers: Vec<_> =
+            (0..n).map(|_| rx.recv_timeout(Duration::from_secs(60)).expect("every queued write answered")).collect();
         answers.sort_by_key(|(i, _)| *i);
         (answers.into_iter().map(|(_, r)| r).collect::<Vec<_>>(), len() - before)
     };
