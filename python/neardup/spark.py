@@ -13,8 +13,9 @@ made by the command line's own batch rule (the core's ``Greedy``, as
 
 Stages:
 
-1. Positions: a row's position in the input is
-   ``monotonically_increasing_id()`` (increasing in input order).
+1. Positions: rows are in input order by their file's name (a folder's
+   files in name order, as the command line takes them), then by
+   ``monotonically_increasing_id()`` (increasing in the order read).
 2. Keys (``mapInArrow``, Rust): each row's LSH band keys and its content
    hash — the only keys a query of the single-machine index looks rows up
    by. Arrow batches in and out; the keys leave as one Arrow list column.
@@ -65,9 +66,9 @@ with status 1.
 
 Where it differs from ``neardup dedup``: rows whose text is missing are
 deduplicated as empty text (the command line rejects them); ids are not
-checked for uniqueness (the command line rejects a repeated id); and the
-input order is Spark's reading order, which for a folder of several files is
-not their names' order (Spark packs file splits largest first).
+checked for uniqueness (the command line rejects a repeated id); and files
+in nested folders are ordered by their paths as strings, which can differ
+from the command line's order by path components.
 """
 
 import argparse
@@ -116,8 +117,9 @@ def _decide_group(params: Dict[str, Any]) -> Callable[[Any], Any]:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        table = table.take(pc.sort_indices(table, sort_keys=[("pos", "ascending")]))
+        table = table.take(pc.sort_indices(table, sort_keys=[("file", "ascending"), ("pos", "ascending")]))
         pos, ids = table.column("pos").to_pylist(), table.column("id").to_pylist()
+        file = table.column("file").to_pylist()
         texts = [t if t is not None else "" for t in table.column("text").to_pylist()]
         # Named by their place in the group: ids need not be unique.
         rule = neardup._Dedup(neardup.Index(**params))
@@ -144,6 +146,7 @@ def _decide_group(params: Dict[str, Any]) -> Callable[[Any], Any]:
         rows = [k for k in range(len(outcomes)) if size[roots[k]] > 1]
         return pa.table({
             "pos": pa.array([pos[k] for k in rows], pa.int64()),
+            "file": pa.array([file[k] for k in rows], pa.int32()),
             "id": pa.array([ids[k] for k in rows], pa.string()),
             "kept": pa.array([outcomes[k][0] for k in rows], pa.bool_()),
             "cluster": pa.array([ids[roots[k]] for k in rows], pa.string()),
@@ -238,7 +241,18 @@ def dedup(
     fp_params = {k: v for k, v in rule_params.items() if k not in ("max_candidates", "max_bucket_read")}
     checkpoint = _checkpointer(spark)
 
+    # Input order: files by name (as the command line takes a folder's),
+    # then the order read. Spark reads a folder's files largest first, so
+    # the position it gives (monotonically_increasing_id: increasing in
+    # the order read, unique) orders rows within a file only.
     base = df.withColumn("__pos", F.monotonically_increasing_id())
+    files = sorted(df.inputFiles())
+    if len(files) > 1:
+        ranks = spark.createDataFrame(list(enumerate(files)), "__file int, __name string")
+        base = base.withColumn("__name", F.input_file_name()).join(F.broadcast(ranks), "__name", "left")
+        base = base.withColumn("__file", F.coalesce("__file", F.lit(-1))).drop("__name")
+    else:
+        base = base.withColumn("__file", F.lit(0))
     texts = base.select(F.col("__pos").alias("pos"), F.col(text_col).cast("string").alias("text"))
     key_schema = T.StructType([
         T.StructField("pos", T.LongType(), False),
@@ -260,12 +274,14 @@ def dedup(
     groups = connected_components(edges, checkpoint, stats)
 
     members = groups.join(
-        base.select(F.col("__pos").alias("pos"), F.col(id_col).cast("string").alias("id"),
+        base.select(F.col("__pos").alias("pos"), F.col("__file").alias("file"),
+                    F.col(id_col).cast("string").alias("id"),
                     F.col(text_col).cast("string").alias("text")),
         "pos",
     )
     decided_schema = T.StructType([
         T.StructField("pos", T.LongType(), False),
+        T.StructField("file", T.IntegerType(), False),
         T.StructField("id", T.StringType(), True),
         T.StructField("kept", T.BooleanType(), False),
         T.StructField("cluster", T.StringType(), True),
@@ -277,9 +293,9 @@ def dedup(
     pairs_df = decided.select(F.explode(F.arrays_zip("left", "score")).alias("m"), F.col("id").alias("right")).select(
         F.col("m.left").alias("left"), "right", F.col("m.score").alias("score")
     )
-    clusters_df = decided.orderBy("pos").select("id", "cluster")
+    clusters_df = decided.orderBy("file", "pos").select("id", "cluster")
     dropped = decided.where(~F.col("kept")).select(F.col("pos").alias("__pos"))
-    kept_df = base.join(dropped, "__pos", "left_anti").orderBy("__pos").select(*df.columns)
+    kept_df = base.join(dropped, "__pos", "left_anti").orderBy("__file", "__pos").select(*df.columns)
     return pairs_df, clusters_df, kept_df
 
 

@@ -62,7 +62,14 @@ def spark_results(spark, out):
 
 
 def test_spark_job_gives_the_cli_pairs_clusters_and_kept_set_with_capped_queries(tmp_path, capsys):
-    corpus, records = real_corpus(tmp_path, 3000)
+    sub, records = real_corpus(tmp_path, 3000)
+    # A folder of two files, the larger second: the command line takes
+    # them in name order, and Spark reads the larger first.
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    lines = sub.read_text().splitlines(keepends=True)
+    (corpus / "part-0.jsonl").write_text("".join(lines[:700]))
+    (corpus / "part-1.jsonl").write_text("".join(lines[700:]))
     want, want_kept, want_clusters, summary = cli_results(tmp_path, corpus, *CAPPED)
     # Hundreds of queries capped: the cap and the partial reads decide
     # which pairs are verified.
@@ -71,8 +78,8 @@ def test_spark_job_gives_the_cli_pairs_clusters_and_kept_set_with_capped_queries
 
     out = tmp_path / "out"
     run = subprocess.run(
-        [sys.executable, "-m", "neardup.spark", "--input", str(corpus), "--output", str(out), "--master", "local[2]",
-         *CAPPED],
+        [sys.executable, "-m", "neardup.spark", "--input", str(corpus), "--format", "json", "--output", str(out),
+         "--master", "local[2]", *CAPPED],
         capture_output=True, text=True, timeout=600,
     )
     assert run.returncode == 0, run.stderr[-3000:]
@@ -93,7 +100,7 @@ def test_spark_job_gives_the_cli_pairs_clusters_and_kept_set_with_capped_queries
 
         spark.sparkContext.pythonExec = str(python3_without_neardup(tmp_path) / "python3")
         capsys.readouterr()
-        assert neardup.spark.main(["--input", str(corpus), "--output", str(tmp_path / "none"),
+        assert neardup.spark.main(["--input", str(sub), "--output", str(tmp_path / "none"),
                                    "--master", "local[1]"]) == 1
         err = capsys.readouterr().err
         assert "the Spark workers cannot import neardup: ModuleNotFoundError: No module named 'neardup'" in err, err
@@ -107,9 +114,10 @@ def test_spark_job_gives_the_cli_pairs_clusters_and_kept_set_with_capped_queries
     assert clusters == want_clusters, (len(clusters), len(want_clusters))
 
 
-def test_connected_components_take_few_rounds_on_a_long_path():
+def test_connected_components_take_few_rounds_on_a_long_path(tmp_path):
     """Large-star/small-star: rounds grow with the log of a component's
-    size, not its diameter (label propagation needs ~n rounds on a path)."""
+    size, not its diameter (label propagation needs ~n rounds on a path);
+    each round is checkpointed in the context's checkpoint folder."""
     import math
     import random
 
@@ -127,11 +135,15 @@ def test_connected_components_take_few_rounds_on_a_long_path():
     spark = (SparkSession.builder.master("local[2]").appName("neardup-test-cc")
              .config("spark.sql.shuffle.partitions", "4").getOrCreate())
     try:
+        spark.sparkContext.setCheckpointDir(str(tmp_path / "checkpoints"))
         stats = {}
         comps = neardup.spark.connected_components(spark.createDataFrame(edges, "a long, b long"), stats=stats)
         got = {r["pos"]: r["comp"] for r in comps.collect()}
     finally:
         spark.stop()
+    # A reliable checkpoint per round (and one of the input edges).
+    written = [p for p in (tmp_path / "checkpoints").rglob("rdd-*") if p.is_dir()]
+    assert len(written) == stats["rounds"] + 1, (written, stats)
     want = {x: min(group) for group in (path, short, star) for x in group}
     assert got == want
     assert 2 <= stats["rounds"] <= 2 * math.ceil(math.log2(1000)), stats
