@@ -408,11 +408,8 @@ impl Engine {
                 });
             }
         };
-        match &self.replica {
-            None => self.wal.on_durable(last, Box::new(answer)),
-            // Stored by the log's quorum and applied here already.
-            Some(_) => answer(Ok(())),
-        }
+        // Cluster mode: stored by the log's quorum and applied here already.
+        self.when_durable(last, Box::new(answer));
     }
 }
 

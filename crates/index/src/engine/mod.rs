@@ -19,6 +19,8 @@
 //! the tenant's (`crate::tenant`). By concern:
 //!
 //! - `recovery.rs`: open — snapshots, log replay, index rebuild;
+//! - `log.rs`: the command log behind writes, this node's or replicated;
+//! - `combine.rs`: a tenant's concurrent writes, written in rounds;
 //! - `writes.rs`: tenants, upserts, tombstones, labels;
 //! - `queries.rs`: decisions, candidates, verification, reads, stats;
 //! - `snapshots.rs`: snapshots, restore, checkpoints;
@@ -28,6 +30,7 @@ mod combine;
 pub use combine::{Answer, Lead, Spawn};
 mod lifecycle;
 mod lock;
+mod log;
 mod queries;
 mod recovery;
 mod replica;
@@ -165,7 +168,7 @@ pub struct Engine {
     tenants: RwLock<BTreeMap<String, Arc<TenantLock<Tenant>>>>,
     recovery: RecoveryReport,
     admin: Mutex<()>,
-    /// Each tenant's queue of single upserts (see `combine.rs`), with the
+    /// Each tenant's queue of writes (see `combine.rs`), with the
     /// tenant object it serves.
     combiners: Mutex<combine::Combiners>,
     /// This engine among the process's engines (a [`Lead`] names it).
@@ -211,34 +214,6 @@ impl Engine {
         Ok(t.config.clone())
     }
 
-    /// Appends `cmd` to the log and applies it (cluster mode: proposes it;
-    /// the applier applies it). Not yet durable: the
-    /// caller releases its locks and calls `wal.make_durable(lsn)` before
-    /// acknowledging (group commit).
-    fn log_and_apply(&self, t: &mut Tenant, mut cmd: Command) -> Result<u64> {
-        let payload = self.log_payload(&mut cmd)?;
-        let lsn = match &self.replica {
-            None => self.wal.append(&[payload])?[0],
-            Some(r) => {
-                if let Some(why) = self.write_refusal() {
-                    return Err(Error::state(format!("this node refuses writes until a restart: {why}")));
-                }
-                // Stored by a quorum when this returns; applied (or refused,
-                // had another command of the tenant come first) by the
-                // applier, which the caller waits for (`replicated`).
-                return r.propose(&t.name, t.applied_lsn, &payload);
-            }
-        };
-        self.apply_logged(t, cmd, lsn)
-    }
-
-    /// The bytes the log holds for `cmd` (see [`Command::encode_for_log`]):
-    /// sealed under the engine's key, in the lean forms on this node's own
-    /// log, in the full ones on a cluster's replicated log.
-    fn log_payload(&self, cmd: &mut Command) -> Result<Vec<u8>> {
-        cmd.encode_for_log(self.opts.snapshot_key.as_ref(), self.replica.is_none())
-    }
-
     /// Applies a command the local log holds at `lsn`.
     fn apply_logged(&self, t: &mut Tenant, cmd: Command, lsn: u64) -> Result<u64> {
         if let Err(e) = t.apply(&*self.store, cmd, lsn, ApplyMode { store: true, index: true }) {
@@ -258,20 +233,12 @@ impl Engine {
     /// unchanged (the log then refuses writes until a restart, which replays
     /// whatever of it reached the disk).
     fn log_apply_durable(&self, t: &mut Tenant, mut cmd: Command) -> Result<u64> {
-        if self.replica.is_some() {
-            return self.log_and_apply(t, cmd);
-        }
-        let lsn = self.wal.append(&[self.log_payload(&mut cmd)?])?[0];
-        self.wal.make_durable(lsn)?;
-        self.apply_logged(t, cmd, lsn)
-    }
-
-    /// Returns once `lsn` is as durable as the policy promises. In cluster
-    /// mode a command is durable once proposed (a quorum stored it).
-    fn make_durable(&self, lsn: u64) -> Result<()> {
-        match self.replica {
-            Some(_) => Ok(()),
-            None => self.wal.make_durable(lsn),
+        match self.append(&t.name, t.applied_lsn, &mut cmd)? {
+            log::Appended::Logged(lsn) => {
+                self.wal.make_durable(lsn)?;
+                self.apply_logged(t, cmd, lsn)
+            }
+            log::Appended::Proposed(lsn) => Ok(lsn),
         }
     }
 

@@ -43,11 +43,10 @@ impl Engine {
             return Err(Error::new(ErrorKind::TenantExists { tenant: id.into() }));
         }
         let mut cmd = Command::CreateTenant { tenant: id.into(), config_json: config.to_json()? };
-        let payload = self.log_payload(&mut cmd)?;
-        let lsn = match &self.replica {
-            None => self.wal.append(&[payload])?[0],
+        let lsn = match self.append(id, 0, &mut cmd)? {
+            super::log::Appended::Logged(lsn) => lsn,
             // The applier creates it (unless another node's creation came first).
-            Some(r) => return Ok(((), r.propose(id, 0, &payload)?)),
+            super::log::Appended::Proposed(lsn) => return Ok(((), lsn)),
         };
         tenant.applied_lsn = lsn;
         map.insert(id.to_string(), Arc::new(TenantLock::new(tenant)));
