@@ -223,11 +223,15 @@ def dedup(
 
     ``params`` are ``neardup.Index``'s (``shingle_width``, ``normalizer``,
     ``num_perm``, ``max_candidates``, ``max_bucket_read``, ...). Rows are
-    ordered by their position in ``df`` (as read); ``pairs_df`` has ``left``
+    ordered by their file's name (when ``df`` reads several), then by
+    their position as read; ``pairs_df`` has ``left``
     (the earlier), ``right``, ``score``; ``clusters_df`` has ``id`` and
     ``cluster`` (the id of the cluster's first item) for rows with a near
     duplicate; ``kept_df`` is ``df``'s kept rows with every column, in input
     order. ``stats``, when given, gets ``rounds`` (of connected components).
+    ``df`` is read more than once (positions, texts, kept rows) and must
+    give the same rows in the same partitions each time, as a file scan
+    does; checkpoint a DataFrame that comes out of a shuffle first.
     The result DataFrames share a checkpointed decision table: write or
     count them, in any order.
     """
