@@ -1,0 +1,326 @@
+//! The release bundle's documents (issue 49): `release/manifest.toml` and
+//! `release/security-review.md`. Reads files only; runs in well under a
+//! second.
+//!
+//! - Every `[[artifact]]` of the manifest has exactly the keys `path`,
+//!   `version`, `owner`, `command`, `reviewed` (a `YYYY-MM-DD` date) and
+//!   `retention`, none empty, and its `path` exists. The manifest is read as
+//!   the subset of TOML it documents (comments, blank lines, `[[artifact]]`
+//!   headers, `key = "value"` lines); any other line fails the test.
+//! - Every test the security review names — `FILE::NAME` in backticks, FILE
+//!   a `.rs` or `.py` path from the repository root — exists: the file is
+//!   there and holds `fn NAME` under `#[test]` or `#[tokio::test]` (and not
+//!   `#[ignore]`), or, in Python, `def NAME` with NAME a pytest `test_*`
+//!   function. Every fuzz target it names (`fuzz/fuzz_targets/NAME.rs` in
+//!   backticks) exists and is a `[[bin]]` of `fuzz/Cargo.toml`.
+//! - Each threat of the service spec's list, the cluster's shared state and
+//!   the review console has a section whose **Tests** entry names a test or
+//!   says "no test yet".
+//!
+//! Not checked yet: that running an artifact's `command` again gives the
+//! same bytes (a stale artifact).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+const MANIFEST: &str = "release/manifest.toml";
+const REVIEW: &str = "release/security-review.md";
+const KEYS: [&str; 6] = ["path", "version", "owner", "command", "reviewed", "retention"];
+
+/// The section headings the review must have: the spec's threat list, then
+/// the cluster's shared state and the console.
+const SECTIONS: [&str; 11] = [
+    "Threat: adversarial token stuffing",
+    "Threat: hash flooding",
+    "Threat: oversized content",
+    "Threat: crafted bucket explosions",
+    "Threat: duplicate command replay",
+    "Threat: malicious feedback",
+    "Threat: poisoned thresholds",
+    "Threat: snapshot tampering",
+    "Threat: operator credential misuse",
+    "Cluster shared state",
+    "Review console",
+];
+
+/// The manifest's artifacts, each as its (key, value) pairs in file order.
+/// Errors name the line.
+fn parse_manifest(text: &str) -> Result<Vec<Vec<(String, String)>>, String> {
+    let mut artifacts: Vec<Vec<(String, String)>> = Vec::new();
+    for (i, raw) in text.lines().enumerate() {
+        let n = i + 1;
+        let line = raw.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        if line == "[[artifact]]" {
+            artifacts.push(Vec::new());
+            continue;
+        }
+        let (key, value) = line.split_once('=').ok_or(format!("line {n}: not `key = \"value\"`: {raw}"))?;
+        let (key, value) = (key.trim(), value.trim());
+        let inner = value
+            .strip_prefix('"')
+            .and_then(|v| v.strip_suffix('"'))
+            .filter(|v| !v.contains('"') && !v.contains('\\'))
+            .ok_or(format!("line {n}: the value must be one plain \"string\": {raw}"))?;
+        let entry = artifacts.last_mut().ok_or(format!("line {n}: a key before the first [[artifact]]"))?;
+        if entry.iter().any(|(k, _)| k == key) {
+            return Err(format!("line {n}: `{key}` twice in one artifact"));
+        }
+        entry.push((key.to_string(), inner.to_string()));
+    }
+    Ok(artifacts)
+}
+
+/// What is wrong with one artifact, if anything.
+fn artifact_problems(entry: &[(String, String)]) -> Vec<String> {
+    let get = |k: &str| entry.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str());
+    let name = get("path").unwrap_or("(no path)");
+    let mut problems = Vec::new();
+    for k in KEYS {
+        match get(k) {
+            None => problems.push(format!("{name}: no `{k}`")),
+            Some(v) if v.trim().is_empty() => problems.push(format!("{name}: `{k}` is empty")),
+            Some(_) => {}
+        }
+    }
+    for (k, _) in entry {
+        if !KEYS.contains(&k.as_str()) {
+            problems.push(format!("{name}: unknown key `{k}`"));
+        }
+    }
+    if let Some(date) = get("reviewed") {
+        let b = date.as_bytes();
+        let ok = b.len() == 10
+            && b.iter().enumerate().all(|(i, c)| if i == 4 || i == 7 { *c == b'-' } else { c.is_ascii_digit() });
+        if !ok {
+            problems.push(format!("{name}: `reviewed` is not YYYY-MM-DD: {date}"));
+        }
+    }
+    if let Some(path) = get("path") {
+        if !root().join(path).is_file() {
+            problems.push(format!("{path}: listed in {MANIFEST} but missing"));
+        }
+    }
+    problems
+}
+
+#[test]
+fn every_manifest_artifact_exists_and_states_every_field() {
+    let artifacts = parse_manifest(&read(MANIFEST)).unwrap_or_else(|e| panic!("{MANIFEST}: {e}"));
+    assert!(!artifacts.is_empty(), "{MANIFEST}: no [[artifact]]");
+    let mut problems = Vec::new();
+    let mut paths = BTreeSet::new();
+    for entry in &artifacts {
+        problems.extend(artifact_problems(entry));
+        if let Some((_, p)) = entry.iter().find(|(k, _)| k == "path") {
+            if !paths.insert(p.clone()) {
+                problems.push(format!("{p}: listed twice"));
+            }
+        }
+    }
+    for must in [REVIEW, MANIFEST, "docs/runbook.md", "docs/cluster.md"] {
+        if !paths.contains(must) {
+            problems.push(format!("{must}: not listed"));
+        }
+    }
+    assert!(problems.is_empty(), "{MANIFEST}:\n{}", problems.join("\n"));
+}
+
+/// The checker itself fails where it must: a missing field, an unknown
+/// key, a bad date, a missing file, a stray line.
+#[test]
+fn the_manifest_checks_refuse_what_they_must() {
+    let good = "[[artifact]]\npath = \"docs/runbook.md\"\nversion = \"1\"\nowner = \"service on-call\"\n\
+                command = \"true\"\nreviewed = \"2026-12-05\"\nretention = \"forever\"\n";
+    let parsed = parse_manifest(good).unwrap();
+    assert_eq!(artifact_problems(&parsed[0]), Vec::<String>::new());
+    let cases = [
+        (good.replace("owner = \"service on-call\"\n", ""), "no `owner`"),
+        (good.replace("retention = \"forever\"", "retention = \" \""), "`retention` is empty"),
+        (good.replace("reviewed = \"2026-12-05\"", "reviewed = \"5 Dec 2026\""), "YYYY-MM-DD"),
+        (good.replace("docs/runbook.md", "docs/no-such-file.md"), "missing"),
+        (format!("{good}colour = \"blue\"\n"), "unknown key"),
+    ];
+    for (text, want) in cases {
+        let problems = artifact_problems(&parse_manifest(&text).unwrap()[0]);
+        assert!(problems.iter().any(|p| p.contains(want)), "{want}: {problems:?}");
+    }
+    for bad in ["path = \"x\"\n", "[[artifact]]\npath = x\n", "[[artifact]]\n[artifact]\n"] {
+        assert!(parse_manifest(bad).is_err(), "{bad:?} parsed");
+    }
+}
+
+/// A name the review gives: a test `FILE::NAME`, or a fuzz target file.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+enum Named {
+    Test { file: String, name: String },
+    Fuzz { file: String },
+}
+
+fn is_ident(s: &str) -> bool {
+    let mut chars = s.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Every test and fuzz target named in backticks in `text`.
+fn named(text: &str) -> Vec<Named> {
+    let mut out = Vec::new();
+    for span in text.split('`').skip(1).step_by(2) {
+        let span = span.trim();
+        if span.contains(char::is_whitespace) {
+            continue;
+        }
+        if let Some((file, name)) = span.split_once("::") {
+            if file.ends_with(".rs") || file.ends_with(".py") {
+                out.push(Named::Test { file: file.to_string(), name: name.to_string() });
+            }
+        } else if span.starts_with("fuzz/fuzz_targets/") && span.ends_with(".rs") {
+            out.push(Named::Fuzz { file: span.to_string() });
+        }
+    }
+    out
+}
+
+/// Why `name` is not a test that runs in `source` (a file's text), if it is not.
+fn test_problem(file: &str, source: &str, name: &str) -> Option<String> {
+    if !is_ident(name) {
+        return Some(format!("{file}::{name}: not a function name"));
+    }
+    let lines: Vec<&str> = source.lines().collect();
+    if file.ends_with(".py") {
+        if !name.starts_with("test_") {
+            return Some(format!("{file}::{name}: pytest collects only test_* functions"));
+        }
+        let def = format!("def {name}(");
+        return (!lines.iter().any(|l| l.trim_start().starts_with(&def) && !l.starts_with(' ')))
+            .then(|| format!("{file}::{name}: no top-level `def {name}` in the file"));
+    }
+    let found = lines.iter().position(|l| {
+        let l = l.trim_start();
+        let l = l.strip_prefix("pub ").unwrap_or(l);
+        let l = l.strip_prefix("async ").unwrap_or(l);
+        l.strip_prefix("fn ").and_then(|r| r.strip_prefix(name)).is_some_and(|r| r.starts_with('('))
+    });
+    let Some(at) = found else {
+        return Some(format!("{file}::{name}: no `fn {name}` in the file"));
+    };
+    // The attributes and doc comments right above the function.
+    let mut is_test = false;
+    for l in lines[..at].iter().rev().map(|l| l.trim()) {
+        if l.starts_with("#[test]") || l.starts_with("#[tokio::test") {
+            is_test = true;
+        } else if l.starts_with("#[ignore") {
+            return Some(format!("{file}::{name}: #[ignore]d, so CI does not run it"));
+        } else if !(l.starts_with("#[") || l.starts_with("///") || l.starts_with("//")) {
+            break;
+        }
+    }
+    (!is_test).then(|| format!("{file}::{name}: `fn {name}` is not a #[test]"))
+}
+
+/// Why `file` is not a fuzz target CI runs, if it is not.
+fn fuzz_problem(file: &str, fuzz_manifest: &str) -> Option<String> {
+    let rel = file.strip_prefix("fuzz/").unwrap_or(file);
+    if !root().join(file).is_file() {
+        return Some(format!("{file}: no such fuzz target"));
+    }
+    let declared = fuzz_manifest.lines().any(|l| l.replace(' ', "") == format!("path=\"{rel}\""));
+    (!declared).then(|| format!("{file}: not a [[bin]] of fuzz/Cargo.toml"))
+}
+
+/// Each required section's **Tests** entry, or why there is none.
+fn section_tests(review: &str, heading: &str) -> Result<String, String> {
+    let start =
+        review.lines().position(|l| l.trim() == format!("## {heading}")).ok_or(format!("no section `## {heading}`"))?;
+    let body: Vec<&str> = review.lines().skip(start + 1).take_while(|l| !l.starts_with("## ")).collect();
+    let at = body
+        .iter()
+        .position(|l| l.trim_start().starts_with("- **Tests**"))
+        .ok_or(format!("`## {heading}` has no **Tests** entry"))?;
+    let entry: Vec<&str> = body[at..]
+        .iter()
+        .enumerate()
+        .take_while(|(i, l)| *i == 0 || !l.trim_start().starts_with("- **"))
+        .map(|(_, l)| *l)
+        .collect();
+    Ok(entry.join("\n"))
+}
+
+#[test]
+fn every_test_the_security_review_names_exists() {
+    let review = read(REVIEW);
+    let fuzz_manifest = read("fuzz/Cargo.toml");
+    let names: BTreeSet<Named> = named(&review).into_iter().collect();
+    // A floor, lest a change of format make the check vacuous.
+    let tests = names.iter().filter(|n| matches!(n, Named::Test { .. })).count();
+    let fuzz = names.len() - tests;
+    assert!(tests >= 40 && fuzz >= 5, "{REVIEW}: only {tests} tests and {fuzz} fuzz targets found");
+    let mut problems = Vec::new();
+    for n in &names {
+        match n {
+            Named::Test { file, name } => match std::fs::read_to_string(root().join(file)) {
+                Ok(source) => problems.extend(test_problem(file, &source, name)),
+                Err(e) => problems.push(format!("{file}::{name}: {e}")),
+            },
+            Named::Fuzz { file } => problems.extend(fuzz_problem(file, &fuzz_manifest)),
+        }
+    }
+    for heading in SECTIONS {
+        match section_tests(&review, heading) {
+            Ok(entry) if !named(&entry).is_empty() || entry.to_lowercase().contains("no test yet") => {}
+            Ok(_) => problems
+                .push(format!("`## {heading}`: its **Tests** entry names no test and does not say \"no test yet\"")),
+            Err(e) => problems.push(e),
+        }
+    }
+    assert!(problems.is_empty(), "{REVIEW}:\n{}", problems.join("\n"));
+}
+
+/// The checker itself fails where it must: a renamed function, a helper
+/// that is not a test, an ignored test, a Python function pytest does not
+/// collect, a fuzz target that is not declared.
+#[test]
+fn the_review_checks_refuse_what_they_must() {
+    let rust = "/// Doc.\n#[test]\nfn kept() {}\n\nfn helper() {}\n\n#[tokio::test]\nasync fn kept_async() {}\n\
+                #[test]\n#[ignore]\nfn ignored() {}\n";
+    assert_eq!(test_problem("a.rs", rust, "kept"), None);
+    assert_eq!(test_problem("a.rs", rust, "kept_async"), None);
+    for (name, want) in
+        [("gone", "no `fn gone`"), ("helper", "not a #[test]"), ("ignored", "#[ignore]"), ("a-b", "not a function")]
+    {
+        let p = test_problem("a.rs", rust, name).unwrap_or_default();
+        assert!(p.contains(want), "{name}: {p:?}");
+    }
+    let py = "def test_one(x):\n    pass\n\ndef helper():\n    pass\n";
+    assert_eq!(test_problem("t.py", py, "test_one"), None);
+    assert!(test_problem("t.py", py, "helper").is_some());
+    assert!(test_problem("t.py", py, "test_two").is_some());
+    let manifest = "[[bin]]\nname = \"snapshot\"\npath = \"fuzz_targets/snapshot.rs\"\n";
+    assert_eq!(fuzz_problem("fuzz/fuzz_targets/snapshot.rs", manifest), None);
+    assert!(fuzz_problem("fuzz/fuzz_targets/command_log.rs", manifest).is_some());
+    assert!(fuzz_problem("fuzz/fuzz_targets/no_such.rs", manifest).is_some());
+    let text = "see `a.rs::kept`, `fuzz/fuzz_targets/x.rs`, `Type::method`, `a b.rs::c` and `b.py::test_x`";
+    assert_eq!(
+        named(text),
+        [
+            Named::Test { file: "a.rs".into(), name: "kept".into() },
+            Named::Fuzz { file: "fuzz/fuzz_targets/x.rs".into() },
+            Named::Test { file: "b.py".into(), name: "test_x".into() },
+        ]
+    );
+    let review = "## Threat: x\n\n- **Guard**: g\n- **Tests**: none here.\n- **Gaps**: `a.rs::kept`\n";
+    let entry = section_tests(review, "Threat: x").unwrap();
+    assert!(named(&entry).is_empty(), "{entry}");
+    assert!(section_tests(review, "Threat: y").is_err());
+}
