@@ -156,9 +156,11 @@ impl Engine {
     /// hashes, ids and keys are apart, and the budgets hold for all of
     /// them counted whole), so every item is still decided exactly as it
     /// would be alone after the ones before it, while near copies in a
-    /// stream of writes no longer cut it into an entry each. An item with
-    /// an idempotency key is never left out (the keys are remembered, and
-    /// forgotten, in order), nor more than [`MAX_LEFT_OUT`] items. Left
+    /// stream of writes no longer cut it into an entry each. Never left
+    /// out: an item with an idempotency key (the keys are remembered, and
+    /// forgotten, in order), one whose id is live (a replacement takes the
+    /// old version out of the index, which a later item planned before it
+    /// could still find), or more than [`MAX_LEFT_OUT`] items. Left
     /// out, an item takes its slot in the index after writes that came
     /// after it, which only a later query's tie at the candidate cap can
     /// tell (ties go to the lower slot). Anything else — an item that
@@ -179,8 +181,12 @@ impl Engine {
         max_entry: usize,
         leave_out: bool,
     ) -> Result<Group> {
-        let may_leave_out = |item: &Item, deferred: &Vec<usize>| {
-            leave_out && item.idempotency_key.is_none() && deferred.len() < MAX_LEFT_OUT
+        // Never left out: an item with an idempotency key (keys are
+        // remembered, and forgotten, in order), or one whose id is live (it
+        // may replace a version in the index, which a later item planned
+        // first could still find).
+        let may_leave_out = |item: &Item, live: bool, deferred: &Vec<usize>| {
+            leave_out && !live && item.idempotency_key.is_none() && deferred.len() < MAX_LEFT_OUT
         };
         let limits = t.config.limits.clone();
         let mut answers: Vec<(usize, Result<UpsertOutcome>)> = Vec::new();
@@ -211,7 +217,7 @@ impl Engine {
                 let bears = group.names(item) || left.names(item);
                 match known {
                     Some((bands, hash)) if bears || group.meets(bands, hash) || left.meets(bands, hash) => {
-                        if !may_leave_out(item, &deferred) {
+                        if !may_leave_out(item, t.slot_of(&item.item_id).is_some(), &deferred) {
                             stop = at;
                             break;
                         }
@@ -259,7 +265,7 @@ impl Engine {
             let size = postcard::experimental::serialized_size(&upsert)
                 .map_err(|e| Error::state(format!("sizing an upsert: {e}")))?;
             if grouped && (group.meets(&band_keys, &hash) || left.meets(&band_keys, &hash)) {
-                if !may_leave_out(item, &deferred) {
+                if !may_leave_out(item, t.slot_of(&item.item_id).is_some(), &deferred) {
                     stop = at;
                     break;
                 }
