@@ -118,10 +118,12 @@ impl Cluster {
     }
 
     /// Where to send a request for `tenant` when this node does not serve
-    /// its partition: a live node that does (`None`: none is known).
+    /// its partition: the tenant's home among the live nodes that do (see
+    /// [`crate::registry::Registry::home`]), so with home redirects on a
+    /// write is sent there once, not twice; `None`: none is known.
     pub fn redirect_url(&self, tenant: &str) -> Option<String> {
-        let p = self.partition_of(tenant);
-        self.registry.url_for(p, &self.options.node_id, partition::fnv1a(tenant.as_bytes()))
+        let home = self.registry.home(self.partition_of(tenant), tenant)?;
+        home.url.filter(|_| home.node != self.options.node_id)
     }
 
     /// With home redirects on ([`ClusterOptions::home_redirects`]): the

@@ -74,16 +74,6 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// A URL of a live node, other than `me`, that serves `p`; among
-    /// several, the one `spread` picks (so tenants spread over them).
-    pub fn url_for(&self, p: Partition, me: &str, spread: u64) -> Option<String> {
-        let urls: Vec<String> = self.serving(p).into_iter().filter(|e| e.node != me).filter_map(|e| e.url).collect();
-        if urls.is_empty() {
-            return None;
-        }
-        Some(urls[(spread % urls.len() as u64) as usize].clone())
-    }
-
     /// The home of `tenant`'s writes among the live nodes serving `p` that
     /// clients can reach (an advertised URL): the one of highest
     /// rendezvous weight for the pair (tenant, node), so every node that

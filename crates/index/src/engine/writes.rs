@@ -306,7 +306,7 @@ impl Engine {
                 break;
             }
         }
-        deferred.extend_from_slice(&pending[stop.min(pending.len())..]);
+        deferred.extend_from_slice(&pending[stop..]);
         let rest = deferred;
         if writes.is_empty() {
             return Ok(Group { answers, rest, lsn: depends_on });
