@@ -24,17 +24,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{call, start_with, ADMIN};
+use common::{call, read, root, start_with, ADMIN};
 use neardup_cluster::testkit::NatsCluster;
 use serde_json::{json, Value};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn read(rel: &str) -> String {
-    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
-}
 
 const RULES: &str = "deploy/prometheus/neardup-alerts.yml";
 const RULE_TESTS: &str = "deploy/prometheus/neardup-alerts.test.yml";

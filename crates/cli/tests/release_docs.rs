@@ -20,16 +20,11 @@
 //! Not checked yet: that running an artifact's `command` again gives the
 //! same bytes (a stale artifact).
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
 
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn read(rel: &str) -> String {
-    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
-}
+use common::{read, root};
 
 const MANIFEST: &str = "release/manifest.toml";
 const REVIEW: &str = "release/security-review.md";

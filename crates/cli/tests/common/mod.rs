@@ -12,6 +12,16 @@ use serde_json::Value;
 
 pub const ADMIN: &str = "e2e-operator-token-0123456789";
 
+/// The repository's root folder.
+pub fn root() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// A file of the repository (`rel` from its root), read whole.
+pub fn read(rel: &str) -> String {
+    std::fs::read_to_string(root().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
 pub struct Server {
     pub child: Child,
     pub addr: String,
