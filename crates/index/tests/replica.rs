@@ -74,6 +74,17 @@ fn appliers(
     (open, stop, handles)
 }
 
+/// Tenant "t" (default configuration) created on replica `a` and on a
+/// single-node engine of its own, to answer as `a` must.
+fn tenant_here_and_alone(a: &Engine) -> (tempfile::TempDir, Engine) {
+    let dir = tempfile::tempdir().unwrap();
+    let solo = Engine::open(dir.path(), EngineOptions::default()).unwrap();
+    let config = TenantConfig::new(Config::default());
+    a.create_tenant("t", config.clone()).unwrap();
+    solo.create_tenant("t", config).unwrap();
+    (dir, solo)
+}
+
 #[test]
 fn stale_entries_are_refused_alike_on_every_replica() {
     let (log, a, b, _dirs) = two_replicas();
@@ -268,11 +279,7 @@ fn queued_single_upserts_share_entries_and_answer_as_one_by_one() {
     use std::sync::mpsc;
     let (log, a, b, _dirs) = two_replicas();
     let (open, stop, appliers) = appliers(&log, &a, &b);
-    let solo_dir = tempfile::tempdir().unwrap();
-    let solo = Engine::open(solo_dir.path(), EngineOptions::default()).unwrap();
-    let config = TenantConfig::new(Config::default());
-    a.create_tenant("t", config.clone()).unwrap();
-    solo.create_tenant("t", config).unwrap();
+    let (_solo_dir, solo) = tenant_here_and_alone(&a);
     let len = || log.entries.lock().unwrap().len() as u64;
     let leaders = Arc::new(Mutex::new(Vec::new()));
     let spawn: neardup_index::Spawn = {
@@ -393,11 +400,7 @@ fn queued_single_upserts_share_entries_and_answer_as_one_by_one() {
 fn a_replacement_is_never_left_out_of_a_group() {
     let (log, a, b, _dirs) = two_replicas();
     let (_open, stop, appliers) = appliers(&log, &a, &b);
-    let solo_dir = tempfile::tempdir().unwrap();
-    let solo = Engine::open(solo_dir.path(), EngineOptions::default()).unwrap();
-    let config = TenantConfig::new(Config::default());
-    a.create_tenant("t", config.clone()).unwrap();
-    solo.create_tenant("t", config).unwrap();
+    let (_solo_dir, solo) = tenant_here_and_alone(&a);
     let (old, new) = (sentence(2), sentence(1));
     for e in [&*a, &solo] {
         e.upsert("t", Item::text("x", old.clone())).unwrap();
