@@ -16,6 +16,9 @@
 //! - Each threat of the service spec's list, the cluster's shared state and
 //!   the review console has a section whose **Tests** entry names a test or
 //!   says "no test yet".
+//! - Every persisted format has a section in `release/migrations.md`, and
+//!   every row of its tables (a cell of the migration matrix) names, in its
+//!   last column, tests that exist as above, or says "no test yet".
 //!
 //! Not checked yet: that running an artifact's `command` again gives the
 //! same bytes (a stale artifact).
@@ -28,6 +31,7 @@ use common::{read, root};
 
 const MANIFEST: &str = "release/manifest.toml";
 const REVIEW: &str = "release/security-review.md";
+const MIGRATIONS: &str = "release/migrations.md";
 const KEYS: [&str; 6] = ["path", "version", "owner", "command", "reviewed", "retention"];
 
 /// The section headings the review must have: the spec's threat list, then
@@ -44,6 +48,18 @@ const SECTIONS: [&str; 11] = [
     "Threat: operator credential misuse",
     "Cluster shared state",
     "Review console",
+];
+
+/// The sections the migration matrix must have: one per persisted format.
+const FORMATS: [&str; 8] = [
+    "Command log",
+    "Checkpoint",
+    "Snapshot",
+    "Tenant configuration (fingerprint version)",
+    "Saved index",
+    "Scan fingerprint store and parse cache",
+    "Cluster entries",
+    "Snapshot sets",
 ];
 
 /// The manifest's artifacts, each as its (key, value) pairs in file order.
@@ -318,4 +334,71 @@ fn the_review_checks_refuse_what_they_must() {
     let entry = section_tests(review, "Threat: x").unwrap();
     assert!(named(&entry).is_empty(), "{entry}");
     assert!(section_tests(review, "Threat: y").is_err());
+}
+
+/// The data rows of every Markdown table in `text`'s section `## heading`,
+/// each as its cells (header and separator rows left out).
+fn table_rows(text: &str, heading: &str) -> Result<Vec<Vec<String>>, String> {
+    let start =
+        text.lines().position(|l| l.trim() == format!("## {heading}")).ok_or(format!("no section `## {heading}`"))?;
+    let lines: Vec<&str> = text.lines().skip(start + 1).take_while(|l| !l.starts_with("## ")).collect();
+    let is_separator = |l: &str| l.trim().starts_with("|-") || l.trim().starts_with("| -");
+    let mut rows = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        let l = l.trim();
+        if !l.starts_with('|') || is_separator(l) || lines.get(i + 1).is_some_and(|n| is_separator(n)) {
+            continue;
+        }
+        rows.push(l.trim_matches('|').split('|').map(|c| c.trim().to_string()).collect());
+    }
+    Ok(rows)
+}
+
+/// Every cell of the migration matrix is a test: each row's last column
+/// names tests that exist and run in CI, or says "no test yet".
+#[test]
+fn every_migration_cell_names_a_test_that_exists() {
+    let matrix = read(MIGRATIONS);
+    let mut problems = Vec::new();
+    let mut named_tests = BTreeSet::new();
+    for heading in FORMATS {
+        let rows = match table_rows(&matrix, heading) {
+            Ok(rows) if rows.is_empty() => {
+                problems.push(format!("`## {heading}`: no row"));
+                continue;
+            }
+            Ok(rows) => rows,
+            Err(e) => {
+                problems.push(e);
+                continue;
+            }
+        };
+        for row in rows {
+            let last = row.last().cloned().unwrap_or_default();
+            let tests = named(&last);
+            if tests.is_empty() && !last.to_lowercase().contains("no test yet") {
+                problems.push(format!("`## {heading}`, row `{}`: names no test", row[0]));
+            }
+            named_tests.extend(tests);
+        }
+    }
+    assert!(named_tests.len() >= 30, "{MIGRATIONS}: only {} tests named", named_tests.len());
+    for n in &named_tests {
+        match n {
+            Named::Test { file, name } => match std::fs::read_to_string(root().join(file)) {
+                Ok(source) => problems.extend(test_problem(file, &source, name)),
+                Err(e) => problems.push(format!("{file}::{name}: {e}")),
+            },
+            Named::Fuzz { file } => problems.push(format!("{file}: a fuzz target is not a cell's test")),
+        }
+    }
+    assert!(problems.is_empty(), "{MIGRATIONS}:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn matrix_rows_are_read_without_headers_or_separators() {
+    let text = "## F\n\n| a | b |\n|---|---|\n| x | `t.rs::one` |\n| y | no test yet |\n\n## G\n| z | w |\n";
+    let rows = table_rows(text, "F").unwrap();
+    assert_eq!(rows, [vec!["x".to_string(), "`t.rs::one`".into()], vec!["y".into(), "no test yet".into()]]);
+    assert!(table_rows(text, "H").is_err());
 }
