@@ -13,8 +13,9 @@ setup() {
     [ -s "$NEARDUP_TEST_MINILM_DIR/model.safetensors" ] || bash scripts/fetch-minilm.sh "$NEARDUP_TEST_MINILM_DIR"
     bash scripts/install-nats.sh
     bash scripts/install-promtool.sh
+    bash scripts/install-seaweedfs.sh
 }
-stage "test setup (MiniLM weights, nats-server, promtool)" setup
+stage "test setup (MiniLM weights, nats-server, promtool, SeaweedFS)" setup
 stage "Rust tests (cargo test --workspace)" cargo test --workspace --locked --no-fail-fast
 # The Python package (pip builds it with maturin; pytest runs it against the CLI).
 stage "Python package and Spark job (pytest)" bash scripts/test-python.sh

@@ -259,6 +259,12 @@ settings! {
         #[arg(long, env = "NEARDUP_NATS_TLS_KEY", value_name = "FILE")]
         pub nats_tls_key: Option<PathBuf>,
 
+        /// TOML file of content stores (`[[store]]`: name, endpoint, bucket,
+        /// prefix, credentials, limits, tenants) from which items may be read
+        /// by `content_uri`; see docs/service.md. [default: none]
+        #[arg(long, env = "NEARDUP_CONTENT_STORES", value_name = "FILE")]
+        pub content_stores: Option<PathBuf>,
+
         /// The operator token: from NEARDUP_ADMIN_TOKEN only (never a flag,
         /// never in the file), so it stays out of process listings.
         #[arg(skip)]
@@ -449,6 +455,15 @@ impl ServeSettings {
                 return Err(bad(format!("{flag} is for cluster mode: add --cluster (NEARDUP_CLUSTER)")));
             }
         }
+        let content_stores = match &self.content_stores {
+            None => Vec::new(),
+            Some(path) => {
+                let stores = crate::content::load(path).map_err(bad)?;
+                crate::content::ContentStores::check(&stores)
+                    .map_err(|e| bad(format!("--content-stores {}: {e}", path.display())))?;
+                stores
+            }
+        };
         let checkpoint_interval = match self.checkpoint_interval_secs.unwrap_or(300) {
             0 => None,
             s => Some(Duration::from_secs(s)),
@@ -466,6 +481,7 @@ impl ServeSettings {
                 request_timeout: Duration::from_millis(timeout_ms),
                 quotas,
                 journal_capacity: d.journal_capacity,
+                content_stores,
             },
             checkpoint_interval,
             keep_snapshots,

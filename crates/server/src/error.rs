@@ -119,6 +119,9 @@ pub enum GatewayKind {
         /// Its home node, `http://host:port`.
         base_url: String,
     },
+    /// Content by `content_uri` could not be read (see
+    /// [`crate::ContentErrorKind`] for each status).
+    Content(crate::content::ContentError),
     /// A bug or an environmental failure in the gateway (detail is logged).
     Internal {
         /// For the log only.
@@ -263,6 +266,27 @@ impl ApiError {
                         "writes of tenant {tenant:?} are taken by its home node {node} at {base_url}; follow Location"
                     ),
                 ),
+                G::Content(c) => {
+                    use crate::content::ContentErrorKind as C;
+                    let (status, code) = match c.kind() {
+                        C::InvalidUri { .. } => (StatusCode::BAD_REQUEST, "invalid_content_uri"),
+                        C::NotAllowed { .. } => (StatusCode::FORBIDDEN, "content_uri_not_allowed"),
+                        C::TooLarge { .. } => (StatusCode::PAYLOAD_TOO_LARGE, "content_too_large"),
+                        C::MediaType { .. } => (StatusCode::UNSUPPORTED_MEDIA_TYPE, "content_type_not_allowed"),
+                        C::NotFound { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "content_not_found"),
+                        C::NotText => (StatusCode::UNPROCESSABLE_ENTITY, "content_not_text"),
+                        C::Changed => (StatusCode::CONFLICT, "content_changed"),
+                        C::Refused { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "content_store_refused"),
+                        C::Unavailable { store, .. } => {
+                            return (
+                                StatusCode::SERVICE_UNAVAILABLE,
+                                "content_store_unavailable",
+                                format!("content store {store:?} is unavailable; nothing was written, retry"),
+                            )
+                        }
+                    };
+                    (status, code, c.to_string())
+                }
                 G::Internal { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "internal", internal),
             },
         }
@@ -272,6 +296,12 @@ impl ApiError {
 /// One message for both "no such tenant" and "not yours".
 fn tenant_not_found_message(tenant: &str) -> String {
     format!("tenant {tenant:?} not found")
+}
+
+impl From<crate::content::ContentError> for ApiError {
+    fn from(e: crate::content::ContentError) -> ApiError {
+        ApiError::gateway(GatewayKind::Content(e))
+    }
 }
 
 impl From<neardup_index::Error> for ApiError {
@@ -285,6 +315,7 @@ impl std::fmt::Display for ApiError {
         match &self.kind {
             ApiErrorKind::Engine(e) => write!(f, "{e}"),
             ApiErrorKind::Gateway(GatewayKind::Internal { detail }) => write!(f, "internal: {detail}"),
+            ApiErrorKind::Gateway(GatewayKind::Content(c)) => write!(f, "{c}"),
             ApiErrorKind::Gateway(_) => f.write_str(&self.parts().2),
         }
     }
@@ -313,6 +344,11 @@ impl IntoResponse for ApiError {
                 GatewayKind::OtherPartition { base_url: Some(url), .. } | GatewayKind::OtherHome { base_url: url, .. },
             ) => {
                 resp.extensions_mut().insert(RedirectBase(url.clone()));
+            }
+            ApiErrorKind::Gateway(GatewayKind::Content(c))
+                if matches!(c.kind(), crate::content::ContentErrorKind::Unavailable { .. }) =>
+            {
+                resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(1));
             }
             ApiErrorKind::Gateway(GatewayKind::OtherPartition { base_url: None, .. }) => {
                 resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(1));
@@ -346,11 +382,11 @@ impl utoipa::IntoResponses for StdErrors {
             ("408", "Request timed out"),
             ("409", "Conflict: exists, stale epoch, idempotency key reuse, invalid state"),
             ("413", "Body or content over a limit"),
-            ("415", "Wrong Content-Type"),
+            ("415", "Wrong Content-Type, or a content object's type not allowed"),
             ("422", "Budget, snapshot or rebuild refused"),
             ("429", "Tenant quota exhausted (see Retry-After)"),
             ("500", "Internal error"),
-            ("503", "Not ready, or no live node serves the tenant's partition"),
+            ("503", "Not ready, no live node serves the tenant's partition, or a content store is unavailable"),
         ]
         .into_iter()
         .map(|(code, desc)| {

@@ -51,6 +51,28 @@ pub struct AuditEntry {
     pub action: String,
     /// Details.
     pub detail: String,
+    /// Content reads: the item whose content was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub item_id: Option<String>,
+    /// Content reads: the object read (`s3://BUCKET/KEY`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+    /// Content reads: `ingest` or `review`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub purpose: Option<String>,
+}
+
+/// A read of raw content, for [`Journal::content_access`].
+#[derive(Debug, Clone)]
+pub struct ContentAccess<'a> {
+    /// The item.
+    pub item_id: &'a str,
+    /// The object.
+    pub object: &'a str,
+    /// Why it was read.
+    pub purpose: &'a str,
+    /// `ok, N bytes, store S, etag E` or the error code.
+    pub outcome: String,
 }
 
 #[derive(Debug, Default)]
@@ -94,9 +116,31 @@ impl Journal {
     /// Appends an audit event.
     pub fn audit(&self, tenant: &str, actor: String, action: &str, detail: String) {
         tracing::info!(tenant, %actor, action, %detail, "audit");
+        self.push(tenant, actor, action, detail, None);
+    }
+
+    /// Appends a `content_read` audit event: who read which item's raw
+    /// content, from which object, for what purpose, and how it went.
+    pub fn content_access(&self, tenant: &str, actor: String, a: ContentAccess<'_>) {
+        tracing::info!(tenant, %actor, action = "content_read", item_id = a.item_id, object = a.object,
+            purpose = a.purpose, outcome = %a.outcome, "audit");
+        let detail = format!("item {:?} from {} for {}: {}", a.item_id, a.object, a.purpose, a.outcome);
+        self.push(tenant, actor, "content_read", detail, Some(&a));
+    }
+
+    fn push(&self, tenant: &str, actor: String, action: &str, detail: String, content: Option<&ContentAccess<'_>>) {
         let Ok(mut map) = self.tenants.lock() else { return };
         let r = map.entry(tenant.to_string()).or_default();
-        let e = AuditEntry { seq: r.next_audit, at_ms: now_ms(), actor, action: action.to_string(), detail };
+        let e = AuditEntry {
+            seq: r.next_audit,
+            at_ms: now_ms(),
+            actor,
+            action: action.to_string(),
+            detail,
+            item_id: content.map(|c| c.item_id.to_string()),
+            object: content.map(|c| c.object.to_string()),
+            purpose: content.map(|c| c.purpose.to_string()),
+        };
         r.next_audit += 1;
         if r.audit.len() == self.capacity {
             r.audit.pop_front();

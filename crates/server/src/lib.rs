@@ -38,6 +38,7 @@
 mod auth;
 mod config;
 mod console;
+mod content;
 mod error;
 mod extract;
 mod journal;
@@ -55,8 +56,12 @@ mod wire;
 
 pub use auth::{KeyStore, KeyStoreError, MintedKey, Principal, Scope};
 pub use config::{FsyncSetting, ServeSettings, ServerConfig, StoreSetting};
+pub use content::{
+    load as load_content_stores, parse as parse_content_stores, ContentError, ContentErrorKind, ContentSource,
+    ContentStores, Credentials as ContentCredentials, StoreConfig as ContentStoreConfig,
+};
 pub use error::{ApiError, ApiErrorKind, ApiResult, ErrorBody, ErrorDetail, GatewayKind, ServeError};
-pub use journal::{AuditEntry, DecisionEntry, Journal};
+pub use journal::{AuditEntry, ContentAccess, DecisionEntry, Journal};
 pub use metrics::Metrics;
 pub use openapi::ApiDoc;
 pub use quota::QuotaConfig;

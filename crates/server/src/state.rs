@@ -30,6 +30,8 @@ pub struct GatewayConfig {
     pub quotas: QuotaConfig,
     /// Entries kept per tenant in the decision and audit rings.
     pub journal_capacity: usize,
+    /// The content stores items may be read from by `content_uri`.
+    pub content_stores: Vec<crate::content::StoreConfig>,
 }
 
 impl Default for GatewayConfig {
@@ -40,6 +42,7 @@ impl Default for GatewayConfig {
             request_timeout: Duration::from_secs(30),
             quotas: QuotaConfig::default(),
             journal_capacity: 1024,
+            content_stores: Vec::new(),
         }
     }
 }
@@ -77,6 +80,8 @@ pub struct Inner {
     pub config: GatewayConfig,
     /// Reads waiting for a log position (`min_lsn`).
     pub waiters: crate::waiters::Waiters,
+    /// Content stores (`content_uri`).
+    pub content: crate::content::ContentStores,
     ready: AtomicBool,
 }
 
@@ -106,6 +111,7 @@ impl AppState {
                 quotas: Quotas::new(config.quotas),
                 metrics: Metrics::new(),
                 journal: Journal::new(config.journal_capacity),
+                content: crate::content::ContentStores::new(config.content_stores.clone()),
                 config,
                 waiters: crate::waiters::Waiters::default(),
                 ready: AtomicBool::new(true),
@@ -250,6 +256,40 @@ impl AppState {
             Ok(r) => r.map_err(ApiError::from),
             Err(_) => Err(ApiError::internal("the write's answer was lost")),
         }
+    }
+
+    /// Reads an item's raw content from its store (see
+    /// [`crate::content::ContentStores::read`]) and records the access in
+    /// the tenant's audit log, whatever the outcome: `p` read the item's
+    /// content from its object, for a purpose.
+    pub async fn read_content(
+        &self,
+        p: &Principal,
+        tenant: &str,
+        req: crate::content::ReadRequest<'_>,
+    ) -> Result<crate::content::Fetched, crate::content::ContentError> {
+        let r = self.content.read(tenant, req.uri, req.cap, req.expect).await;
+        let outcome = match &r {
+            Ok(f) => format!(
+                "ok, {} bytes from store {} (etag {}, blake3 {})",
+                f.text.len(),
+                f.source.store,
+                f.source.etag.as_deref().unwrap_or("none"),
+                f.source.blake3
+            ),
+            Err(e) => format!("refused: {e}"),
+        };
+        self.journal.content_access(
+            tenant,
+            p.actor(),
+            crate::journal::ContentAccess {
+                item_id: req.item_id,
+                object: &crate::content::shorten(req.uri),
+                purpose: req.purpose.as_str(),
+                outcome,
+            },
+        );
+        r
     }
 
     /// Runs a blocking call on every engine of this node, in order, off

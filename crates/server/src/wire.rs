@@ -72,8 +72,15 @@ pub struct KeyInfo {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpsertRequest {
-    /// The text.
-    pub content: String,
+    /// The text (exactly one of `content` and `content_uri`).
+    #[serde(default)]
+    pub content: Option<String>,
+    /// `s3://BUCKET/KEY` in one of the tenant's content stores: the service
+    /// reads the object (HEAD first, then the body under the same limits
+    /// as inline content) and records its ETag, version and digest with
+    /// the item.
+    #[serde(default)]
+    pub content_uri: Option<String>,
     /// Replays with the same key return the first answer and change nothing.
     #[serde(default)]
     pub idempotency_key: Option<String>,
@@ -99,8 +106,12 @@ pub struct UpsertRequest {
 pub struct BatchItem {
     /// Item id.
     pub item_id: String,
-    /// The text.
-    pub content: String,
+    /// The text (exactly one of `content` and `content_uri`).
+    #[serde(default)]
+    pub content: Option<String>,
+    /// `s3://BUCKET/KEY` in one of the tenant's content stores.
+    #[serde(default)]
+    pub content_uri: Option<String>,
     /// Idempotency key.
     #[serde(default)]
     pub idempotency_key: Option<String>,
@@ -290,6 +301,9 @@ pub struct ItemView {
     pub content_bytes: u64,
     /// Media type.
     pub media_type: String,
+    /// The object the content was read from, for items sent by
+    /// `content_uri`.
+    pub content_source: Option<crate::content::ContentSource>,
     /// Producer's time.
     pub source_time: Option<i64>,
     /// Exact-hash only.
@@ -590,6 +604,7 @@ impl From<&Verification> for VerifyResponse {
 
 impl From<&ItemInfo> for ItemView {
     fn from(i: &ItemInfo) -> Self {
+        let (media_type, content_source) = crate::content::ContentSource::split(&i.media_type);
         ItemView {
             item_id: i.item_id.clone(),
             epoch: i.epoch,
@@ -597,7 +612,8 @@ impl From<&ItemInfo> for ItemView {
             features: i.features as u64,
             tokens: i.tokens,
             content_bytes: i.content_bytes,
-            media_type: i.media_type.clone(),
+            media_type,
+            content_source,
             source_time: i.source_time,
             degraded: i.degraded,
             decision: i.decision.as_str().into(),

@@ -5,11 +5,13 @@ use std::time::Instant;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
+use futures_util::StreamExt;
 use neardup_index::{Item, UpsertOutcome, UpsertStatus};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::auth::{Principal, Scope};
+use crate::content::{ContentSource, Purpose, ReadRequest};
 use crate::error::{ApiError, ApiResult, ErrorBody, ErrorDetail, GatewayKind, StdErrors};
 use crate::extract::{ApiJson, P, Q};
 use crate::observe::{note_error, record_decision};
@@ -20,6 +22,46 @@ use crate::wire::{
 
 fn wrote(o: &UpsertOutcome) -> bool {
     matches!(o.status, UpsertStatus::Inserted | UpsertStatus::Replaced)
+}
+
+/// Content reads of one batch at a time.
+const CONCURRENT_READS: usize = 8;
+
+/// The most bytes `tenant` takes in one item (its `max_item_bytes`).
+async fn item_cap(s: &AppState, tenant: &str) -> ApiResult<u64> {
+    let t = tenant.to_string();
+    Ok(s.run(tenant, move |e| e.tenant_config(&t)).await?.limits.max_item_bytes)
+}
+
+/// An upsert's text and media type: inline `content`, or the object at
+/// `content_uri` in one of the tenant's stores, read under `cap` (HEAD
+/// first) and audited; its media type then carries the object's source.
+/// Nothing is written when this fails.
+async fn content_of(
+    s: &AppState,
+    p: &Principal,
+    tenant: &str,
+    item_id: &str,
+    (content, uri, media_type): (Option<String>, Option<String>, Option<String>),
+    cap: u64,
+) -> ApiResult<(String, String)> {
+    if media_type.as_deref().is_some_and(ContentSource::claims) {
+        return Err(ApiError::invalid_request(
+            "media_type parameters named content-* are the service's record of a content_uri; send none",
+        ));
+    }
+    match (content, uri) {
+        (Some(text), None) => Ok((text, media_type.unwrap_or_else(|| "text/plain".into()))),
+        (None, Some(uri)) => {
+            let req = ReadRequest { item_id, uri: &uri, purpose: Purpose::Ingest, cap, expect: None };
+            let f = s.read_content(p, tenant, req).await?;
+            let essence = media_type.unwrap_or(f.media_type);
+            Ok((f.text, f.source.media_type(&essence)))
+        }
+        (Some(_), Some(_)) | (None, None) => {
+            Err(ApiError::invalid_request("send exactly one of content and content_uri"))
+        }
+    }
 }
 
 /// Upserts one item and returns its decision: `201` when inserted, `200`
@@ -38,10 +80,13 @@ pub(crate) async fn upsert(
 ) -> ApiResult<(StatusCode, Json<UpsertResponse>)> {
     s.enter(&p, &tenant, Scope::Ingest, len)?;
     let started = Instant::now();
+    let cap = if req.content_uri.is_some() { item_cap(&s, &tenant).await? } else { 0 };
+    let (content, media_type) =
+        content_of(&s, &p, &tenant, &item_id, (req.content, req.content_uri, req.media_type), cap).await?;
     let item = Item {
         item_id: item_id.clone(),
-        content: req.content,
-        media_type: req.media_type.unwrap_or_else(|| "text/plain".into()),
+        content,
+        media_type,
         source_time: req.source_time,
         normalization_version: req.normalization_version,
         idempotency_key: req.idempotency_key,
@@ -76,32 +121,60 @@ pub(crate) async fn batch(
         return Err(ApiError::invalid_request("a batch holds at most 10000 items"));
     }
     let started = Instant::now();
-    let items: Vec<Item> = req
-        .items
-        .into_iter()
-        .map(|b| Item {
-            item_id: b.item_id,
-            content: b.content,
-            media_type: b.media_type.unwrap_or_else(|| "text/plain".into()),
-            source_time: b.source_time,
-            normalization_version: b.normalization_version,
-            idempotency_key: b.idempotency_key,
-            epoch: b.epoch,
+    let n = req.items.len();
+    let cap = if req.items.iter().any(|b| b.content_uri.is_some()) { item_cap(&s, &tenant).await? } else { 0 };
+    // Items by content_uri are read first, a few at a time; one whose read
+    // fails gets its error here and is not written, the others go on.
+    let resolved: Vec<ApiResult<Item>> = futures_util::stream::iter(req.items)
+        .map(|b| {
+            let (s, p, tenant) = (&s, &p, &tenant);
+            async move {
+                let (content, media_type) =
+                    content_of(s, p, tenant, &b.item_id, (b.content, b.content_uri, b.media_type), cap).await?;
+                Ok(Item {
+                    item_id: b.item_id,
+                    content,
+                    media_type,
+                    source_time: b.source_time,
+                    normalization_version: b.normalization_version,
+                    idempotency_key: b.idempotency_key,
+                    epoch: b.epoch,
+                })
+            }
         })
-        .collect();
+        .buffered(CONCURRENT_READS)
+        .collect()
+        .await;
+    let mut results: Vec<Option<ApiResult<UpsertOutcome>>> = Vec::with_capacity(n);
+    let mut items = Vec::with_capacity(n);
+    for r in resolved {
+        match r {
+            Ok(item) => {
+                items.push(item);
+                results.push(None);
+            }
+            Err(e) => results.push(Some(Err(e))),
+        }
+    }
     let t = tenant.clone();
-    let results = s.run(&tenant, move |e| e.upsert_batch(&t, items)).await?;
-    let per_item = started.elapsed().as_secs_f64() / results.len().max(1) as f64;
+    let written =
+        if items.is_empty() { Vec::new() } else { s.run(&tenant, move |e| e.upsert_batch(&t, items)).await? };
+    let mut written = written.into_iter();
+    let per_item = started.elapsed().as_secs_f64() / n.max(1) as f64;
     let results = results
         .into_iter()
-        .map(|r| match r {
-            Ok(o) => {
+        .map(|r| match r.or_else(|| written.next().map(|w| w.map_err(ApiError::from))) {
+            Some(Ok(o)) => {
                 record_decision(&s, &tenant, "upsert", Some(&o.item_id), &o.decision, per_item, Some(wrote(&o)));
                 BatchResult::Ok(Box::new(UpsertResponse::new(&tenant, &o)))
             }
-            Err(e) => {
-                let e = ApiError::from(e);
+            Some(Err(e)) => {
                 note_error(&s, &tenant, &e);
+                let (_, code, message) = e.parts();
+                BatchResult::Err(ErrorBody { error: ErrorDetail { code: code.into(), message } })
+            }
+            None => {
+                let e = ApiError::internal("the batch answered fewer results than items");
                 let (_, code, message) = e.parts();
                 BatchResult::Err(ErrorBody { error: ErrorDetail { code: code.into(), message } })
             }

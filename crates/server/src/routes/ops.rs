@@ -99,6 +99,7 @@ pub(crate) async fn metrics(State(s): State<AppState>) -> ApiResult<impl IntoRes
         })
         .collect();
     let mut text = s.metrics.render(&tenants, disk, &cluster);
+    s.content.render_metrics(&mut text);
     if let Some(c) = s.cluster() {
         let count = c.layout().count;
         let counts: Vec<(String, u64)> = (0..count)

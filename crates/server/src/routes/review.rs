@@ -3,17 +3,18 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::Json;
-use neardup_index::{DecisionState, ErrorKind, NewLabel, Query};
+use neardup_index::{DecisionState, ErrorKind, NewLabel, Query, TenantConfig};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::auth::{Principal, Scope};
+use crate::content::{Purpose, ReadRequest};
 use crate::error::{ApiError, ApiResult, StdErrors};
 use crate::extract::{ApiJson, P, Q};
 use crate::state::AppState;
 use crate::wire::{
     AuditLog, CandidateView, CompareRequest, ComparisonView, DecisionLog, LabelList, LabelRequest, LabelView,
-    ReviewQueueView,
+    ReviewQueueView, TextRunView,
 };
 
 /// Records a reviewer label: an immutable event with actor, rationale and
@@ -221,6 +222,66 @@ pub(crate) async fn compare(
 ) -> ApiResult<Json<ComparisonView>> {
     s.enter(&p, &tenant, Scope::Review, len)?;
     let t = tenant.clone();
-    let c = s.run(&tenant, move |e| e.compare(&t, &req.left, &req.right)).await?;
-    Ok(Json(ComparisonView::from(&c)))
+    let (c, config) =
+        s.run(&tenant, move |e| Ok((e.compare(&t, &req.left, &req.right)?, e.tenant_config(&t)?))).await?;
+    let mut view = ComparisonView::from(&c);
+    if view.left.segments.is_none() || view.right.segments.is_none() {
+        reread(&s, &p, &tenant, &mut view, &config).await;
+    }
+    Ok(Json(view))
+}
+
+/// A tenant that keeps no text: each side read from by `content_uri` is
+/// read again from its object (purpose `review`, audited) if the object
+/// still has the digest it was ingested with, and marked where it shares
+/// a shingle with the other side's text, when that is known too.
+async fn reread(s: &AppState, p: &Principal, tenant: &str, view: &mut ComparisonView, config: &TenantConfig) {
+    let mut texts: [Option<String>; 2] = [None, None];
+    for (i, side) in [&mut view.left, &mut view.right].into_iter().enumerate() {
+        if let Some(runs) = &side.segments {
+            texts[i] = Some(runs.iter().map(|r| r.text.as_str()).collect());
+            continue;
+        }
+        let Some(source) = &side.item.content_source else {
+            side.content_note = Some("the tenant does not retain content, and the item was sent inline".into());
+            continue;
+        };
+        let cap = config.limits.max_item_bytes;
+        let req = ReadRequest {
+            item_id: &side.item.item_id,
+            uri: &source.uri,
+            purpose: Purpose::Review,
+            cap,
+            expect: Some(source),
+        };
+        match s.read_content(p, tenant, req).await {
+            Ok(f) => {
+                side.content_note = Some(format!("read again from {} for this review", source.uri));
+                texts[i] = Some(f.text);
+            }
+            Err(e) => side.content_note = Some(format!("not shown: {e}")),
+        }
+    }
+    let features = |text: &Option<String>| {
+        let text = text.as_ref()?;
+        let params = config.index.resolve().ok()?;
+        Some(neardup_core::Fingerprinter::new(params).ok()?.fingerprint(text).features)
+    };
+    let (left_features, right_features) = (features(&texts[0]), features(&texts[1]));
+    for (side, text, other) in
+        [(&mut view.left, &texts[0], &right_features), (&mut view.right, &texts[1], &left_features)]
+    {
+        if side.segments.is_some() {
+            continue;
+        }
+        let Some(text) = text else { continue };
+        side.segments = Some(
+            neardup_core::segments_where(text, &config.index, |h| {
+                other.as_ref().is_some_and(|o| o.binary_search(&h).is_ok())
+            })
+            .into_iter()
+            .map(|seg| TextRunView { text: text[seg.start..seg.end].to_string(), shared: seg.shared })
+            .collect(),
+        );
+    }
 }

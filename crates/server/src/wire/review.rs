@@ -66,6 +66,11 @@ pub struct SideView {
     /// covered by a shingle the other side shares; absent when the tenant
     /// does not store content (`store_content: false`).
     pub segments: Option<Vec<TextRunView>>,
+    /// Where the text shown came from when the tenant does not retain it:
+    /// read again from the item's object for this review (an audited
+    /// read), or why it is not shown (the object is gone or has changed
+    /// since it was ingested).
+    pub content_note: Option<String>,
 }
 
 /// A run of text.
@@ -310,6 +315,7 @@ impl From<&neardup_index::Comparison> for ComparisonView {
                 .segments
                 .as_ref()
                 .map(|v| v.iter().map(|r| TextRunView { text: r.text.clone(), shared: r.shared }).collect()),
+            content_note: None,
         };
         ComparisonView {
             verification: VerifyResponse::from(&c.verification),
