@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::decision::UpsertOutcome;
 use crate::error::{Error, Result};
+use crate::event::ItemNote;
 use crate::feedback::LabelEvent;
 use crate::item::ItemRecord;
 
@@ -87,11 +88,33 @@ pub(crate) enum Command {
         tenant: String,
         items: Vec<BatchedUpsert>,
     },
+    /// How the log holds an [`Command::Upsert`] whose record carries its
+    /// plan's [`ItemNote`] (what the event feed says of the decision; see
+    /// `crate::event`), lean or not as the log's other forms (the
+    /// record's features left out where [`Command::UpsertLean`] would
+    /// leave them out). Never applied as such: [`Command::decode`] turns it
+    /// back into an `Upsert` whose record carries the note. A build from
+    /// before it refuses the entry (an unknown variant).
+    UpsertNoted {
+        tenant: String,
+        record: Box<ItemRecord>,
+        idem: Option<Box<IdemEntry>>,
+        note: Box<ItemNote>,
+    },
+    /// [`Command::Upserts`] with its records' notes, in order (see
+    /// [`Command::UpsertNoted`]).
+    UpsertsNoted {
+        tenant: String,
+        items: Vec<BatchedUpsert>,
+        notes: Vec<Option<ItemNote>>,
+    },
 }
 
-/// Postcard variant indices of the lean forms (one-byte varints).
+/// Postcard variant indices of the lean and noted forms (one-byte varints).
 const UPSERT_LEAN: u8 = 8;
 const UPSERTS_LEAN: u8 = 9;
+const UPSERT_NOTED: u8 = 10;
+const UPSERTS_NOTED: u8 = 11;
 
 /// A record the log may hold without its features: it keeps its content
 /// and its signature (from which the index takes its band keys), and its
@@ -126,7 +149,9 @@ impl Command {
             | Command::Upserts { tenant, .. }
             | Command::Unfence { tenant, .. }
             | Command::UpsertLean { tenant, .. }
-            | Command::UpsertsLean { tenant, .. } => tenant,
+            | Command::UpsertsLean { tenant, .. }
+            | Command::UpsertNoted { tenant, .. }
+            | Command::UpsertsNoted { tenant, .. } => tenant,
         }
     }
 
@@ -148,6 +173,8 @@ impl Command {
             Command::Unfence { .. } => "unfence",
             Command::UpsertLean { .. } => "upsert (lean)",
             Command::UpsertsLean { .. } => "upserts (lean)",
+            Command::UpsertNoted { .. } => "upsert (noted)",
+            Command::UpsertsNoted { .. } => "upserts (noted)",
         }
     }
 
@@ -162,6 +189,24 @@ impl Command {
             }
             Command::UpsertsLean { tenant, mut items } => {
                 items.iter_mut().for_each(|u| mark_elided(&mut u.record));
+                Command::Upserts { tenant, items }
+            }
+            Command::UpsertNoted { tenant, mut record, idem, note } => {
+                mark_elided(&mut record);
+                record.note = Some(note);
+                Command::Upsert { tenant, record, idem }
+            }
+            Command::UpsertsNoted { tenant, mut items, notes } => {
+                if notes.len() != items.len() {
+                    return Err(Error::corrupt(
+                        "log",
+                        format!("{} notes for {} upserts of one entry", notes.len(), items.len()),
+                    ));
+                }
+                for (u, note) in items.iter_mut().zip(notes) {
+                    mark_elided(&mut u.record);
+                    u.record.note = note.map(Box::new);
+                }
                 Command::Upserts { tenant, items }
             }
             cmd => cmd,
@@ -202,11 +247,54 @@ impl Command {
     /// replicated log, which nodes of an older build may still read during
     /// a rolling upgrade).
     pub(crate) fn encode_for_log(&mut self, key: Option<&[u8; 32]>, lean: bool) -> Result<Vec<u8>> {
-        let plain = if lean { self.encode_lean()? } else { self.encode()? };
+        let plain = match self.encode_noted(lean)? {
+            Some(noted) => noted,
+            None if lean => self.encode_lean()?,
+            None => self.encode()?,
+        };
         match key {
             Some(k) => crate::seal::seal(k, crate::seal::LOG, b"", &plain),
             None => Ok(plain),
         }
+    }
+
+    /// The noted form of an upsert whose records carry notes (see
+    /// [`Command::UpsertNoted`]), lean when `lean`; `None` for any other
+    /// command. The command is left as it was.
+    fn encode_noted(&mut self, lean: bool) -> Result<Option<Vec<u8>>> {
+        let take = |r: &mut ItemRecord| {
+            if lean && leanable(r) {
+                std::mem::take(&mut r.features)
+            } else {
+                Vec::new()
+            }
+        };
+        let out = match self {
+            Command::Upsert { tenant, record, idem } if record.note.is_some() => {
+                let features = take(record);
+                let out = match record.note.as_deref() {
+                    Some(note) => encode_variant(UPSERT_NOTED, &(&*tenant, &**record, &*idem, note)),
+                    None => Err(Error::state("a noted upsert without its note")),
+                };
+                if !features.is_empty() {
+                    record.features = features;
+                }
+                out
+            }
+            Command::Upserts { tenant, items } if items.iter().any(|u| u.record.note.is_some()) => {
+                let taken: Vec<Vec<u64>> = items.iter_mut().map(|u| take(&mut u.record)).collect();
+                let notes: Vec<Option<&ItemNote>> = items.iter().map(|u| u.record.note.as_deref()).collect();
+                let out = encode_variant(UPSERTS_NOTED, &(&*tenant, &*items, &notes));
+                for (u, features) in items.iter_mut().zip(taken) {
+                    if !features.is_empty() {
+                        u.record.features = features;
+                    }
+                }
+                out
+            }
+            _ => return Ok(None),
+        };
+        out.map(Some)
     }
 
     /// Decodes what [`Command::encode_for_log`] wrote (sealed or not).
@@ -248,6 +336,70 @@ mod tests {
         assert_eq!(last, 8);
         let want = ["CreateTenant", "Label", "Rebuild", "Tombstone", "Upsert"];
         assert_eq!(kinds.into_iter().collect::<Vec<_>>(), want);
+    }
+
+    /// Upserts whose records carry their plan's note take the noted forms,
+    /// lean or full, and decode to the same commands with the notes back
+    /// on their records (the note once went out with an option tag that
+    /// the variant does not have, and nothing decoded).
+    #[test]
+    fn noted_forms_give_back_their_notes_lean_or_full() {
+        use crate::decision::{MatchVerdict, UpsertStatus};
+        use crate::event::{Closest, ItemNote};
+        use crate::store::tests::record;
+        let noted = |id: &str, lsn: u64, closest: bool| {
+            let mut r = record(id, lsn);
+            r.note = Some(Box::new(ItemNote {
+                status: UpsertStatus::Replaced,
+                closest: closest.then(|| Closest {
+                    item_id: "z".into(),
+                    score: 0.8,
+                    verdict: MatchVerdict::Similar,
+                    same_content: false,
+                }),
+                policy_id: "default".into(),
+                policy_version: 3,
+                method_version: "f1/seed-v1".into(),
+            }));
+            Box::new(r)
+        };
+        let cases = [
+            Command::Upsert { tenant: "t".into(), record: noted("a", 1, true), idem: None },
+            Command::Upserts {
+                tenant: "t".into(),
+                items: vec![
+                    BatchedUpsert { record: noted("a", 1, false), idem: None },
+                    BatchedUpsert { record: Box::new(record("b", 2)), idem: None },
+                ],
+            },
+        ];
+        for (i, cmd) in cases.into_iter().enumerate() {
+            for lean in [true, false] {
+                let mut logged = cmd.clone();
+                let payload = logged.encode_for_log(None, lean).unwrap();
+                assert_eq!(logged, cmd, "case {i}: encoding changed the command");
+                assert!(payload[0] >= UPSERT_NOTED, "case {i}: not a noted form");
+                let mut back = Command::decode(&payload).unwrap();
+                if lean {
+                    // The lean form left out the features the content makes.
+                    let restore = |got: &mut ItemRecord, was: &ItemRecord| {
+                        assert_eq!(got.features_at, crate::item::FeaturesAt::Elided, "case {i}");
+                        got.features = was.features.clone();
+                        got.features_at = crate::item::FeaturesAt::Here;
+                    };
+                    match (&mut back, &cmd) {
+                        (Command::Upsert { record: got, .. }, Command::Upsert { record: was, .. }) => restore(got, was),
+                        (Command::Upserts { items: got, .. }, Command::Upserts { items: was, .. }) => {
+                            for (g, w) in got.iter_mut().zip(was) {
+                                restore(&mut g.record, &w.record);
+                            }
+                        }
+                        other => panic!("case {i}: {other:?}"),
+                    }
+                }
+                assert_eq!(back, cmd, "case {i}, lean {lean}");
+            }
+        }
     }
 
     /// The log holds an upsert whose record keeps its content without its

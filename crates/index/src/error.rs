@@ -154,6 +154,15 @@ pub enum ErrorKind {
         /// What did not answer.
         detail: String,
     },
+    /// The event feed no longer holds the events after this position: the
+    /// log behind them was trimmed by a checkpoint, or the tenant's ring
+    /// of recent events is full. The reader resumes from `oldest_after`.
+    EventsTrimmed {
+        /// The position asked for.
+        after: u64,
+        /// The oldest position the feed can resume after.
+        oldest_after: u64,
+    },
 }
 
 impl Error {
@@ -189,6 +198,7 @@ impl Error {
             ErrorKind::Store { .. } => "store",
             ErrorKind::LogConflict { .. } => "log_conflict",
             ErrorKind::Unavailable { .. } => "unavailable",
+            ErrorKind::EventsTrimmed { .. } => "events_trimmed",
         }
     }
 
@@ -309,6 +319,11 @@ impl fmt::Display for Error {
                 "another node wrote tenant {tenant:?} at log position {last} and this node has not applied it yet; retry"
             ),
             ErrorKind::Unavailable { detail } => write!(f, "unavailable: {detail}"),
+            ErrorKind::EventsTrimmed { after, oldest_after } => write!(
+                f,
+                "the events after position {after} are no longer kept; the oldest position the feed resumes \
+                 after is {oldest_after}"
+            ),
         }
     }
 }

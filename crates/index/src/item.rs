@@ -222,6 +222,11 @@ pub struct ItemRecord {
     /// (not serialized; see [`PackedContent`]).
     #[serde(skip)]
     pub(crate) packed: PackedContent,
+    /// What the plan decided beyond the state, for the event feed: in
+    /// logged records only (not serialized here; the log's noted forms
+    /// carry it, see `Command::UpsertNoted`).
+    #[serde(skip)]
+    pub(crate) note: Option<Box<crate::event::ItemNote>>,
 }
 
 impl ItemRecord {

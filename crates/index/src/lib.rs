@@ -37,6 +37,7 @@ mod command;
 mod decision;
 mod engine;
 mod error;
+mod event;
 #[cfg(any(test, feature = "fault-injection"))]
 mod fault;
 mod feedback;
@@ -58,6 +59,7 @@ pub use engine::{
     StoreKind, TenantStats, TextRun, MAX_EVALUATED_PAIRS, MAX_NEIGHBOURHOOD,
 };
 pub use error::{Error, ErrorKind, Result};
+pub use event::{EventPage, EVENT_SCHEMA_VERSION, RING_EVENTS};
 #[cfg(any(test, feature = "fault-injection"))]
 pub use fault::Gate;
 pub use feedback::{Label, LabelEvent, NewLabel};

@@ -199,6 +199,7 @@ impl ApiError {
                     EngineKind::LogConflict { .. } | EngineKind::Unavailable { .. } => {
                         (StatusCode::SERVICE_UNAVAILABLE, e.to_string())
                     }
+                    EngineKind::EventsTrimmed { .. } => (StatusCode::GONE, e.to_string()),
                 };
                 (status, e.code(), message)
             }
@@ -353,11 +354,20 @@ impl IntoResponse for ApiError {
             ApiErrorKind::Gateway(GatewayKind::OtherPartition { base_url: None, .. }) => {
                 resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(1));
             }
-            ApiErrorKind::Engine(_) | ApiErrorKind::Gateway(_) => {}
+            ApiErrorKind::Engine(e) => {
+                if let EngineKind::EventsTrimmed { oldest_after, .. } = e.kind() {
+                    resp.headers_mut().insert(OLDEST_AFTER, HeaderValue::from(*oldest_after));
+                }
+            }
+            ApiErrorKind::Gateway(_) => {}
         }
         resp
     }
 }
+
+/// On a `410 events_trimmed`: the oldest position the event feed resumes
+/// after (also in the message).
+pub const OLDEST_AFTER: header::HeaderName = header::HeaderName::from_static("neardup-oldest-after");
 
 /// On a `307` to another node: its base URL, to which the router appends
 /// the request's path and query as `Location`.

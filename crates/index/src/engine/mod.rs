@@ -24,10 +24,12 @@
 //! - `writes.rs`: tenants, upserts, tombstones, labels;
 //! - `queries.rs`: decisions, candidates, verification, reads, stats;
 //! - `snapshots.rs`: snapshots, restore, checkpoints;
+//! - `events.rs`: the event feed's reads (see `crate::event`);
 //! - `lifecycle.rs`: compaction, rebuild, shadow index, rollback.
 
 mod combine;
 pub use combine::{Answer, Lead, Spawn};
+mod events;
 mod lifecycle;
 mod lock;
 mod log;

@@ -94,6 +94,11 @@ impl Engine {
                         report.snapshots_loaded.push((name.clone(), h.covered_lsn));
                         bases.insert(name.clone(), (h.covered_lsn, store_lsn));
                         tenant.applied_lsn = h.covered_lsn;
+                        // Where its feed starts (see `events.rs`): a mark
+                        // for this snapshot, or the snapshot itself.
+                        let mark = super::events::FeedMark::read(&super::events::mark_path(&dir, &name), h.covered_lsn);
+                        tenant.events.created_at(mark.map_or(0, |m| m.from));
+                        tenant.events.set_floor(mark.map_or(h.covered_lsn, |m| m.last_event));
                         tenants.insert(name.clone(), tenant);
                         break;
                     }
@@ -118,7 +123,13 @@ impl Engine {
         let wal_dir = dir.join("wal");
         let store_ref: &dyn Store = &*store;
         let replica = proposer.is_some();
+        // The first record the log still holds: a tenant loaded from a
+        // snapshot has its events from there on (see `crate::event`).
+        let mut first_seen = 0;
         let (last, repair) = wal::replay(&wal_dir, |lsn, payload| {
+            if first_seen == 0 {
+                first_seen = lsn;
+            }
             if replica {
                 return Err(Error::state(format!(
                     "{} holds a single-node command log (record {lsn}); a cluster node starts from an empty data \
@@ -132,6 +143,7 @@ impl Engine {
                 if !tenants.contains_key(&name) {
                     let mut t = Tenant::new(&name, TenantConfig::from_json(config_json)?)?;
                     t.applied_lsn = lsn;
+                    t.events.created_at(lsn);
                     let mut store_lsn = store_ref.applied_lsn(&name)?;
                     if store_lsn.is_some_and(|s| s < lsn) {
                         // Left over from an earlier life of the id: not ours.
@@ -149,6 +161,9 @@ impl Engine {
                 return Ok(());
             };
             if lsn <= base {
+                // Applied already (the snapshot covers it), yet still the
+                // tenant's event.
+                t.events.push(lsn, crate::event::events_of(lsn, &cmd));
                 return Ok(());
             }
             let mode = ApplyMode { store: store_lsn.is_none_or(|s| lsn > s), index: false };
@@ -159,6 +174,14 @@ impl Engine {
         })?;
         report.log = repair;
         max_lsn = max_lsn.max(last);
+        for t in tenants.values_mut() {
+            // A tenant loaded from a snapshot has its events from the log's
+            // first record on (those its snapshot covers included), and
+            // none between its mark and its snapshot.
+            if let Some(first) = first_seen.checked_sub(1).filter(|_| t.events.born() < first_seen) {
+                t.events.set_floor(t.events.floor().min(first));
+            }
+        }
         for (name, t) in tenants.iter_mut() {
             if let Some(s) = store.applied_lsn(name)? {
                 max_lsn = max_lsn.max(s);

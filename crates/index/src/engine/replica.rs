@@ -334,6 +334,7 @@ impl Engine {
                 return Ok(());
             }
             new.applied_lsn = seq;
+            new.events.created_at(seq);
             match self.store.applied_lsn(&name)? {
                 // The store kept this tenant's later commands (applied before
                 // a restart that no checkpoint covered): read its index from

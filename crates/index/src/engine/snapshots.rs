@@ -278,6 +278,12 @@ impl Engine {
         self.store.apply(tenant, StoreBatch::default(), lsn)?;
         fresh.load_index(&*self.store)?;
         fresh.applied_lsn = lsn;
+        // A restored tenant's feed starts at the restore: what came before
+        // is another history.
+        fresh.events.created_at(lsn);
+        fresh.events.set_floor(lsn);
+        let mark = super::events::FeedMark { covered: lsn, last_event: lsn, from: lsn };
+        mark.write(&super::events::mark_path(&self.dir, tenant))?;
         *t = fresh;
         Ok(header)
     }
@@ -324,6 +330,7 @@ impl Engine {
             } else {
                 self.write_snapshot_file(&name, lsn, keep, |out| self.write_cut(&cut, out))?;
             }
+            self.mark_feed(&name, lsn)?;
             report.snapshots.push((name, lsn));
         }
         // Keep the log back to the oldest snapshot kept, so a damaged newest
@@ -335,6 +342,13 @@ impl Engine {
             }
         }
         report.segments_removed = self.wal.remove_covered(covered)?;
+        if report.segments_removed > 0 {
+            // The feed keeps what a restart could derive again from the log.
+            let first = self.wal.first_lsn()?;
+            for name in self.tenants()? {
+                self.tenant(&name)?.write().map_err(|_| poisoned())?.events.trim_before(first);
+            }
+        }
         if let Some(p) = position {
             super::replica::write_position(&self.dir, p)?;
         }

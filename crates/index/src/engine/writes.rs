@@ -49,6 +49,7 @@ impl Engine {
             super::log::Appended::Proposed(lsn) => return Ok(((), lsn)),
         };
         tenant.applied_lsn = lsn;
+        tenant.events.created_at(lsn);
         map.insert(id.to_string(), Arc::new(TenantLock::new(tenant)));
         Ok(((), lsn))
     }
@@ -262,7 +263,8 @@ impl Engine {
             };
             let hash = record.content_hash;
             let upsert = BatchedUpsert { record, idem };
-            let size = postcard::experimental::serialized_size(&upsert)
+            // The entry holds the record's note beside it (see `crate::event`).
+            let size = postcard::experimental::serialized_size(&(&upsert, &upsert.record.note))
                 .map_err(|e| Error::state(format!("sizing an upsert: {e}")))?;
             if grouped && (group.meets(&band_keys, &hash) || left.meets(&band_keys, &hash)) {
                 if !may_leave_out(item, t.slot_of(&item.item_id).is_some(), &deferred) {

@@ -116,6 +116,7 @@ pub(crate) mod tests {
             decision: DecisionState::Distinct,
             features_at: crate::item::FeaturesAt::Here,
             packed: crate::item::PackedContent::default(),
+            note: None,
         }
     }
 

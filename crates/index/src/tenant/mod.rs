@@ -19,6 +19,7 @@ use self::directory::Directory;
 use crate::command::{Command, IdemEntry};
 use crate::decision::{decide, sort_best_first, Decision, Evidence, ScoredCandidate, Unverified};
 use crate::error::{Error, Result};
+use crate::event::EventRing;
 use crate::feedback::LabelEvent;
 use crate::item::{FeaturesAt, ItemRecord};
 use crate::shadow::Shadow;
@@ -87,6 +88,8 @@ pub(crate) struct Tenant {
     /// command was refused (it was planned against a state another
     /// command had already changed), so its proposer plans again.
     pub refused: VecDeque<u64>,
+    /// The tenant's recent events, for the feed (see `crate::event`).
+    pub events: EventRing,
 }
 
 /// Where an image's rows go, one call per row.
@@ -148,6 +151,7 @@ impl Tenant {
             applied_lsn: 0,
             store_ahead: 0,
             refused: VecDeque::new(),
+            events: EventRing::default(),
         })
     }
 
@@ -391,9 +395,12 @@ impl Tenant {
     }
 
     /// Applies a logged command. `CreateTenant` is the engine's.
+    /// Its events join the tenant's feed once it applied.
     pub(crate) fn apply(&mut self, store: &dyn Store, cmd: Command, lsn: u64, mode: ApplyMode) -> Result<()> {
+        let events = crate::event::events_of(lsn, &cmd);
         self.apply_command(store, cmd, lsn, mode)?;
         self.applied_lsn = self.applied_lsn.max(lsn);
+        self.events.push(lsn, events);
         Ok(())
     }
 
@@ -409,6 +416,7 @@ impl Tenant {
         mode: ApplyMode,
     ) -> Result<ItemRecord> {
         record.lsn = lsn;
+        record.note = None;
         if let Some(mut e) = idem {
             e.outcome.lsn = lsn;
             self.remember(*e);
@@ -495,8 +503,11 @@ impl Tenant {
                 self.tombstones.remove(&item_id);
                 Ok(())
             }
-            Command::UpsertLean { .. } | Command::UpsertsLean { .. } => {
-                Err(Error::state("a lean log form reached the tenant undecoded"))
+            Command::UpsertLean { .. }
+            | Command::UpsertsLean { .. }
+            | Command::UpsertNoted { .. }
+            | Command::UpsertsNoted { .. } => {
+                Err(Error::state("a lean or noted log form reached the tenant undecoded"))
             }
             Command::Compact { .. } => {
                 if mode.store {

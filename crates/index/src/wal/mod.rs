@@ -490,6 +490,13 @@ impl Wal {
         Ok(removed)
     }
 
+    /// The first LSN of the oldest segment left: every record from there
+    /// on is still in the log.
+    pub(crate) fn first_lsn(&self) -> Result<u64> {
+        let current = self.writer.lock().map_err(|_| poisoned())?.first;
+        Ok(segments(&self.dir)?.first().map_or(current, |(first, _)| *first).min(current))
+    }
+
     /// Bytes in all segments.
     pub(crate) fn disk_bytes(&self) -> u64 {
         segments(&self.dir).unwrap_or_default().iter().map(|(_, p)| fs::metadata(p).map(|m| m.len()).unwrap_or(0)).sum()
