@@ -16,7 +16,7 @@ use crate::input::Sources;
 use crate::jsonl::{Body, Reject};
 use crate::output::tsv_field;
 use crate::parquet_io::{Annotation, RowWriter, Table, Value};
-use crate::pipeline::{Batch, Timings};
+use crate::pipeline::{Batch, Outcome, Timings};
 use crate::report::{ParamsOut, Percentiles};
 use crate::usage::UsageError;
 
@@ -81,6 +81,25 @@ pub struct DedupArgs {
     /// No progress bar and no human summary.
     #[arg(short, long, help_heading = "Output")]
     pub quiet: bool,
+    /// Most memory the run may hold, like `sort -S`: a size (`512M`, `4G`),
+    /// `auto` or `none`.
+    ///
+    /// Under a limit, the run keeps its state on disk in --work-dir and
+    /// gives the same results as in memory, byte for byte: the same
+    /// candidates, verified exactly, decided by the same rule; kept rows
+    /// are written in a second read of the inputs. It holds about 9 bytes
+    /// per record besides its buffers. `auto` runs in memory (the fastest)
+    /// when the inputs' estimated needs (about 1.8 times the text) fit in
+    /// half of the memory available at start, and under that half
+    /// otherwise; `none` always runs in memory. --index and --reference
+    /// run in memory.
+    #[arg(long, value_name = "SIZE", default_value = "auto", help_heading = "Resources")]
+    pub memory_limit: String,
+    /// Where a run under a memory limit writes its work folder, removed at
+    /// the end (default: the system's temporary folder). Its free space is
+    /// checked before the run starts.
+    #[arg(long, value_name = "DIR", help_heading = "Resources")]
+    pub work_dir: Option<PathBuf>,
 }
 
 /// How result tables are written.
@@ -122,6 +141,18 @@ struct Summary {
     /// The saved index, with --index or --reference.
     #[serde(skip_serializing_if = "Option::is_none")]
     index: Option<IndexSummary>,
+    /// A run under a memory limit: the limit, the peak and each phase.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory: Option<MemorySummary>,
+}
+
+/// What a run under `--memory-limit` used.
+#[derive(Debug, serde::Serialize)]
+struct MemorySummary {
+    limit_bytes: u64,
+    /// The process's peak resident set (`getrusage`).
+    peak_rss_bytes: u64,
+    phases: Vec<crate::bounded::Phase>,
 }
 
 /// What one input held and what became of it.
@@ -355,6 +386,194 @@ fn open_rows(path: &str, inputs: &[Input], annotate: bool) -> anyhow::Result<Row
     Ok(RowsOut::Parquet(RowWriter::new(create_raw(path)?, &schema, annotate)?))
 }
 
+/// Which engine a run uses.
+enum Engine {
+    /// Everything in memory, decided while reading (the fastest).
+    Memory,
+    /// State on disk under a memory limit ([`crate::bounded`]).
+    Bounded(crate::bounded::Limits),
+}
+
+/// Bytes in a size such as `512M`, `4G`, `1.5G` or `800000` (powers of 1024).
+fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (num, unit) = match s.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
+        Some((i, _)) => (&s[..i], s[i..].to_ascii_uppercase()),
+        None => (s, String::new()),
+    };
+    let mult: u64 = match unit.trim_end_matches("IB").trim_end_matches('B') {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        "T" => 1 << 40,
+        _ => return None,
+    };
+    let v: f64 = num.trim().parse().ok()?;
+    (v.is_finite() && v > 0.0).then_some((v * mult as f64) as u64)
+}
+
+/// Memory available to a new process (`MemAvailable`), where known.
+fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Memory the in-memory engine needs for these inputs, estimated from
+/// their size: about 1.8 bytes per byte of text (measured: 3.47 GB for
+/// 1.97 GB of text), compressed and Parquet inputs counted as four times
+/// their size. None for a stream.
+fn memory_estimate(inputs: &[Input]) -> Option<u64> {
+    inputs
+        .iter()
+        .map(|i| {
+            let packed = i.kind == Kind::Parquet || [".zst", ".zstd", ".gz"].iter().any(|e| i.name.ends_with(e));
+            i.size.map(|s| if packed { s * 4 } else { s } * 9 / 5)
+        })
+        .sum()
+}
+
+fn choose_engine(a: &DedupArgs, inputs: &[Input]) -> anyhow::Result<Engine> {
+    let with_index = a.index.is_some() || a.reference.is_some();
+    let work_dir = a.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+    let limit = match a.memory_limit.as_str() {
+        "none" => return Ok(Engine::Memory),
+        "auto" => {
+            let (Some(need), Some(avail)) = (memory_estimate(inputs), available_memory()) else {
+                return Ok(Engine::Memory);
+            };
+            if need <= avail / 2 || with_index {
+                return Ok(Engine::Memory);
+            }
+            avail / 2
+        }
+        s => parse_size(s).ok_or_else(|| {
+            UsageError(format!("--memory-limit takes a size such as 512M or 4G, `auto` or `none`; got {s:?}"))
+        })?,
+    };
+    if with_index {
+        return Err(UsageError(
+            "--index and --reference run in memory for now: use --memory-limit none (or auto)".into(),
+        )
+        .into());
+    }
+    if limit < 64 << 20 && !a.quiet && !a.json {
+        eprintln!(
+            "neardup: reading and fingerprinting hold about 64 MB whatever the limit: --memory-limit {} bounds the \
+             sorts and verification blocks only",
+            a.memory_limit
+        );
+    }
+    if let (Some(size), Some(free)) = (crate::input::total_size(inputs), crate::bounded::free_space(&work_dir)) {
+        let need = crate::bounded::disk_estimate(memory_estimate(inputs).unwrap_or(size) * 5 / 9);
+        if need > free {
+            return Err(UsageError(format!(
+                "a bounded run of {:.1} GB of input needs about {:.1} GB in its work folder, and {} has {:.1} GB \
+                 free: choose another with --work-dir",
+                size as f64 / 1e9,
+                need as f64 / 1e9,
+                work_dir.display(),
+                free as f64 / 1e9
+            ))
+            .into());
+        }
+    }
+    Ok(Engine::Bounded(crate::bounded::Limits { memory: limit, work_dir }))
+}
+
+/// What the outcomes add up to, and the per-outcome outputs.
+struct Tally {
+    kept: u64,
+    dropped: u64,
+    pairs: u64,
+    capped_queries: u64,
+    saturated: u64,
+    degraded: Vec<String>,
+    over_cap: Vec<String>,
+    per_input: Vec<InputSummary>,
+    pairs_out: Option<ScoresOut>,
+    dropped_out: Option<ScoresOut>,
+}
+
+impl Tally {
+    /// Counts one outcome and writes its pairs and drop; `name` gives an
+    /// item's id, `input` the input it came from.
+    fn add<'n>(&mut self, name: &dyn Fn(u32) -> &'n str, o: &Outcome, input: usize) -> anyhow::Result<()> {
+        let entry = &mut self.per_input[input];
+        entry.records += 1;
+        entry.kept += u64::from(o.decided.kept);
+        entry.dropped += u64::from(!o.decided.kept);
+        if o.decided.kept {
+            self.kept += 1;
+        } else {
+            self.dropped += 1;
+            if let (Some(w), Some(m)) = (self.dropped_out.as_mut(), o.decided.duplicate_of) {
+                w.row(name(o.id), name(m.id), m.score)?;
+            }
+        }
+        if o.degraded {
+            self.degraded.push(name(o.id).to_owned());
+        }
+        self.capped_queries += u64::from(o.decided.capped);
+        self.saturated += u64::from(o.decided.saturated);
+        // A kept item whose search was cut even among kept items may
+        // still have a duplicate that was not examined.
+        if o.decided.kept && o.decided.unresolved {
+            self.over_cap.push(name(o.id).to_owned());
+        }
+        for m in &o.decided.matches {
+            self.pairs += 1;
+            if let Some(w) = self.pairs_out.as_mut() {
+                w.row(name(m.id), name(o.id), m.score)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Clusters being written: JSONL or Parquet rows of `cluster`, `size`,
+/// `members`, `kept`.
+enum ClustersOut {
+    Text(TextOut),
+    Parquet(Table),
+}
+
+impl ClustersOut {
+    fn create(path: &str, parquet: bool) -> anyhow::Result<ClustersOut> {
+        Ok(if parquet {
+            ClustersOut::Parquet(Table::clusters(create_raw(path)?)?)
+        } else {
+            ClustersOut::Text(create(path)?)
+        })
+    }
+
+    fn row(&mut self, n: u64, members: &[&str], kept: &[&str]) -> anyhow::Result<()> {
+        match self {
+            ClustersOut::Parquet(t) => t.row(&[
+                Value::Count(n),
+                Value::Count(members.len() as u64),
+                Value::Names(members),
+                Value::Names(kept),
+            ])?,
+            ClustersOut::Text(w) => {
+                let row = serde_json::json!({ "cluster": n, "size": members.len(), "members": members, "kept": kept });
+                serde_json::to_writer(&mut *w, &row)?;
+                w.write_all(b"\n")?;
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> anyhow::Result<()> {
+        match self {
+            ClustersOut::Text(w) => w.finish(),
+            ClustersOut::Parquet(t) => t.finish(),
+        }
+    }
+}
+
 pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     crate::usage::init_threads(a.input.threads)?;
     let params = a.pipeline.config()?.resolve()?;
@@ -362,39 +581,176 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         return Err(UsageError("--json and --output - both want stdout; write one to a file".into()).into());
     }
     let inputs = crate::input::expand(&a.input.inputs)?;
+    let engine = choose_engine(&a, &inputs)?;
     // A stream (standard input, a pipe, a FIFO, a device) has no size: it
     // can be read once.
-    if let Some(stream) = inputs.iter().find(|i| i.size.is_none()).filter(|_| a.annotate) {
+    let twice = if a.annotate {
+        Some("--annotate reads the inputs twice")
+    } else if matches!(engine, Engine::Bounded(_)) && a.output.is_some() {
+        Some("a run under --memory-limit writes --output in a second read of the inputs")
+    } else {
+        None
+    };
+    if let (Some(stream), Some(why)) = (inputs.iter().find(|i| i.size.is_none()), twice) {
         let what = if stream.name == "-" {
             "standard input".to_owned()
         } else {
             format!("{} (not a regular file)", stream.name)
         };
-        return Err(UsageError(format!("--annotate reads the inputs twice; {what} can be read once")).into());
+        return Err(UsageError(format!("{why}; {what} can be read once")).into());
     }
     let report_parquet = |path: &str| match a.format {
         Some(f) => f == ReportFormat::Parquet,
         None => is_parquet_path(path),
     };
     let mut rows_out = a.output.as_deref().map(|p| open_rows(p, &inputs, a.annotate)).transpose()?;
-    let mut pairs_out =
-        a.pairs.as_deref().map(|p| ScoresOut::create(p, report_parquet(p), ["left", "right", "score"])).transpose()?;
-    let mut dropped_out = a
-        .dropped
-        .as_deref()
-        .map(|p| ScoresOut::create(p, report_parquet(p), ["item", "kept_item", "score"]))
-        .transpose()?;
+    let mut tally = Tally {
+        kept: 0,
+        dropped: 0,
+        pairs: 0,
+        capped_queries: 0,
+        saturated: 0,
+        degraded: Vec::new(),
+        over_cap: Vec::new(),
+        per_input: inputs
+            .iter()
+            .map(|i| InputSummary {
+                file: i.name.clone(),
+                format: if i.kind == Kind::Parquet { "parquet" } else { "jsonl" },
+                ..InputSummary::default()
+            })
+            .collect(),
+        pairs_out: a
+            .pairs
+            .as_deref()
+            .map(|p| ScoresOut::create(p, report_parquet(p), ["left", "right", "score"]))
+            .transpose()?,
+        dropped_out: a
+            .dropped
+            .as_deref()
+            .map(|p| ScoresOut::create(p, report_parquet(p), ["item", "kept_item", "score"]))
+            .transpose()?,
+    };
+    let mut clusters_out = a.clusters.as_deref().map(|p| ClustersOut::create(p, report_parquet(p))).transpose()?;
     // Parquet rows are read whole only when they are written out.
     let opts = ReadOptions { all_columns: rows_out.is_some(), ..a.input.read_options() };
-    let mut batch = Batch::new(params.clone(), &a.input.text_field, &a.input.id_field)?;
     let sources = Sources::for_inputs(&inputs);
+    let started = Instant::now();
+    let mut rejects = Vec::new();
+    let bar = crate::progress::bar(crate::input::total_size(&inputs), true, "dedup", !a.quiet);
+    let run = match engine {
+        Engine::Memory => run_in_memory(
+            &a,
+            &params,
+            &inputs,
+            &opts,
+            &sources,
+            &mut rejects,
+            &mut tally,
+            &mut rows_out,
+            &mut clusters_out,
+            &bar,
+        )?,
+        Engine::Bounded(limits) => {
+            let setup = crate::bounded::Setup {
+                params: &params,
+                text_field: &a.input.text_field,
+                id_field: &a.input.id_field,
+                inputs: &inputs,
+                opts: &opts,
+                sources: sources.as_deref(),
+                quiet: a.quiet || a.json,
+            };
+            run_bounded(&a, &setup, &limits, &mut rejects, &mut tally, &mut rows_out, &mut clusters_out, &bar)?
+        }
+    };
+    for w in [
+        rows_out.map(|w| w.finish()),
+        tally.pairs_out.take().map(|w| w.finish()),
+        tally.dropped_out.take().map(|w| w.finish()),
+        clusters_out.map(|w| w.finish()),
+    ] {
+        w.transpose()?;
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let (p50, p99, max) = run.percentiles;
+    rejects.sort_by_key(|r| r.line);
+    let mut per_input = tally.per_input;
+    if let Some(s) = &sources {
+        s.place_rejects(&mut rejects);
+        for r in &rejects {
+            if let Some(e) = r.file.as_ref().and_then(|f| per_input.iter_mut().find(|i| &i.file == f)) {
+                e.rejected += 1;
+            }
+        }
+    } else if let Some(e) = per_input.first_mut() {
+        e.rejected = rejects.len() as u64;
+    }
+    let summary = Summary {
+        records: tally.kept + tally.dropped,
+        bytes: run.bytes,
+        seconds,
+        mb_per_s: run.bytes as f64 / 1e6 / seconds.max(1e-9),
+        kept: tally.kept,
+        dropped: tally.dropped,
+        verified_pairs: tally.pairs,
+        clusters: run.clusters,
+        rejected: rejects,
+        degraded: tally.degraded,
+        capped_queries: tally.capped_queries,
+        saturated_queries: tally.saturated,
+        kept_unresolved: tally.over_cap,
+        candidates_per_query: Percentiles { p50, p99, max },
+        params: ParamsOut::of(&params),
+        params_max_candidates: params.config().max_candidates,
+        timings: run.timings,
+        inputs: per_input,
+        index: run.index,
+        memory: run.memory,
+    };
+    for r in &summary.rejected {
+        eprintln!("neardup: {}: {}", r.place(), r.reason);
+    }
+    if a.json {
+        crate::output::print_stdout(&serde_json::to_string_pretty(&summary)?)?;
+    } else if !a.quiet {
+        print_summary(&summary);
+    }
+    Ok(if summary.rejected.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(3) })
+}
+
+/// What an engine's run leaves for the summary.
+struct RunOut {
+    bytes: u64,
+    clusters: u64,
+    percentiles: (usize, usize, usize),
+    timings: Timings,
+    index: Option<IndexSummary>,
+    memory: Option<MemorySummary>,
+}
+
+/// The run in memory: decided while reading.
+#[allow(clippy::too_many_arguments)]
+fn run_in_memory(
+    a: &DedupArgs,
+    params: &neardup_core::Params,
+    inputs: &[Input],
+    opts: &ReadOptions,
+    sources: &Option<std::sync::Arc<Sources>>,
+    rejects: &mut Vec<Reject>,
+    tally: &mut Tally,
+    rows_out: &mut Option<RowsOut>,
+    clusters_out: &mut Option<ClustersOut>,
+    bar: &indicatif::ProgressBar,
+) -> anyhow::Result<RunOut> {
+    let mut batch = Batch::new(params.clone(), &a.input.text_field, &a.input.id_field)?;
     batch.sources = sources.clone();
 
     // The saved index.
     let index_dir: Option<&Path> = a.index.as_deref().or(a.reference.as_deref());
     let mut index_summary = None;
     if let Some(dir) = index_dir {
-        let loaded = crate::saved::load(dir, &params, &mut batch)?;
+        let loaded = crate::saved::load(dir, params, &mut batch)?;
         if loaded.is_none() && a.reference.is_some() {
             anyhow::bail!("no index in {} (--reference reads one; --index creates one)", dir.display());
         }
@@ -409,32 +765,15 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         });
     }
     let base = batch.ids.len() as u32;
-
-    let bar = crate::progress::bar(crate::input::total_size(&inputs), true, "dedup", !a.quiet);
-    let started = Instant::now();
-    let mut rejects = Vec::new();
-    let (mut degraded, mut over_cap) = (Vec::new(), Vec::new());
-    let (mut kept, mut dropped, mut pairs, mut capped_queries, mut saturated) = (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut output_s = 0.0;
-    let mut per_input: Vec<InputSummary> = inputs
-        .iter()
-        .map(|i| InputSummary {
-            file: i.name.clone(),
-            format: if i.kind == Kind::Parquet { "parquet" } else { "jsonl" },
-            ..InputSummary::default()
-        })
-        .collect();
     // With --annotate: (record number, item, kept item it duplicates) per item.
     let mut notes: Vec<(u64, u32, u32)> = Vec::new();
-    let read_s = batch.run(&inputs, &opts, &mut rejects, |batch, chunk, outcomes| {
+    let read_s = batch.run(inputs, opts, rejects, |batch, chunk, outcomes| {
         let t = Instant::now();
         let mut picks = Vec::new();
         let mut line_at = 0usize;
-        let entry = &mut per_input[chunk.input];
         for o in outcomes {
-            entry.records += 1;
-            entry.kept += u64::from(o.decided.kept);
-            entry.dropped += u64::from(!o.decided.kept);
+            tally.add(&|i| batch.ids[i as usize].as_str(), o, chunk.input)?;
             if a.annotate {
                 notes.push((o.line, o.id, o.decided.duplicate_of.map_or(u32::MAX, |m| m.id)));
             } else if o.decided.kept && rows_out.is_some() {
@@ -442,30 +781,6 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
                     line_at += 1;
                 }
                 picks.push((line_at, None));
-            }
-            if o.decided.kept {
-                kept += 1;
-            } else {
-                dropped += 1;
-                if let (Some(w), Some(m)) = (dropped_out.as_mut(), o.decided.duplicate_of) {
-                    w.row(&batch.ids[o.id as usize], &batch.ids[m.id as usize], m.score)?;
-                }
-            }
-            if o.degraded {
-                degraded.push(batch.ids[o.id as usize].clone());
-            }
-            capped_queries += u64::from(o.decided.capped);
-            saturated += u64::from(o.decided.saturated);
-            // A kept item whose search was cut even among kept items may
-            // still have a duplicate that was not examined.
-            if o.decided.kept && o.decided.unresolved {
-                over_cap.push(batch.ids[o.id as usize].clone());
-            }
-            for m in &o.decided.matches {
-                pairs += 1;
-                if let Some(w) = pairs_out.as_mut() {
-                    w.row(&batch.ids[m.id as usize], &batch.ids[o.id as usize], m.score)?;
-                }
             }
         }
         if let Some(w) = rows_out.as_mut() {
@@ -481,46 +796,20 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         let t = Instant::now();
         let firsts = batch.cluster_firsts();
         if let Some(w) = rows_out.as_mut() {
-            annotate(&inputs, &opts, &batch, &firsts, &notes, w, !a.quiet)?;
+            annotate(inputs, opts, &batch, &firsts, &notes, w, !a.quiet)?;
         }
         output_s += t.elapsed().as_secs_f64();
     }
-    batch.timings.output_s = output_s;
     // Clusters with a member from this run (members of earlier runs included).
     let clusters: Vec<(Vec<u32>, Vec<u32>)> =
         batch.clusters().into_iter().filter(|(m, _)| m.last().is_some_and(|&l| l >= base)).collect();
-    if let Some(path) = &a.clusters {
+    if let Some(w) = clusters_out.as_mut() {
         let name = |ids: &[u32]| ids.iter().map(|&i| batch.ids[i as usize].as_str()).collect::<Vec<_>>();
-        if report_parquet(path) {
-            let mut t = Table::clusters(create_raw(path)?)?;
-            for (n, (members, kept_ids)) in clusters.iter().enumerate() {
-                let (m, k) = (name(members), name(kept_ids));
-                t.row(&[
-                    Value::Count(n as u64),
-                    Value::Count(members.len() as u64),
-                    Value::Names(&m),
-                    Value::Names(&k),
-                ])?;
-            }
-            t.finish()?;
-        } else {
-            let mut w = create(path)?;
-            for (n, (members, kept_ids)) in clusters.iter().enumerate() {
-                let row = serde_json::json!({
-                    "cluster": n,
-                    "size": members.len(),
-                    "members": name(members),
-                    "kept": name(kept_ids),
-                });
-                serde_json::to_writer(&mut w, &row)?;
-                w.write_all(b"\n")?;
-            }
-            w.finish()?;
+        for (n, (members, kept_ids)) in clusters.iter().enumerate() {
+            w.row(n as u64, &name(members), &name(kept_ids))?;
         }
     }
-    for w in [rows_out.map(|w| w.finish()), pairs_out.map(|w| w.finish()), dropped_out.map(|w| w.finish())] {
-        w.transpose()?;
-    }
+    batch.timings.output_s = output_s;
     if let (Some(dir), Some(summary)) = (a.index.as_deref(), index_summary.as_mut()) {
         let saved = crate::saved::save(dir, &mut batch, summary.runs + 1)?;
         summary.items_after = saved.items;
@@ -528,54 +817,91 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         summary.save_s = saved.seconds;
         summary.bytes = saved.bytes;
     }
-    let seconds = started.elapsed().as_secs_f64();
     let mut counts = std::mem::take(&mut batch.candidate_counts);
-    let (p50, p99, max) = neardup_core::percentiles(&mut counts);
-    rejects.sort_by_key(|r| r.line);
-    if let Some(s) = &sources {
-        s.place_rejects(&mut rejects);
-        for r in &rejects {
-            if let Some(e) = r.file.as_ref().and_then(|f| per_input.iter_mut().find(|i| &i.file == f)) {
-                e.rejected += 1;
-            }
-        }
-    } else if let Some(e) = per_input.first_mut() {
-        e.rejected = rejects.len() as u64;
-    }
-    let summary = Summary {
-        records: kept + dropped,
+    let out = RunOut {
         bytes: batch.bytes,
-        seconds,
-        mb_per_s: batch.bytes as f64 / 1e6 / seconds.max(1e-9),
-        kept,
-        dropped,
-        verified_pairs: pairs,
         clusters: clusters.len() as u64,
-        rejected: rejects,
-        degraded,
-        capped_queries,
-        saturated_queries: saturated,
-        kept_unresolved: over_cap,
-        candidates_per_query: Percentiles { p50, p99, max },
-        params: ParamsOut::of(&params),
-        params_max_candidates: params.config().max_candidates,
+        percentiles: neardup_core::percentiles(&mut counts),
         timings: batch.timings.clone(),
-        inputs: per_input,
         index: index_summary,
+        memory: None,
     };
-    for r in &summary.rejected {
-        eprintln!("neardup: {}: {}", r.place(), r.reason);
-    }
-    if a.json {
-        crate::output::print_stdout(&serde_json::to_string_pretty(&summary)?)?;
-    } else if !a.quiet {
-        print_summary(&summary);
-    }
-    // The process ends next, and the system takes the index back at exit
+    // The process ends soon, and the system takes the index back at exit
     // far faster than freeing its millions of allocations one by one
     // (~3 % of a run's wall time on 100k records). Everything was written.
     std::mem::forget(batch);
-    Ok(if summary.rejected.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(3) })
+    Ok(out)
+}
+
+/// The run under a memory limit: decided after reading, its state on disk
+/// ([`crate::bounded`]); kept rows are written in a second read.
+#[allow(clippy::too_many_arguments)]
+fn run_bounded(
+    a: &DedupArgs,
+    setup: &crate::bounded::Setup<'_>,
+    limits: &crate::bounded::Limits,
+    rejects: &mut Vec<Reject>,
+    tally: &mut Tally,
+    rows_out: &mut Option<RowsOut>,
+    clusters_out: &mut Option<ClustersOut>,
+    bar: &indicatif::ProgressBar,
+) -> anyhow::Result<RunOut> {
+    let mut done = crate::bounded::dedup(setup, limits, rejects, &|n| bar.inc(n), |store, o| {
+        tally.add(&|i| store.id(i), o, store.rec(o.id).input() as usize)
+    })?;
+    bar.finish_and_clear();
+    let t = Instant::now();
+    if let Some(w) = rows_out.as_mut() {
+        let bar = crate::progress::bar(crate::input::total_size(setup.inputs), true, "write", !a.quiet);
+        let mut item = 0u32;
+        crate::input::for_each_chunk(setup.inputs, setup.opts, setup.sources, |chunk| {
+            let mut picks = Vec::new();
+            for (i, line) in chunk.lines.iter().enumerate() {
+                while item < done.store.count && done.store.rec(item).line() < line.number {
+                    item += 1;
+                }
+                if item >= done.store.count || done.store.rec(item).line() != line.number || !done.is_item(item) {
+                    continue;
+                }
+                if a.annotate {
+                    let first = done.cluster_first(item);
+                    let cluster = done.store.id(first).to_owned();
+                    let dup = done.duplicate_of(item).map(|d| done.store.id(d).to_owned());
+                    picks.push((i, Some((cluster, dup))));
+                } else if done.is_kept(item) {
+                    picks.push((i, None));
+                }
+            }
+            w.write(&chunk, &picks)?;
+            done.release();
+            bar.inc(chunk.progress);
+            Ok(())
+        })?;
+        bar.finish_and_clear();
+    }
+    if let Some(w) = clusters_out.as_mut() {
+        let mut n = 0u64;
+        done.for_each_cluster(|store, members, kept| {
+            let names = |ids: &[u32]| ids.iter().map(|&i| store.id(i)).collect::<Vec<_>>();
+            w.row(n, &names(members), &names(kept))?;
+            n += 1;
+            Ok(())
+        })?;
+    }
+    let mut timings = done.timings.clone();
+    timings.output_s = t.elapsed().as_secs_f64();
+    Ok(RunOut {
+        bytes: done.bytes,
+        clusters: done.clusters,
+        percentiles: done.candidate_percentiles(),
+        timings,
+        index: None,
+        memory: Some(MemorySummary {
+            limit_bytes: limits.memory,
+            peak_rss_bytes: crate::bounded::peak_rss(),
+            phases: done.phases.clone(),
+        }),
+    })
 }
 
 /// The second pass of `--annotate`: every record again, in order, with its

@@ -22,6 +22,7 @@ macro_rules! eprintln {
 
 mod args;
 mod bench;
+mod bounded;
 mod chunk;
 mod dedup;
 mod eval;

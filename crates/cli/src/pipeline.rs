@@ -72,7 +72,7 @@ pub struct Batch {
 }
 
 /// Each line parsed and fingerprinted, in input order.
-type Parsed = Vec<Result<(Option<String>, neardup_core::Fingerprint), String>>;
+pub(crate) type Parsed = Vec<Result<(Option<String>, neardup_core::Fingerprint), String>>;
 
 /// Chunks being parsed and fingerprinted at once (each up to 4,096 records
 /// or 8 MB): enough that idle cores take up the next chunk while one
@@ -276,6 +276,128 @@ impl Drop for CloseOnDrop {
     }
 }
 
+/// Parses and fingerprints the inputs, and hands `sink` each chunk with its
+/// results, strictly in input order (the chunk's rejects are moved to
+/// `rejects` first). Each chunk is parsed and fingerprinted as tasks of the
+/// thread pool as soon as it is read, up to [`CHUNKS_IN_FLIGHT`] chunks at
+/// once, so a long record at the end of one chunk does not leave the other
+/// cores idle: they take up the next chunk's tasks meanwhile. Returns the
+/// time spent reading, and the fingerprinting tasks' seconds over the
+/// pool's threads. The in-memory batch and the batch on disk both read
+/// through this.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn fingerprint_all<F>(
+    fingerprinter: &Fingerprinter,
+    text_field: &str,
+    id_field: &str,
+    inputs: &[Input],
+    opts: &ReadOptions,
+    sources: Option<&crate::input::Sources>,
+    rejects: &mut Vec<Reject>,
+    sink: F,
+) -> anyhow::Result<(f64, f64)>
+where
+    F: FnMut(&Chunk, Parsed, &mut Vec<Reject>) -> anyhow::Result<()>,
+{
+    let threads = rayon::current_num_threads();
+    let stage = Arc::new(Fingerprinting {
+        fingerprinters: (0..threads).map(|_| Mutex::new(fingerprinter.clone())).collect(),
+        text_field: text_field.to_owned(),
+        id_field: id_field.to_owned(),
+    });
+    // One task more than threads: a thread done with one finds the next
+    // already given while the feeder wakes.
+    let feeder = Arc::new(Feeder { state: Mutex::default(), wake: std::sync::Condvar::new(), limit: threads + 1 });
+    let mut ordered = Ordered { sink, next: 0, fingerprint_s: 0.0, in_flight: std::collections::BTreeMap::new() };
+    let read_s = std::thread::scope(|scope| {
+        let feeding = Arc::clone(&feeder);
+        scope.spawn(move || feeding.run());
+        let _close = CloseOnDrop(Arc::clone(&feeder));
+        ordered.run(&stage, &feeder, inputs, opts, sources, rejects)
+    })?;
+    Ok((read_s, ordered.fingerprint_s))
+}
+
+/// A record's id: its id field, else where it is (`FILE:LINE` when the run
+/// reads several inputs, its record number otherwise).
+pub(crate) fn external_id(id: Option<String>, line: u64, sources: Option<&crate::input::Sources>) -> String {
+    id.unwrap_or_else(|| match sources.and_then(|s| s.locate(line)) {
+        Some((file, n)) => format!("{file}:{n}"),
+        None => line.to_string(),
+    })
+}
+
+/// The chunks being fingerprinted, handed to the sink in input order.
+struct Ordered<F> {
+    sink: F,
+    /// The next chunk the sink is owed.
+    next: u64,
+    fingerprint_s: f64,
+    in_flight: std::collections::BTreeMap<u64, InFlight>,
+}
+
+impl<F> Ordered<F>
+where
+    F: FnMut(&Chunk, Parsed, &mut Vec<Reject>) -> anyhow::Result<()>,
+{
+    fn run(
+        &mut self,
+        stage: &Arc<Fingerprinting>,
+        feeder: &Arc<Feeder>,
+        inputs: &[Input],
+        opts: &ReadOptions,
+        sources: Option<&crate::input::Sources>,
+        rejects: &mut Vec<Reject>,
+    ) -> anyhow::Result<f64> {
+        // A finished chunk's wake-up; which chunks are done, their tasks say.
+        let (tx, rx) = std::sync::mpsc::channel::<()>();
+        let mut sent = 0u64;
+        let read_s = for_each_chunk(inputs, opts, sources, |mut chunk| {
+            let chunk_rejects = std::mem::take(&mut chunk.rejects);
+            let chunk = Arc::new(chunk);
+            let tasks = stage.start(feeder, Arc::clone(&chunk), &tx);
+            self.in_flight.insert(sent, InFlight { chunk, rejects: chunk_rejects, tasks });
+            sent += 1;
+            // Take every finished chunk; wait for one while too many are
+            // not yet applied (chunks done out of order count: memory).
+            loop {
+                let woken = if sent - self.next >= CHUNKS_IN_FLIGHT { rx.recv().ok() } else { rx.try_recv().ok() };
+                if woken.is_none() {
+                    break;
+                }
+                self.apply_ready(rejects)?;
+            }
+            Ok(())
+        })?;
+        drop(tx);
+        // The chunk at `next` was not done when last looked at, so its
+        // wake-up is still to come (one left behind by a chunk applied
+        // before its wake-up was read only makes a round find nothing new).
+        while self.next < sent {
+            rx.recv().map_err(|_| anyhow::anyhow!("a fingerprinting task ended without its result"))?;
+            self.apply_ready(rejects)?;
+        }
+        Ok(read_s)
+    }
+
+    /// Hands the sink the chunks that are next in input order and done.
+    fn apply_ready(&mut self, rejects: &mut Vec<Reject>) -> anyhow::Result<()> {
+        loop {
+            let InFlight { chunk, rejects: mut chunk_rejects, tasks } = match self.in_flight.entry(self.next) {
+                std::collections::btree_map::Entry::Occupied(c) if c.get().tasks.done() => c.remove(),
+                _ => break,
+            };
+            self.next += 1;
+            let (parsed, seconds) = tasks.take();
+            // Tasks' seconds, summed, over the threads that ran them.
+            self.fingerprint_s += seconds / rayon::current_num_threads() as f64;
+            rejects.append(&mut chunk_rejects);
+            (self.sink)(&chunk, parsed, rejects)?;
+        }
+        Ok(())
+    }
+}
+
 impl Batch {
     pub fn new(params: Params, text_field: &str, id_field: &str) -> anyhow::Result<Batch> {
         Ok(Batch {
@@ -316,46 +438,13 @@ impl Batch {
     }
 
     /// Runs the inputs through the pipeline: `f` sees each chunk with its
-    /// outcomes, in input order. Each chunk is parsed and fingerprinted as
-    /// tasks of the thread pool as soon as it is read, up to
-    /// [`CHUNKS_IN_FLIGHT`] chunks at once, so a long record at the end of
-    /// one chunk does not leave the other cores idle: they take up the next
-    /// chunk's tasks meanwhile. Chunks are inserted, verified and decided strictly
-    /// in input order, so the results do not depend on the thread count.
+    /// outcomes, in input order. Chunks are fingerprinted by
+    /// [`fingerprint_all`], then inserted, verified and decided strictly in
+    /// input order, so the results do not depend on the thread count.
     /// The chunk's rejects are moved to `rejects` before `f` sees it.
     /// Returns the time spent reading.
     pub fn run<F>(
         &mut self,
-        inputs: &[Input],
-        opts: &ReadOptions,
-        rejects: &mut Vec<Reject>,
-        f: F,
-    ) -> anyhow::Result<f64>
-    where
-        F: FnMut(&Batch, &Chunk, &[Outcome]) -> anyhow::Result<()>,
-    {
-        let threads = rayon::current_num_threads();
-        let stage = Arc::new(Fingerprinting {
-            fingerprinters: (0..threads).map(|_| Mutex::new(self.fingerprinter.clone())).collect(),
-            text_field: self.text_field.clone(),
-            id_field: self.id_field.clone(),
-        });
-        // One task more than threads: a thread done with one finds the next
-        // already given while the feeder wakes.
-        let feeder = Arc::new(Feeder { state: Mutex::default(), wake: std::sync::Condvar::new(), limit: threads + 1 });
-        std::thread::scope(|scope| {
-            let feeding = Arc::clone(&feeder);
-            scope.spawn(move || feeding.run());
-            let _close = CloseOnDrop(Arc::clone(&feeder));
-            self.run_fed(&stage, &feeder, inputs, opts, rejects, f)
-        })
-    }
-
-    /// [`Batch::run`] with its first stage and feeder started.
-    fn run_fed<F>(
-        &mut self,
-        stage: &Arc<Fingerprinting>,
-        feeder: &Arc<Feeder>,
         inputs: &[Input],
         opts: &ReadOptions,
         rejects: &mut Vec<Reject>,
@@ -364,64 +453,24 @@ impl Batch {
     where
         F: FnMut(&Batch, &Chunk, &[Outcome]) -> anyhow::Result<()>,
     {
-        // A finished chunk's wake-up; which chunks are done, their tasks say.
-        let (tx, rx) = std::sync::mpsc::channel::<()>();
-        let (mut sent, mut next) = (0u64, 0u64);
-        let mut in_flight = std::collections::BTreeMap::new();
+        let fingerprinter = self.fingerprinter.clone();
+        let (text_field, id_field) = (self.text_field.clone(), self.id_field.clone());
         let sources = self.sources.clone();
-        let read_s = for_each_chunk(inputs, opts, sources.as_deref(), |mut chunk| {
-            let chunk_rejects = std::mem::take(&mut chunk.rejects);
-            let chunk = Arc::new(chunk);
-            let tasks = stage.start(feeder, Arc::clone(&chunk), &tx);
-            in_flight.insert(sent, InFlight { chunk, rejects: chunk_rejects, tasks });
-            sent += 1;
-            // Take every finished chunk; wait for one while too many are
-            // not yet applied (chunks done out of order count: memory).
-            loop {
-                let woken = if sent - next >= CHUNKS_IN_FLIGHT { rx.recv().ok() } else { rx.try_recv().ok() };
-                if woken.is_none() {
-                    break;
-                }
-                self.apply_ready(&mut in_flight, &mut next, rejects, &mut f)?;
-            }
-            Ok(())
-        })?;
-        drop(tx);
-        // The chunk at `next` was not done when last looked at, so its
-        // wake-up is still to come (one left behind by a chunk applied
-        // before its wake-up was read only makes a round find nothing new).
-        while next < sent {
-            rx.recv().map_err(|_| anyhow::anyhow!("a fingerprinting task ended without its result"))?;
-            self.apply_ready(&mut in_flight, &mut next, rejects, &mut f)?;
-        }
+        let (read_s, fingerprint_s) = fingerprint_all(
+            &fingerprinter,
+            &text_field,
+            &id_field,
+            inputs,
+            opts,
+            sources.as_deref(),
+            rejects,
+            |chunk, parsed, rejects| {
+                let outcomes = self.apply(&chunk.lines, parsed, rejects)?;
+                f(self, chunk, &outcomes)
+            },
+        )?;
+        self.timings.fingerprint_s += fingerprint_s;
         Ok(read_s)
-    }
-
-    /// Applies the chunks that are next in input order and done.
-    fn apply_ready<F>(
-        &mut self,
-        in_flight: &mut std::collections::BTreeMap<u64, InFlight>,
-        next: &mut u64,
-        rejects: &mut Vec<Reject>,
-        f: &mut F,
-    ) -> anyhow::Result<()>
-    where
-        F: FnMut(&Batch, &Chunk, &[Outcome]) -> anyhow::Result<()>,
-    {
-        loop {
-            let InFlight { chunk, rejects: mut chunk_rejects, tasks } = match in_flight.entry(*next) {
-                std::collections::btree_map::Entry::Occupied(c) if c.get().tasks.done() => c.remove(),
-                _ => break,
-            };
-            *next += 1;
-            let (parsed, seconds) = tasks.take();
-            // Tasks' seconds, summed, over the threads that ran them.
-            self.timings.fingerprint_s += seconds / rayon::current_num_threads() as f64;
-            rejects.append(&mut chunk_rejects);
-            let outcomes = self.apply(&chunk.lines, parsed, rejects)?;
-            f(self, &chunk, &outcomes)?;
-        }
-        Ok(())
     }
 
     /// Inserts, verifies and decides one fingerprinted chunk; lines that
@@ -441,10 +490,7 @@ impl Batch {
                     continue;
                 }
             };
-            let external = id.unwrap_or_else(|| match self.sources.as_ref().and_then(|s| s.locate(line.number)) {
-                Some((file, n)) => format!("{file}:{n}"),
-                None => line.number.to_string(),
-            });
+            let external = external_id(id, line.number, self.sources.as_deref());
             if let Some(&first) = self.id_to_item.get(&external) {
                 let first_line = &self.ids[first as usize];
                 rejects.push(Reject::at(

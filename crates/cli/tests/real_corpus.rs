@@ -3,23 +3,36 @@
 //! machine has), measured against the exact all-pairs oracle with the
 //! default parameters.
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
+
+/// The real corpus, built once for the tests of this file.
+fn corpus() -> &'static Path {
+    static CORPUS: OnceLock<(tempfile::TempDir, PathBuf)> = OnceLock::new();
+    &CORPUS
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let corpus = dir.path().join("real.jsonl");
+            let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+            let built = Command::new("python3")
+                .arg(format!("{root}/bench/corpus/real.py"))
+                .arg(&corpus)
+                .status()
+                .expect("python3 runs the corpus builder");
+            assert!(built.success());
+            let docs = std::fs::read_to_string(&corpus).unwrap().lines().count();
+            assert!(docs >= 3000, "only {docs} documents found under /usr/share: the corpus is too small to measure");
+            (dir, corpus)
+        })
+        .1
+}
 
 #[test]
 fn default_parameters_meet_the_recall_contract_on_real_documents() {
-    let dir = tempfile::tempdir().unwrap();
-    let corpus = dir.path().join("real.jsonl");
-    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    let built = Command::new("python3")
-        .arg(format!("{root}/bench/corpus/real.py"))
-        .arg(&corpus)
-        .status()
-        .expect("python3 runs the corpus builder");
-    assert!(built.success());
-    let docs = std::fs::read_to_string(&corpus).unwrap().lines().count();
-    assert!(docs >= 3000, "only {docs} documents found under /usr/share: the corpus is too small to measure");
+    let corpus = corpus();
 
-    let out = Command::new(env!("CARGO_BIN_EXE_neardup")).arg("eval").arg(&corpus).arg("--json").output().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_neardup")).arg("eval").arg(corpus).arg("--json").output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let r: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     eprintln!("{}", serde_json::to_string_pretty(&r).unwrap());
@@ -38,4 +51,77 @@ fn default_parameters_meet_the_recall_contract_on_real_documents() {
         assert_eq!(d["precision"].as_f64().unwrap(), 1.0, "{d}");
     }
     assert!(r["candidates_per_query"]["p99"].as_u64().unwrap() <= 100);
+}
+
+/// One `neardup dedup` run writing every output into `dir` under `tag`;
+/// returns its JSON summary.
+fn dedup(inputs: &[&Path], dir: &Path, tag: &str, extra: &[&str]) -> serde_json::Value {
+    let out = |name: &str| dir.join(format!("{tag}.{name}"));
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_neardup"));
+    cmd.arg("dedup").args(inputs).arg("--json").arg("-q");
+    cmd.arg("-o").arg(out("jsonl")).arg("--pairs").arg(out("pairs")).arg("--clusters").arg(out("clusters"));
+    cmd.arg("--dropped").arg(out("dropped")).args(extra);
+    let run = cmd.output().unwrap();
+    assert!(matches!(run.status.code(), Some(0 | 3)), "{}", String::from_utf8_lossy(&run.stderr));
+    let mut v: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    for k in ["seconds", "mb_per_s", "timings", "memory"] {
+        v.as_object_mut().unwrap().remove(k);
+    }
+    v
+}
+
+/// The run under a memory limit keeps its state on disk and must give the
+/// in-memory run's results byte for byte. A 256 KB limit makes every sort
+/// spill many runs (and merge them in passes) and the verification go in
+/// many blocks; a cap of 5 candidates makes queries capped and cut close,
+/// so the search further among kept items runs, and reading 4 entries a
+/// bucket makes buckets hot, read from their rotation point; a second input adds a
+/// repeated id, a record that does not parse and records named by place.
+#[test]
+fn a_run_under_a_tiny_memory_limit_gives_the_in_memory_results() {
+    let dir = tempfile::tempdir().unwrap();
+    let corpus = corpus();
+    let first = std::fs::read_to_string(corpus).unwrap();
+    let first: serde_json::Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    let extra = dir.path().join("extra.jsonl");
+    let text = first["text"].as_str().unwrap();
+    let lines = [
+        serde_json::json!({"id": first["id"], "text": "a repeated id is rejected"}).to_string(),
+        "{not json".to_owned(),
+        serde_json::json!({"text": text}).to_string(),
+        serde_json::json!({"text": format!("{text} with a tail")}).to_string(),
+    ];
+    std::fs::write(&extra, lines.join("\n") + "\n").unwrap();
+    for (tag, args) in [("default", &[][..]), ("capped", &["--max-candidates", "5", "--max-bucket-read", "4"][..])] {
+        let memory = dedup(
+            &[corpus, &extra],
+            dir.path(),
+            &format!("{tag}-memory"),
+            &[&["--memory-limit", "none"], args].concat(),
+        );
+        let bounded = dedup(
+            &[corpus, &extra],
+            dir.path(),
+            &format!("{tag}-bounded"),
+            &[&["--memory-limit", "256K"], args].concat(),
+        );
+        assert_eq!(memory, bounded, "{tag}: the summaries differ");
+        assert_eq!(memory["rejected"].as_array().unwrap().len(), 2, "{tag}: {}", memory["rejected"]);
+        assert!(memory["verified_pairs"].as_u64().unwrap() > 100, "{tag}: too few pairs to compare");
+        if tag == "capped" {
+            assert!(memory["capped_queries"].as_u64().unwrap() > 100, "{}", memory["capped_queries"]);
+            assert!(memory["saturated_queries"].as_u64().unwrap() > 0);
+            assert!(!memory["kept_unresolved"].as_array().unwrap().is_empty(), "hot buckets leave items unresolved");
+        }
+        for name in ["jsonl", "pairs", "clusters", "dropped"] {
+            let read = |side: &str| std::fs::read(dir.path().join(format!("{tag}-{side}.{name}"))).unwrap();
+            assert!(read("memory") == read("bounded"), "{tag}: --{name} differs");
+        }
+    }
+    // --annotate: every record with its cluster and kept item.
+    let memory = dedup(&[corpus], dir.path(), "annotate-memory", &["--memory-limit", "none", "--annotate"]);
+    let bounded = dedup(&[corpus], dir.path(), "annotate-bounded", &["--memory-limit", "256K", "--annotate"]);
+    assert_eq!(memory, bounded);
+    let read = |side: &str| std::fs::read(dir.path().join(format!("annotate-{side}.jsonl"))).unwrap();
+    assert!(read("memory") == read("bounded"), "--annotate differs");
 }

@@ -14,6 +14,27 @@
 use crate::candidates::{Candidate, CandidateSet};
 use crate::index::{Match, MemoryIndex};
 
+/// What the rule asks of an index while it decides: the in-memory
+/// [`MemoryIndex`], or a batch's index kept on disk. Both answer by the
+/// same rules ([`crate::CandidateIndex::select`], [`crate::verify_pair`]).
+pub trait Lookup {
+    /// Exact scores of item `item` against `candidates`, those at or above
+    /// the threshold, best first (ties by lower id).
+    fn verify_item(&self, item: u32, candidates: &[Candidate]) -> Vec<Match>;
+    /// The candidates of item `item` among the items before it that `keep`
+    /// accepts (applied before ranking and the cap).
+    fn candidates_before_where(&self, item: u32, keep: &dyn Fn(u32) -> bool) -> CandidateSet;
+}
+
+impl Lookup for MemoryIndex {
+    fn verify_item(&self, item: u32, candidates: &[Candidate]) -> Vec<Match> {
+        MemoryIndex::verify_item(self, item, candidates, self.params().threshold())
+    }
+    fn candidates_before_where(&self, item: u32, keep: &dyn Fn(u32) -> bool) -> CandidateSet {
+        MemoryIndex::candidates_before_where(self, item, keep)
+    }
+}
+
 /// The rule's state: which items (by [`MemoryIndex`] id) were kept.
 #[derive(Debug, Clone, Default)]
 pub struct Greedy {
@@ -79,14 +100,13 @@ impl Greedy {
     /// must be decided in input order. `tried` is called with the further
     /// candidates the search verified (for a caller that lists candidate
     /// pairs).
-    pub fn decide(
+    pub fn decide<L: Lookup + ?Sized>(
         &mut self,
-        index: &MemoryIndex,
+        index: &L,
         item: u32,
         (cands, mut matches): (CandidateSet, Vec<Match>),
         tried: &mut dyn FnMut(&[Candidate]),
     ) -> Decided {
-        let threshold = index.params().threshold();
         let capped = cands.over_cap || cands.hot_buckets > 0;
         let saturated = cands.over_cap && cands.ids.last().is_some_and(|c| matches.iter().any(|m| m.id == c.id));
         let mut duplicate_of = matches.iter().find(|m| self.is_kept(m.id)).copied();
@@ -97,7 +117,7 @@ impl Greedy {
             // reserve, and ask the index again only if the reserve itself
             // was cut.
             let reserve: Vec<Candidate> = cands.close_cut.iter().copied().filter(|c| self.is_kept(c.id)).collect();
-            let mut found = index.verify_item(item, &reserve, threshold);
+            let mut found = index.verify_item(item, &reserve);
             tried(&reserve);
             unresolved = cands.hot_buckets > 0 || cands.close_cut_truncated;
             if found.is_empty() && cands.close_cut_truncated {
@@ -105,7 +125,7 @@ impl Greedy {
                 seen.sort_unstable();
                 let keep = |id: u32| self.is_kept(id) && seen.binary_search(&id).is_err();
                 let again = index.candidates_before_where(item, &keep);
-                found = index.verify_item(item, &again.ids, threshold);
+                found = index.verify_item(item, &again.ids);
                 tried(&again.ids);
                 unresolved = cands.hot_buckets > 0 || again.is_partial();
             }

@@ -24,6 +24,12 @@ pub struct Match {
     pub bands: u16,
 }
 
+/// Orders verified matches as every verification answers them: best score
+/// first, ties by lower id.
+pub fn best_first(matches: &mut [Match]) {
+    matches.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+}
+
 /// In-memory near-duplicate index over fingerprints.
 #[derive(Debug, Clone)]
 pub struct MemoryIndex {
@@ -105,7 +111,7 @@ impl MemoryIndex {
                 Some(Match { id: c.id, score: s.score, same_content: s.same_content, bands: c.bands })
             })
             .collect();
-        out.sort_unstable_by(|a, b| b.score.total_cmp(&a.score).then(a.id.cmp(&b.id)));
+        best_first(&mut out);
         out
     }
 

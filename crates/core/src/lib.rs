@@ -44,9 +44,10 @@ mod simhash;
 mod unionfind;
 mod verify;
 
-pub use batch::{Decided, Greedy};
+pub use batch::{Decided, Greedy, Lookup};
 pub use candidates::{
-    fold_key, Candidate, CandidateIndex, CandidateSet, Filing, ImageRow, IndexView, ItemKeys, RowLoader, MAX_ITEM_ID,
+    fold_key, Candidate, CandidateIndex, CandidateSet, Filing, ImageRow, IndexView, ItemKeys, RowLoader, SketchReads,
+    MAX_ITEM_ID,
 };
 pub use config::{Config, Params, CONFIG_FORMAT_VERSION, DEFAULT_RECALL_TARGET, DEFAULT_SEED};
 pub use error::{Error, ErrorKind, Result};
@@ -60,7 +61,7 @@ pub use hash::{
     CONTENT_HASH_VERSION, FEATURE_HASH_VERSION,
 };
 pub use highlight::{segments_where, shared_segments};
-pub use index::{Loader, Match, MemoryIndex};
+pub use index::{best_first, Loader, Match, MemoryIndex};
 pub use lsh::params::{candidate_probability, choose as choose_lsh_params, optimal_weighted, s_curve_svg};
 pub use lsh::{band_keys_into, LshParams, QueryLimits};
 pub use minhash::{estimate_jaccard, MinHasher, SignatureScheme};

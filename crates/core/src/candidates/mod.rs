@@ -70,6 +70,7 @@ mod view;
 pub use load::{Filing, RowLoader};
 
 use rank::Query;
+pub use rank::SketchReads;
 pub use view::{ImageRow, IndexView};
 
 /// Largest item id a [`CandidateIndex`] hands out.
@@ -363,7 +364,7 @@ impl CandidateIndex {
     }
 
     /// The sketch of a signature: the low `rank_bytes` bytes of each value.
-    fn sketch_of(&self, signature: &[u32]) -> Vec<u8> {
+    pub fn sketch_of(&self, signature: &[u32]) -> Vec<u8> {
         // One loop per width, so each compiles to a plain narrowing copy
         // (a `take` per value did not vectorize, and this runs per insert).
         match self.rank_bytes {

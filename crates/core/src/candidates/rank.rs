@@ -9,11 +9,7 @@ use crate::lsh::QueryLimits;
 impl CandidateIndex {
     /// Positions of `sketch` that agree with item `id`'s sketch.
     fn agreement(&self, sketch: &[u8], id: u32) -> u32 {
-        let other = self.sketch(id);
-        match self.rank_bytes {
-            1 => equal_bytes(sketch, other),
-            w => sketch.chunks_exact(w).zip(other.chunks_exact(w)).map(|(a, b)| u32::from(a == b)).sum(),
-        }
+        self.agreement_of(sketch, self.sketch(id))
     }
 
     /// The [`rank_key`] of every `(id, bands)` against `sketch`. A dense
@@ -62,6 +58,37 @@ impl CandidateIndex {
         keys
     }
 
+    /// Positions of two sketches of this index's width that agree.
+    fn agreement_of(&self, a: &[u8], b: &[u8]) -> u32 {
+        match self.rank_bytes {
+            1 => equal_bytes(a, b),
+            w => a.chunks_exact(w).zip(b.chunks_exact(w)).map(|(x, y)| u32::from(x == y)).sum(),
+        }
+    }
+
+    /// The rank keys of `ranked` against `sketch`, given the candidates'
+    /// sketches in the same order (`sketches`, one [`Self::sketch_len`]
+    /// after another): what [`CandidateIndex::select`] needs from a store
+    /// that keeps sketches outside the index (the same keys the index
+    /// computes from its own).
+    pub fn rank_keys_by(&self, sketch: &[u8], ranked: &[(u32, u16)], sketches: &[u8]) -> Vec<u64> {
+        let width = self.sketches.width().max(1);
+        ranked
+            .iter()
+            .zip(sketches.chunks_exact(width))
+            .map(|(&(id, bands), other)| rank_key(self.agreement_of(sketch, other), bands, id))
+            .collect()
+    }
+
+    /// SimHash: whether sketch `other` is within the index's Hamming
+    /// distance of `sketch` (always true for MinHash).
+    pub fn within_hamming_of(&self, sketch: &[u8], other: &[u8]) -> bool {
+        match self.max_hamming {
+            None => true,
+            Some(k) => self.agreement_of(sketch, other) + k >= self.num_perm as u32,
+        }
+    }
+
     /// Estimated Jaccard from an agreement count. MinHash: b-bit minwise
     /// hashing, agreement probability `J + (1 - J) / 2^b`. SimHash: the
     /// values are bits, kept whole, and agreement maps to Jaccard through
@@ -89,10 +116,7 @@ impl CandidateIndex {
     /// SimHash: whether item `id` is within the index's Hamming distance of
     /// `sketch` (always true for MinHash).
     fn within_hamming(&self, sketch: &[u8], id: u32) -> bool {
-        match self.max_hamming {
-            None => true,
-            Some(k) => self.agreement(sketch, id) + k >= self.num_perm as u32,
-        }
+        self.max_hamming.is_none() || self.within_hamming_of(sketch, self.sketch(id))
     }
 
     pub(super) fn query(&self, q: &Query<'_>, limits: QueryLimits, keep: &dyn Fn(u32) -> bool) -> CandidateSet {
@@ -108,7 +132,7 @@ impl CandidateIndex {
         };
         // Bands shared per id, counted in a per-thread table indexed by id
         // (linear in the entries read; only the touched counters are reset).
-        let mut ranked: Vec<(u32, u16)> = SHARED_BANDS.with(|table| {
+        let ranked: Vec<(u32, u16)> = SHARED_BANDS.with(|table| {
             let mut counts = table.borrow_mut();
             if counts.len() < self.flags.len() {
                 counts.resize(self.flags.len(), 0);
@@ -159,12 +183,9 @@ impl CandidateIndex {
             }
             ranked
         });
-        ranked.retain(|&(id, _)| keep(id) && self.within_hamming(q.sketch, id));
         let same_content = |id: u32| self.hashes.row(id as usize)[0] == q.hash.0;
-        let cap = limits.max_candidates;
         // Same content first: those copies are certain, and they count
-        // against the cap like any other candidate. The earliest `cap` of
-        // them (one more is read to know whether the cap cut any).
+        // against the cap like any other candidate.
         let content = self.lsh.bands as usize;
         let (copies, screened) = if may_share(content) {
             self.postings.screened_bucket(content, hash_key(&q.hash.0))
@@ -172,10 +193,46 @@ impl CandidateIndex {
             (&[][..], Screened::Unscreened)
         };
         out.count_screen(screened, copies.is_empty());
-        let mut same: Vec<Candidate> = copies[..visible(copies)]
-            .iter()
-            .copied()
-            .filter(|&id| Some(id) != q.exclude && same_content(id) && keep(id))
+        let copies = copies[..visible(copies)].iter().copied().filter(|&id| Some(id) != q.exclude && same_content(id));
+        let reads = SketchReads {
+            same_content,
+            within_hamming: |id: u32| self.within_hamming(q.sketch, id),
+            rank_keys: |ranked: &[(u32, u16)]| self.rank_keys(q.sketch, ranked),
+        };
+        self.select(out, ranked, copies, reads, limits, keep)
+    }
+
+    /// The rule of a query past its bucket reads, in one place: the band
+    /// candidates (`ranked`: each id with the bands it shares), filtered by
+    /// `keep` and the Hamming gate; the query's copies (`copies`: the ids
+    /// of equal content, earliest first, the query itself excluded) first,
+    /// the earliest `max_candidates` of them; then the band candidates that
+    /// are not copies, ranked by sketch agreement and cut at what the copies
+    /// left of the cap, with the close cut kept in reserve. `out` holds the
+    /// reads' counters. The in-memory index and the batch that keeps its
+    /// postings on disk both decide through this function, so their
+    /// candidates are the same.
+    pub fn select<S, W, R>(
+        &self,
+        mut out: CandidateSet,
+        mut ranked: Vec<(u32, u16)>,
+        copies: impl Iterator<Item = u32>,
+        reads: SketchReads<S, W, R>,
+        limits: QueryLimits,
+        keep: &dyn Fn(u32) -> bool,
+    ) -> CandidateSet
+    where
+        S: Fn(u32) -> bool,
+        W: Fn(u32) -> bool,
+        R: FnOnce(&[(u32, u16)]) -> Vec<u64>,
+    {
+        let SketchReads { same_content, within_hamming, rank_keys } = reads;
+        ranked.retain(|&(id, _)| keep(id) && within_hamming(id));
+        let cap = limits.max_candidates;
+        // The earliest `cap` copies (one more is read to know whether the
+        // cap cut any).
+        let mut same: Vec<Candidate> = copies
+            .filter(|&id| keep(id))
             .take(cap + 1)
             .map(|id| Candidate { id, bands: 0, same_content: true })
             .collect();
@@ -208,7 +265,7 @@ impl CandidateIndex {
             // Best first: agreement, then bands shared, falling; then id,
             // rising — packed into one integer, so that selecting and
             // sorting compare a word instead of three fields.
-            let mut scored = self.rank_keys(q.sketch, &ranked);
+            let mut scored = rank_keys(&ranked);
             scored.select_nth_unstable(room);
             // Everything after position `room` ranks at most as high as it.
             let cut = self.estimate(unpack(scored[room]).0);
@@ -248,6 +305,25 @@ impl CandidateIndex {
         out.ids = same;
         out.ids.extend(ranked.into_iter().map(|(id, bands)| candidate(id, bands)));
         out
+    }
+}
+
+/// How [`CandidateIndex::select`] reads what it needs of a candidate:
+/// whether it has the query's content, whether it passes the Hamming gate,
+/// and the rank keys ([`rank_key`]) of a list of `(id, bands shared)`.
+pub struct SketchReads<S, W, R> {
+    /// The candidate's content hash equals the query's.
+    pub same_content: S,
+    /// SimHash: within the index's Hamming distance of the query (always
+    /// true for MinHash).
+    pub within_hamming: W,
+    /// The rank key of each `(id, bands)`, in order.
+    pub rank_keys: R,
+}
+
+impl<S, W, R> std::fmt::Debug for SketchReads<S, W, R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SketchReads")
     }
 }
 

@@ -1,0 +1,816 @@
+//! Batch dedup in bounded memory: the rule of the in-memory batch
+//! ([`crate::pipeline`]), with its state on disk.
+//!
+//! The in-memory batch holds every item's features, sketch, band keys and
+//! postings for the whole run (about 3.4 KB per 2 KB document). Here each
+//! phase streams:
+//!
+//! 1. **Read and fingerprint** (the same first stage, [`fingerprint_all`]):
+//!    each item is appended to a store on disk (one fixed-size record with
+//!    its line, content hash and sketch; its id; its features
+//!    delta-coded), and its posting keys go to external sorts:
+//!    `(band, key, item)`, `(content hash, item)` and `(id hash, item)`.
+//! 2. **Merge**: the id sort finds repeated ids (the later records are
+//!    rejected, as in memory); the content sort groups equal content into
+//!    classes; the band sort streams each bucket in item order. A bucket
+//!    (or class) of more than one item is written to disk once, and each
+//!    member after the first gets a *reference*: `(item, band, key, where
+//!    the bucket is, how many members come before it)` — exactly the
+//!    bucket an in-memory query of that item sees (only the items before
+//!    it). References are sorted by item.
+//! 3. **Verify**: items are taken in order, in blocks, each block in
+//!    parallel: an item's references give its bucket reads (a hot bucket's
+//!    window from the same rotation point), the reads give the band
+//!    candidates, and [`CandidateIndex::select`] — the one implementation
+//!    of ranking, the cap and the close cut — picks them; candidates are
+//!    verified exactly against features read from the store.
+//! 4. **Decide** in input order with [`Greedy`], the one decision rule; the
+//!    search further among kept items asks the same references again.
+//!
+//! What stays resident per item: its content class (4 bytes), its
+//! union-find parent (4), the kept flag (1) and two bits (rejected, in a
+//! cluster): 9.25 bytes. Everything else is on disk, read through the page
+//! cache, and each block's mapped pages are released after it, so the
+//! resident set stays near the limit whatever the input size.
+
+pub mod sort;
+mod store;
+
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::Context;
+use neardup_core::{
+    best_first, fmix64, verify_pair, Candidate, CandidateIndex, CandidateSet, Decided, Fingerprinter, Greedy, Lookup,
+    Match, Params, QueryLimits, SketchReads,
+};
+use rayon::prelude::*;
+
+use crate::chunk::{Input, ReadOptions};
+use crate::jsonl::Reject;
+use crate::pipeline::{external_id, fingerprint_all, Outcome, Timings};
+use sort::Sorter;
+pub use store::Store;
+use store::{Layout, Mapped, NewItem, StoreWriter, BANDED, DEGRADED};
+
+/// The resident bytes per item (see the module doc), times 4 to count
+/// them in quarters: class 4, parent 4, kept 1, two bits.
+const RESIDENT_QUARTER_BYTES: u64 = 37;
+
+/// The table number of content classes in references (bands are 0..bands).
+const CONTENT: u16 = u16::MAX;
+
+/// What a run may use.
+#[derive(Debug, Clone)]
+pub struct Limits {
+    /// Bytes of memory the run may hold.
+    pub memory: u64,
+    /// The folder the run's work folder is made in.
+    pub work_dir: PathBuf,
+}
+
+/// One phase of a bounded run, for the summary.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Phase {
+    pub name: &'static str,
+    pub seconds: f64,
+    /// Bytes written to the work folder.
+    pub disk_bytes: u64,
+    /// The process's peak resident set at the phase's end.
+    pub peak_rss_bytes: u64,
+}
+
+/// A finished bounded run: what the outputs still need.
+pub struct Done {
+    pub store: Store,
+    pub timings: Timings,
+    /// Text bytes of the items.
+    pub bytes: u64,
+    /// Items per candidate count (for percentiles).
+    pub candidate_counts: Vec<u64>,
+    pub phases: Vec<Phase>,
+    /// Clusters of more than one item.
+    pub clusters: u64,
+    kept: Greedy,
+    parents: Parents,
+    rejected: Bits,
+    clustered: Bits,
+    decisions: Mapped,
+    dir: WorkDir,
+    budget: usize,
+}
+
+/// The process's peak resident set, in bytes (0 where unknown).
+pub fn peak_rss() -> u64 {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: getrusage writes the struct it is given.
+        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } == 0 {
+            return u.ru_maxrss as u64 * 1024;
+        }
+    }
+    0
+}
+
+/// Free bytes on the file system of `dir` (None where unknown).
+pub fn free_space(dir: &Path) -> Option<u64> {
+    #[cfg(target_os = "linux")]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+        // SAFETY: statvfs writes the struct it is given; `c` is a C string.
+        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
+        if unsafe { libc::statvfs(c.as_ptr(), &mut s) } == 0 {
+            return Some(s.f_bavail as u64 * s.f_frsize as u64);
+        }
+    }
+    let _ = dir;
+    None
+}
+
+/// The run's work folder, removed when the run ends however it ends.
+struct WorkDir(PathBuf);
+
+impl Drop for WorkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Disk the work folder needs at most, from the input's size: the store
+/// (features delta-coded, ~0.7 of the text for English-like text; records
+/// and sorted runs ~0.5) — an estimate, checked before the run starts.
+pub fn disk_estimate(input_bytes: u64) -> u64 {
+    input_bytes.saturating_mul(3) / 2
+}
+
+/// A bit per item.
+struct Bits(Vec<u64>);
+
+impl Bits {
+    fn new(n: usize) -> Bits {
+        Bits(vec![0; n.div_ceil(64)])
+    }
+    fn get(&self, i: u32) -> bool {
+        self.0[i as usize / 64] >> (i % 64) & 1 != 0
+    }
+    fn set(&mut self, i: u32) {
+        self.0[i as usize / 64] |= 1 << (i % 64);
+    }
+    fn count(&self) -> u64 {
+        self.0.iter().map(|w| u64::from(w.count_ones())).sum()
+    }
+}
+
+/// Union-find whose root is the set's first item: a parent per item, no
+/// sizes (4 bytes per item), path halving.
+struct Parents(Vec<u32>);
+
+impl Parents {
+    fn find(&mut self, mut x: u32) -> u32 {
+        while self.0[x as usize] != x {
+            let p = self.0[x as usize];
+            self.0[x as usize] = self.0[p as usize];
+            x = self.0[x as usize];
+        }
+        x
+    }
+    fn union(&mut self, a: u32, b: u32) {
+        let (ra, rb) = (self.find(a), self.find(b));
+        if ra != rb {
+            let (lo, hi) = (ra.min(rb), ra.max(rb));
+            self.0[hi as usize] = lo;
+        }
+    }
+}
+
+/// A reference from an item to the bucket (or content class) it shares:
+/// `p` members before it, the bucket's members from entry `at` of its file.
+#[derive(Debug, Clone, Copy)]
+struct Ref {
+    table: u16,
+    key: u32,
+    at: u64,
+    p: u32,
+}
+
+fn ref_rec(q: u32, r: Ref) -> [u8; 22] {
+    let mut b = [0u8; 22];
+    b[0..4].copy_from_slice(&q.to_be_bytes());
+    b[4..6].copy_from_slice(&r.table.to_be_bytes());
+    b[6..10].copy_from_slice(&r.key.to_be_bytes());
+    b[10..18].copy_from_slice(&r.at.to_be_bytes());
+    b[18..22].copy_from_slice(&r.p.to_be_bytes());
+    b
+}
+
+fn be32(b: &[u8]) -> u32 {
+    u32::from_be_bytes(b[..4].try_into().expect("4 bytes"))
+}
+
+fn ref_of(b: &[u8; 22]) -> (u32, Ref) {
+    let at = u64::from_be_bytes(b[10..18].try_into().expect("8 bytes"));
+    (be32(&b[0..4]), Ref { table: u16::from_be_bytes([b[4], b[5]]), key: be32(&b[6..10]), at, p: be32(&b[18..22]) })
+}
+
+/// Writes buckets of more than one member to a file of `u32` entries, and
+/// a reference for each member after the first.
+struct Buckets {
+    out: BufWriter<std::fs::File>,
+    written: u64,
+    /// The current bucket: its first member (not yet written), where it
+    /// starts once written, and members so far.
+    first: u32,
+    at: Option<u64>,
+    members: u32,
+}
+
+impl Buckets {
+    fn create(path: &Path) -> anyhow::Result<Buckets> {
+        let out = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+        Ok(Buckets { out, written: 0, first: 0, at: None, members: 0 })
+    }
+
+    fn start(&mut self, first: u32) {
+        (self.first, self.at, self.members) = (first, None, 1);
+    }
+
+    /// Adds the next member; returns the reference it gets.
+    fn member(&mut self, item: u32, table: u16, key: u32) -> anyhow::Result<Ref> {
+        let at = match self.at {
+            Some(at) => at,
+            None => {
+                self.out.write_all(&self.first.to_le_bytes())?;
+                self.at = Some(self.written);
+                self.written += 1;
+                self.written - 1
+            }
+        };
+        self.out.write_all(&item.to_le_bytes())?;
+        self.written += 1;
+        let r = Ref { table, key, at, p: self.members };
+        self.members += 1;
+        Ok(r)
+    }
+
+    fn finish(self) -> anyhow::Result<u64> {
+        self.out.into_inner().map_err(|e| e.into_error())?;
+        Ok(self.written * 4)
+    }
+}
+
+/// Entry `i` of a bucket file.
+fn entry(bytes: &[u8], i: u64) -> u32 {
+    let at = i as usize * 4;
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// What the verify and decide phases read.
+struct Reader<'a> {
+    store: &'a Store,
+    buckets: &'a Mapped,
+    classes: &'a Mapped,
+    class: &'a [u32],
+    scale: &'a CandidateIndex,
+    limits: QueryLimits,
+    threshold: f64,
+    /// Set when an item's features lay outside the work folder's file.
+    corrupt: &'a std::sync::atomic::AtomicBool,
+}
+
+impl Reader<'_> {
+    /// The bucket reads of item `q` (as the in-memory query reads its
+    /// buckets), counted per item: the band candidates with the bands they
+    /// share, and the read counters.
+    fn gather(&self, refs: &[Ref]) -> (Vec<(u32, u16)>, CandidateSet) {
+        let mut out = CandidateSet::default();
+        let mut ids: Vec<u32> = Vec::new();
+        let bytes = self.buckets.bytes();
+        let mbr = self.limits.max_bucket_read;
+        for r in refs.iter().filter(|r| r.table != CONTENT) {
+            let n = r.p as usize;
+            let mut read = |from: usize, to: usize| ids.extend((from..to).map(|i| entry(bytes, r.at + i as u64)));
+            if n > mbr {
+                out.hot_buckets += 1;
+                let start = (fmix64(u64::from(r.key) ^ (u64::from(r.table) << 40) ^ n as u64) % n as u64) as usize;
+                let end = (start + mbr).min(n);
+                read(start, end);
+                read(0, mbr - (end - start));
+                out.entries_read += mbr;
+            } else {
+                read(0, n);
+                out.entries_read += n;
+            }
+        }
+        ids.sort_unstable();
+        let mut ranked: Vec<(u32, u16)> = Vec::new();
+        for id in ids {
+            match ranked.last_mut() {
+                Some((last, count)) if *last == id => *count += 1,
+                _ => ranked.push((id, 1)),
+            }
+        }
+        (ranked, out)
+    }
+
+    /// Item `q`'s candidates among the items before it that `keep` accepts,
+    /// by [`CandidateIndex::select`].
+    fn candidates(&self, q: u32, refs: &[Ref], keep: &dyn Fn(u32) -> bool) -> CandidateSet {
+        let (ranked, out) = self.gather(refs);
+        let copies = refs.iter().find(|r| r.table == CONTENT).copied();
+        let classes = self.classes.bytes();
+        let copies = copies.into_iter().flat_map(|r| (0..u64::from(r.p)).map(move |i| entry(classes, r.at + i)));
+        let sketch = self.store.rec(q).sketch();
+        let q_class = self.class[q as usize];
+        let reads = SketchReads {
+            same_content: |c: u32| self.class[c as usize] == q_class,
+            within_hamming: |c: u32| self.scale.within_hamming_of(sketch, self.store.rec(c).sketch()),
+            rank_keys: |ranked: &[(u32, u16)]| {
+                let mut sketches = Vec::with_capacity(ranked.len() * sketch.len());
+                for &(c, _) in ranked {
+                    sketches.extend_from_slice(self.store.rec(c).sketch());
+                }
+                self.scale.rank_keys_by(sketch, ranked, &sketches)
+            },
+        };
+        self.scale.select(out, ranked, copies, reads, self.limits, keep)
+    }
+
+    fn verify(&self, q: u32, candidates: &[Candidate]) -> Vec<Match> {
+        let Some(fq) = self.store.features(q) else {
+            self.corrupt.store(true, std::sync::atomic::Ordering::Relaxed);
+            return Vec::new();
+        };
+        let hq = self.store.rec(q).hash();
+        let mut out: Vec<Match> = candidates
+            .iter()
+            .filter_map(|c| {
+                let Some(fc) = self.store.features(c.id) else {
+                    self.corrupt.store(true, std::sync::atomic::Ordering::Relaxed);
+                    return None;
+                };
+                let s = verify_pair(&fq, &hq, &fc, &self.store.rec(c.id).hash(), self.threshold)?;
+                Some(Match { id: c.id, score: s.score, same_content: s.same_content, bands: c.bands })
+            })
+            .collect();
+        best_first(&mut out);
+        out
+    }
+}
+
+/// The decision rule's view of one item's references.
+struct ItemLookup<'a, 'r> {
+    reader: &'a Reader<'r>,
+    refs: &'a [Ref],
+}
+
+impl Lookup for ItemLookup<'_, '_> {
+    fn verify_item(&self, item: u32, candidates: &[Candidate]) -> Vec<Match> {
+        self.reader.verify(item, candidates)
+    }
+    fn candidates_before_where(&self, item: u32, keep: &dyn Fn(u32) -> bool) -> CandidateSet {
+        self.reader.candidates(item, self.refs, keep)
+    }
+}
+
+/// Phase bookkeeping.
+struct Phases {
+    list: Vec<Phase>,
+    at: Instant,
+    quiet: bool,
+}
+
+impl Phases {
+    fn end(&mut self, name: &'static str, disk_bytes: u64) -> f64 {
+        let seconds = self.at.elapsed().as_secs_f64();
+        let peak = peak_rss();
+        if !self.quiet {
+            eprintln!(
+                "neardup: {name}: {seconds:.1} s, {:.1} MB written, peak memory {:.1} MB",
+                disk_bytes as f64 / 1e6,
+                peak as f64 / 1e6
+            );
+        }
+        self.list.push(Phase { name, seconds, disk_bytes, peak_rss_bytes: peak });
+        self.at = Instant::now();
+        seconds
+    }
+}
+
+/// The fields the in-memory batch is built with, for the same first stage.
+pub struct Setup<'a> {
+    pub params: &'a Params,
+    pub text_field: &'a str,
+    pub id_field: &'a str,
+    pub inputs: &'a [Input],
+    pub opts: &'a ReadOptions,
+    pub sources: Option<&'a crate::input::Sources>,
+    pub quiet: bool,
+}
+
+/// Runs the batch in bounded memory: `progress` is told of input bytes
+/// read, `f` sees every item's outcome in input order (as the in-memory
+/// batch's callback). Rejects (unparsable records, repeated ids) go to
+/// `rejects`.
+pub fn dedup<F>(
+    setup: &Setup<'_>,
+    limits: &Limits,
+    rejects: &mut Vec<Reject>,
+    progress: &dyn Fn(u64),
+    mut f: F,
+) -> anyhow::Result<Done>
+where
+    F: FnMut(&Store, &Outcome) -> anyhow::Result<()>,
+{
+    let params = setup.params;
+    std::fs::create_dir_all(&limits.work_dir)
+        .with_context(|| format!("cannot create the work folder {}", limits.work_dir.display()))?;
+    let dir = WorkDir(limits.work_dir.join(format!("neardup-dedup-{}", std::process::id())));
+    std::fs::create_dir_all(&dir.0).with_context(|| format!("cannot create {}", dir.0.display()))?;
+    // What the sorts and blocks may hold: the limit, less what the first
+    // stage's chunks and threads hold (about 64 MB whatever the limit; a
+    // smaller limit bounds the sorts and blocks to half of it).
+    let budget = if limits.memory >= 128 << 20 { limits.memory - (64 << 20) } else { limits.memory / 2 } as usize;
+    let scale = CandidateIndex::for_params(params);
+    let layout = Layout::new(scale.sketch_len());
+    let mut phases = Phases { list: Vec::new(), at: Instant::now(), quiet: setup.quiet };
+    let mut timings = Timings::default();
+
+    // 1. Read and fingerprint.
+    let mut w = StoreWriter::create(&dir.0, layout)?;
+    let mut bands = Sorter::<10>::new(&dir.0, "bands", budget / 2);
+    let mut contents = Sorter::<20>::new(&dir.0, "contents", budget / 4);
+    let mut ids = Sorter::<12>::new(&dir.0, "ids", budget / 4);
+    let fingerprinter = Fingerprinter::new(params.clone())?;
+    let (read_s, fingerprint_s) = fingerprint_all(
+        &fingerprinter,
+        setup.text_field,
+        setup.id_field,
+        setup.inputs,
+        setup.opts,
+        setup.sources,
+        rejects,
+        |chunk, parsed, rejects| {
+            for (line, result) in chunk.lines.iter().zip(parsed) {
+                let (id, fp) = match result {
+                    Ok(x) => x,
+                    Err(reason) => {
+                        rejects.push(Reject::at(line.number, reason));
+                        continue;
+                    }
+                };
+                let external = external_id(id, line.number, setup.sources);
+                let (folded, sketch) = scale.row_of(&fp.band_keys, &fp.signature);
+                let flags =
+                    if fp.degraded.is_some() { DEGRADED } else { 0 } | if folded.is_empty() { 0 } else { BANDED };
+                let item = w.push(&NewItem {
+                    line: line.number,
+                    input: chunk.input as u32,
+                    text_len: line.len().min(u32::MAX as usize) as u32,
+                    id: &external,
+                    hash: fp.content_hash,
+                    flags,
+                    sketch: &sketch,
+                    features: &fp.features,
+                })?;
+                for (b, key) in folded.iter().enumerate() {
+                    let mut r = [0u8; 10];
+                    r[0..2].copy_from_slice(&(b as u16).to_be_bytes());
+                    r[2..6].copy_from_slice(&key.to_be_bytes());
+                    r[6..10].copy_from_slice(&item.to_be_bytes());
+                    bands.push(r)?;
+                }
+                let mut r = [0u8; 20];
+                r[0..16].copy_from_slice(&fp.content_hash.0);
+                r[16..20].copy_from_slice(&item.to_be_bytes());
+                contents.push(r)?;
+                let mut r = [0u8; 12];
+                r[0..8].copy_from_slice(&neardup_core::hash_bytes(external.as_bytes(), 0).to_be_bytes());
+                r[8..12].copy_from_slice(&item.to_be_bytes());
+                ids.push(r)?;
+            }
+            progress(chunk.progress);
+            Ok(())
+        },
+    )?;
+    timings.read_s = read_s;
+    timings.fingerprint_s = fingerprint_s;
+    let store_bytes = w.disk_bytes();
+    w.finish()?;
+    let store = Store::open(&dir.0, layout)?;
+    let n = store.count as usize;
+    let resident = n as u64 * RESIDENT_QUARTER_BYTES / 4;
+    if resident > limits.memory / 2 {
+        anyhow::bail!(
+            "{n} records need {:.1} MB of resident bookkeeping (9.25 bytes each), more than half of --memory-limit \
+             ({:.1} MB); raise the limit",
+            resident as f64 / 1e6,
+            limits.memory as f64 / 1e6
+        );
+    }
+    let sorted = bands.disk_bytes + contents.disk_bytes + ids.disk_bytes;
+    phases.end("read and fingerprint", store_bytes + sorted);
+
+    // 2. Merge: repeated ids, content classes, band buckets.
+    let t = Instant::now();
+    let mut rejected = Bits::new(n);
+    let mut disk = 0u64;
+    {
+        let mut group: Vec<u32> = Vec::new();
+        let mut key = None;
+        let mut flush = |group: &mut Vec<u32>, rejects: &mut Vec<Reject>| {
+            if group.len() > 1 {
+                let mut first: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+                for &item in group.iter() {
+                    let id = store.id(item);
+                    if first.contains_key(id) {
+                        rejected.set(item);
+                        rejects.push(Reject::at(
+                            store.rec(item).line(),
+                            format!("duplicate item id {id:?} (first seen as item {id:?}); ids must be unique"),
+                        ));
+                    } else {
+                        first.insert(id, item);
+                    }
+                }
+            }
+            group.clear();
+        };
+        let merged = ids.finish()?;
+        for rec in merged {
+            let rec = rec?;
+            let k = u64::from_be_bytes(rec[0..8].try_into().expect("8 bytes"));
+            if key != Some(k) {
+                flush(&mut group, rejects);
+                key = Some(k);
+            }
+            group.push(be32(&rec[8..12]));
+        }
+        flush(&mut group, rejects);
+    }
+    let mut refs = Sorter::<22>::new(&dir.0, "refs", budget / 2);
+    let mut class: Vec<u32> = vec![0; n];
+    {
+        let mut out = Buckets::create(&dir.0.join("classes.bin"))?;
+        let mut key: Option<[u8; 16]> = None;
+        for rec in contents.finish()? {
+            let rec = rec?;
+            let item = be32(&rec[16..20]);
+            if rejected.get(item) {
+                continue;
+            }
+            let h: [u8; 16] = rec[0..16].try_into().expect("16 bytes");
+            if key != Some(h) {
+                key = Some(h);
+                out.start(item);
+            } else {
+                refs.push(ref_rec(item, out.member(item, CONTENT, 0)?))?;
+            }
+            class[item as usize] = out.first;
+        }
+        disk += out.finish()?;
+    }
+    {
+        let mut out = Buckets::create(&dir.0.join("buckets.bin"))?;
+        let mut key: Option<[u8; 6]> = None;
+        for rec in bands.finish()? {
+            let rec = rec?;
+            let item = be32(&rec[6..10]);
+            if rejected.get(item) {
+                continue;
+            }
+            let k: [u8; 6] = rec[0..6].try_into().expect("6 bytes");
+            if key != Some(k) {
+                key = Some(k);
+                out.start(item);
+            } else {
+                let table = u16::from_be_bytes([k[0], k[1]]);
+                refs.push(ref_rec(item, out.member(item, table, be32(&k[2..6]))?))?;
+            }
+        }
+        disk += out.finish()?;
+    }
+    disk += refs.disk_bytes;
+    timings.index_s = t.elapsed().as_secs_f64();
+    phases.end("merge", disk);
+
+    // 3 and 4. Verify in blocks, in parallel; decide in order.
+    let buckets = Mapped::open(&dir.0.join("buckets.bin"))?;
+    let classes = Mapped::open(&dir.0.join("classes.bin"))?;
+    let corrupt = std::sync::atomic::AtomicBool::new(false);
+    let reader = Reader {
+        store: &store,
+        buckets: &buckets,
+        classes: &classes,
+        class: &class,
+        scale: &scale,
+        limits: params.query_limits(),
+        threshold: params.threshold(),
+        corrupt: &corrupt,
+    };
+    let mut kept = Greedy::new();
+    if n > 0 {
+        kept.set_kept(n as u32 - 1, false);
+    }
+    let mut parents = Parents((0..n as u32).collect());
+    let mut counts = vec![0u64; params.config().max_candidates as usize + 1];
+    let mut bytes = 0u64;
+    let mut refs = refs.finish()?.peekable();
+    // A block: at most this many items, or bucket entries to read.
+    const BLOCK_ITEMS: usize = 4096;
+    let block_entries = (budget / 64).max(256);
+    let mut next = 0u32;
+    let (mut verify_s, mut decide_s) = (0.0, 0.0);
+    // Each record's kept item it duplicates (`u32::MAX`: none), for `--annotate`.
+    let mut decisions = BufWriter::with_capacity(1 << 20, std::fs::File::create(dir.0.join("decisions.bin"))?);
+    while (next as usize) < n {
+        let t = Instant::now();
+        let mut block: Vec<(u32, Vec<Ref>)> = Vec::new();
+        let mut entries = 0usize;
+        while (next as usize) < n && block.len() < BLOCK_ITEMS && entries < block_entries {
+            let mut mine = Vec::new();
+            while let Some(Ok(rec)) = refs.peek() {
+                let (q, r) = ref_of(rec);
+                if q != next {
+                    break;
+                }
+                entries += (r.p as usize).min(reader.limits.max_bucket_read);
+                mine.push(r);
+                refs.next();
+            }
+            if let Some(Err(_)) = refs.peek() {
+                refs.next().transpose()?;
+            }
+            block.push((next, mine));
+            next += 1;
+        }
+        let looks: Vec<Option<(CandidateSet, Vec<Match>)>> = block
+            .par_iter()
+            .map(|(q, mine)| {
+                if rejected.get(*q) {
+                    return None;
+                }
+                let cands = reader.candidates(*q, mine, &|_| true);
+                let matches = reader.verify(*q, &cands.ids);
+                Some((cands, matches))
+            })
+            .collect();
+        verify_s += t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        for ((q, mine), look) in block.iter().zip(looks) {
+            let Some(look) = look else {
+                decisions.write_all(&u32::MAX.to_le_bytes())?;
+                continue;
+            };
+            let top = counts.len() - 1;
+            counts[look.0.ids.len().min(top)] += 1;
+            let rec = store.rec(*q);
+            bytes += u64::from(rec.text_len());
+            let lookup = ItemLookup { reader: &reader, refs: mine };
+            let decided: Decided = kept.decide(&lookup, *q, look, &mut |_| {});
+            for m in &decided.matches {
+                parents.union(*q, m.id);
+            }
+            decisions.write_all(&decided.duplicate_of.map_or(u32::MAX, |m| m.id).to_le_bytes())?;
+            let degraded = rec.flags() & DEGRADED != 0;
+            f(&store, &Outcome { id: *q, line: rec.line(), decided, degraded })?;
+        }
+        if corrupt.load(std::sync::atomic::Ordering::Relaxed) {
+            anyhow::bail!(
+                "the work folder {} was changed during the run (an item's features are missing)",
+                dir.0.display()
+            );
+        }
+        store.release();
+        buckets.release();
+        classes.release();
+        decide_s += t.elapsed().as_secs_f64();
+    }
+    decisions.into_inner().map_err(|e| e.into_error())?;
+    let decisions = Mapped::open(&dir.0.join("decisions.bin"))?;
+    timings.verify_s = verify_s;
+    timings.index_s += decide_s;
+    phases.end("verify and decide", 0);
+    drop(class);
+
+    let mut clustered = Bits::new(n);
+    for i in 0..n as u32 {
+        if !rejected.get(i) {
+            let r = parents.find(i);
+            if r != i {
+                clustered.set(r);
+            }
+        }
+    }
+    let clusters = clustered.count();
+    Ok(Done {
+        store,
+        timings,
+        bytes,
+        candidate_counts: counts,
+        phases: phases.list,
+        clusters,
+        kept,
+        parents,
+        rejected,
+        clustered,
+        decisions,
+        dir,
+        budget,
+    })
+}
+
+impl Done {
+    /// Percentiles (p50, p99, max) of candidates per item, as
+    /// [`neardup_core::percentiles`] gives them from the list.
+    pub fn candidate_percentiles(&self) -> (usize, usize, usize) {
+        let total: u64 = self.candidate_counts.iter().sum();
+        if total == 0 {
+            return (0, 0, 0);
+        }
+        let nth = |k: u64| {
+            let mut seen = 0;
+            for (v, &c) in self.candidate_counts.iter().enumerate() {
+                seen += c;
+                if seen > k {
+                    return v;
+                }
+            }
+            self.candidate_counts.len() - 1
+        };
+        let at = |q: f64| nth(((total - 1) as f64 * q).round() as u64);
+        (at(0.5), at(0.99), nth(total - 1))
+    }
+
+    /// The first item of item `i`'s cluster (its own number when alone).
+    pub fn cluster_first(&mut self, i: u32) -> u32 {
+        self.parents.find(i)
+    }
+
+    /// Whether item `i` was kept.
+    pub fn is_kept(&self, i: u32) -> bool {
+        self.kept.is_kept(i)
+    }
+
+    /// The kept item that item `i` duplicates (None when kept).
+    pub fn duplicate_of(&self, i: u32) -> Option<u32> {
+        Some(entry(self.decisions.bytes(), u64::from(i))).filter(|&d| d != u32::MAX)
+    }
+
+    /// Gives back the mapped pages of the store and the decisions (see
+    /// [`Store::release`]).
+    pub fn release(&self) {
+        self.store.release();
+        self.decisions.release();
+    }
+
+    /// Whether record `i` of the store is an item (not a rejected repeat).
+    pub fn is_item(&self, i: u32) -> bool {
+        !self.rejected.get(i)
+    }
+
+    /// Each cluster of more than one item, by its first item: its members
+    /// and its kept members, in input order.
+    pub fn for_each_cluster(
+        &mut self,
+        mut f: impl FnMut(&Store, &[u32], &[u32]) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
+        let mut sorter = Sorter::<8>::new(&self.dir.0, "clusters", self.budget / 2);
+        for i in 0..self.store.count {
+            if self.rejected.get(i) {
+                continue;
+            }
+            let r = self.parents.find(i);
+            if self.clustered.get(r) {
+                let mut rec = [0u8; 8];
+                rec[0..4].copy_from_slice(&r.to_be_bytes());
+                rec[4..8].copy_from_slice(&i.to_be_bytes());
+                sorter.push(rec)?;
+            }
+        }
+        let (mut members, mut kept) = (Vec::new(), Vec::new());
+        let mut root = None;
+        for rec in sorter.finish()? {
+            let rec = rec?;
+            let (r, i) = (be32(&rec[0..4]), be32(&rec[4..8]));
+            if root != Some(r) {
+                if !members.is_empty() {
+                    f(&self.store, &members, &kept)?;
+                }
+                (members, kept) = (Vec::new(), Vec::new());
+                root = Some(r);
+                self.store.release();
+            }
+            members.push(i);
+            if self.kept.is_kept(i) {
+                kept.push(i);
+            }
+        }
+        if !members.is_empty() {
+            f(&self.store, &members, &kept)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,291 @@
+//! The items of a batch on disk: one fixed-size record per item (its line,
+//! input, content hash and sketch, and where its id and features are), the
+//! ids, and the canonical features as in memory: little-endian `u64`s, read
+//! in place. (Delta coding would save nothing: a document's few hundred
+//! 64-bit hashes lie ~2^55 apart, eight bytes of varint each.) Written
+//! once, in input order; then mapped and read where they lie.
+//!
+//! Reading goes through the page cache: the mapping's pages are the
+//! kernel's to keep or drop, and [`Store::release`] takes them out of the
+//! process's resident set, so the memory limit counts only what the batch
+//! itself holds.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::Path;
+
+use memmap2::Mmap;
+use neardup_core::ContentHash;
+
+/// Item flags.
+pub const DEGRADED: u8 = 1;
+pub const BANDED: u8 = 2;
+
+/// Bytes before the sketch: line (8), features at (8) and count (4), id
+/// at (8) and length (4), text bytes (4), content hash (16), flags (1),
+/// three spare, input (4).
+const HEAD: usize = 60;
+
+/// A record's size, for a sketch of `sketch_len` bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Layout {
+    pub sketch_len: usize,
+    pub size: usize,
+}
+
+impl Layout {
+    pub fn new(sketch_len: usize) -> Layout {
+        Layout { sketch_len, size: (HEAD + sketch_len).next_multiple_of(8) }
+    }
+}
+
+/// One item, as written.
+pub struct NewItem<'a> {
+    pub line: u64,
+    pub input: u32,
+    pub text_len: u32,
+    pub id: &'a str,
+    pub hash: ContentHash,
+    pub flags: u8,
+    /// The sketch (empty when the item has no band keys).
+    pub sketch: &'a [u8],
+    pub features: &'a [u64],
+}
+
+/// Writes the store's three files.
+pub struct StoreWriter {
+    layout: Layout,
+    items: BufWriter<File>,
+    features: BufWriter<File>,
+    ids: BufWriter<File>,
+    feat_at: u64,
+    id_at: u64,
+    rec: Vec<u8>,
+    raw: Vec<u8>,
+    pub count: u32,
+}
+
+impl StoreWriter {
+    pub fn create(dir: &Path, layout: Layout) -> io::Result<StoreWriter> {
+        let open = |name: &str| -> io::Result<BufWriter<File>> {
+            Ok(BufWriter::with_capacity(1 << 20, File::create(dir.join(name))?))
+        };
+        Ok(StoreWriter {
+            layout,
+            items: open("items.bin")?,
+            features: open("features.bin")?,
+            ids: open("ids.bin")?,
+            feat_at: 0,
+            id_at: 0,
+            rec: vec![0; layout.size],
+            raw: Vec::new(),
+            count: 0,
+        })
+    }
+
+    /// Appends an item; returns its number.
+    pub fn push(&mut self, item: &NewItem<'_>) -> io::Result<u32> {
+        if self.count == u32::MAX {
+            return Err(io::Error::other("more than 4,294,967,295 records in one run"));
+        }
+        self.raw.clear();
+        self.raw.extend(item.features.iter().flat_map(|f| f.to_le_bytes()));
+        let r = &mut self.rec;
+        r.fill(0);
+        r[0..8].copy_from_slice(&item.line.to_le_bytes());
+        r[8..16].copy_from_slice(&self.feat_at.to_le_bytes());
+        r[16..20].copy_from_slice(&(item.features.len() as u32).to_le_bytes());
+        r[20..28].copy_from_slice(&self.id_at.to_le_bytes());
+        r[28..32].copy_from_slice(&(item.id.len() as u32).to_le_bytes());
+        r[32..36].copy_from_slice(&item.text_len.to_le_bytes());
+        r[36..52].copy_from_slice(&item.hash.0);
+        r[52] = item.flags;
+        r[56..60].copy_from_slice(&item.input.to_le_bytes());
+        r[HEAD..HEAD + item.sketch.len()].copy_from_slice(item.sketch);
+        self.items.write_all(r)?;
+        self.features.write_all(&self.raw)?;
+        self.ids.write_all(item.id.as_bytes())?;
+        self.feat_at += self.raw.len() as u64;
+        self.id_at += item.id.len() as u64;
+        self.count += 1;
+        Ok(self.count - 1)
+    }
+
+    /// Bytes written so far.
+    pub fn disk_bytes(&self) -> u64 {
+        self.count as u64 * self.layout.size as u64 + self.feat_at + self.id_at
+    }
+
+    /// Flushes the files to disk.
+    pub fn finish(self) -> io::Result<()> {
+        for w in [self.items, self.features, self.ids] {
+            w.into_inner().map_err(|e| e.into_error())?;
+        }
+        Ok(())
+    }
+}
+
+/// A read-only mapping of a file (an empty file maps to nothing).
+pub struct Mapped(Option<Mmap>);
+
+impl Mapped {
+    pub fn open(path: &Path) -> io::Result<Mapped> {
+        let file = File::open(path)?;
+        if file.metadata()?.len() == 0 {
+            return Ok(Mapped(None));
+        }
+        // SAFETY: the file is this run's own, in its work folder, written
+        // and closed before it is mapped; nothing writes it while mapped.
+        Ok(Mapped(Some(unsafe { Mmap::map(&file)? })))
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        self.0.as_deref().unwrap_or(&[])
+    }
+
+    /// Takes the mapping's pages out of the process's resident set; they
+    /// stay in the page cache, and are mapped again when next read.
+    pub fn release(&self) {
+        if let Some(m) = &self.0 {
+            // SAFETY: a read-only mapping of a file: dropped pages are read
+            // back from the file, unchanged, when next touched.
+            let _ = unsafe { m.unchecked_advise(memmap2::UncheckedAdvice::DontNeed) };
+        }
+    }
+}
+
+/// The store, mapped for reading.
+pub struct Store {
+    pub layout: Layout,
+    items: Mapped,
+    features: Mapped,
+    ids: Mapped,
+    pub count: u32,
+}
+
+/// A view of one item's record.
+#[derive(Clone, Copy)]
+pub struct Rec<'a>(&'a [u8], Layout);
+
+impl<'a> Rec<'a> {
+    fn u64_at(&self, at: usize) -> u64 {
+        u64::from_le_bytes(self.0[at..at + 8].try_into().expect("8 bytes"))
+    }
+    fn u32_at(&self, at: usize) -> u32 {
+        u32::from_le_bytes(self.0[at..at + 4].try_into().expect("4 bytes"))
+    }
+    pub fn line(&self) -> u64 {
+        self.u64_at(0)
+    }
+    pub fn text_len(&self) -> u32 {
+        self.u32_at(32)
+    }
+    pub fn hash(&self) -> ContentHash {
+        ContentHash(self.0[36..52].try_into().expect("16 bytes"))
+    }
+    pub fn flags(&self) -> u8 {
+        self.0[52]
+    }
+    pub fn input(&self) -> u32 {
+        self.u32_at(56)
+    }
+    pub fn sketch(&self) -> &'a [u8] {
+        &self.0[HEAD..HEAD + self.1.sketch_len]
+    }
+}
+
+impl Store {
+    pub fn open(dir: &Path, layout: Layout) -> io::Result<Store> {
+        let items = Mapped::open(&dir.join("items.bin"))?;
+        let count = (items.bytes().len() / layout.size) as u32;
+        Ok(Store {
+            layout,
+            items,
+            features: Mapped::open(&dir.join("features.bin"))?,
+            ids: Mapped::open(&dir.join("ids.bin"))?,
+            count,
+        })
+    }
+
+    pub fn rec(&self, item: u32) -> Rec<'_> {
+        let at = item as usize * self.layout.size;
+        Rec(&self.items.bytes()[at..at + self.layout.size], self.layout)
+    }
+
+    /// Item `item`'s canonical features: in place where the platform is
+    /// little-endian, else decoded. None when the work folder was changed
+    /// under the run (out of range).
+    pub fn features(&self, item: u32) -> Option<std::borrow::Cow<'_, [u64]>> {
+        let r = self.rec(item);
+        let (at, n) = (r.u64_at(8) as usize, r.u32_at(16) as usize);
+        let bytes = self.features.bytes().get(at..at.checked_add(n.checked_mul(8)?)?)?;
+        if cfg!(target_endian = "little") {
+            // SAFETY: any 8 bytes are a valid u64; `align_to` gives the
+            // aligned middle (all of it: the mapping is page-aligned and
+            // every item starts at a multiple of 8).
+            let (head, mid, tail) = unsafe { bytes.align_to::<u64>() };
+            if head.is_empty() && tail.is_empty() {
+                return Some(std::borrow::Cow::Borrowed(mid));
+            }
+        }
+        let v = bytes.chunks_exact(8).map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes"))).collect();
+        Some(std::borrow::Cow::Owned(v))
+    }
+
+    /// Item `item`'s id.
+    pub fn id(&self, item: u32) -> &str {
+        let r = self.rec(item);
+        let (at, len) = (r.u64_at(20) as usize, r.u32_at(28) as usize);
+        // Written from a `&str`; a damaged work folder reads as a lossy id.
+        std::str::from_utf8(self.ids.bytes().get(at..at + len).unwrap_or(b"")).unwrap_or("\u{FFFD}")
+    }
+
+    /// Takes every mapped page out of the resident set (see [`Mapped::release`]).
+    pub fn release(&self) {
+        self.items.release();
+        self.features.release();
+        self.ids.release();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn items_read_back_as_written() {
+        let dir = std::env::temp_dir().join(format!("neardup-store-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let layout = Layout::new(5);
+        let mut w = StoreWriter::create(&dir, layout).unwrap();
+        let feats: Vec<Vec<u64>> = vec![vec![], vec![1, 2, 300, u64::MAX], vec![0, 1 << 63]];
+        for (i, f) in feats.iter().enumerate() {
+            let item = NewItem {
+                line: 10 + i as u64,
+                input: i as u32,
+                text_len: 7,
+                id: &format!("id-{i}-é"),
+                hash: ContentHash([i as u8; 16]),
+                flags: if i == 0 { DEGRADED } else { BANDED },
+                sketch: if i == 0 { &[] } else { &[9, 8, 7, 6, 5] },
+                features: f,
+            };
+            assert_eq!(w.push(&item).unwrap(), i as u32);
+        }
+        w.finish().unwrap();
+        let s = Store::open(&dir, layout).unwrap();
+        assert_eq!(s.count, 3);
+        for (i, f) in feats.iter().enumerate() {
+            assert_eq!(&*s.features(i as u32).unwrap(), f.as_slice());
+            assert_eq!(s.id(i as u32), format!("id-{i}-é"));
+            let r = s.rec(i as u32);
+            assert_eq!((r.line(), r.input(), r.text_len()), (10 + i as u64, i as u32, 7));
+            assert_eq!(r.hash(), ContentHash([i as u8; 16]));
+        }
+        assert_eq!(s.rec(1).sketch(), &[9, 8, 7, 6, 5]);
+        assert_eq!(s.rec(0).sketch(), &[0; 5], "no sketch reads as zeros");
+        assert_eq!(s.rec(1).flags(), BANDED);
+        s.release();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
