@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Writes the release's checksums and, given a key, their signature.
 #
-#   bash scripts/release-sign.sh [--key SSH_PRIVATE_KEY] [--binary PATH]
+#   bash scripts/release-sign.sh [--key SSH_PRIVATE_KEY] [--binary PATH] [--allow-dirty]
 #
 # - release/SHA256SUMS: `sha256sum` lines (path from the repository root)
 #   for every artifact release/manifest.toml lists, in path order (but
@@ -13,7 +13,9 @@
 #   by its file name), signed as PATH.sha256.sig with --key; verify with
 #   `--binary PATH`.
 #
-# Run it from a clean checkout of the commit being released, after
+# It refuses when a listed artifact has uncommitted changes (the checksums
+# must be those a clean clone has), unless --allow-dirty. Run it from a
+# clean checkout of the commit being released, after
 # `cargo test -p neardup --test release_docs` passes, then commit
 # release/SHA256SUMS (and the signature). It does not create a tag.
 set -euo pipefail
@@ -22,11 +24,13 @@ cd "$(dirname "$0")/.."
 NAMESPACE=neardup-release
 key=""
 binary=""
+allow_dirty=0
 while [ $# -gt 0 ]; do
     case "$1" in
         --key) key="$2"; shift 2 ;;
         --binary) binary="$2"; shift 2 ;;
-        -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+        --allow-dirty) allow_dirty=1; shift ;;
+        -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
         *) echo "release-sign: unknown argument $1" >&2; exit 2 ;;
     esac
 done
@@ -45,6 +49,16 @@ for p in "${paths[@]}"; do
         exit 1
     fi
 done
+# The checksums must be those of the committed files: a clean clone is
+# what release-verify.sh checks.
+if [ "$allow_dirty" = 0 ] && git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
+    dirty=$(git status --porcelain -- "${paths[@]}")
+    if [ -n "$dirty" ]; then
+        echo "release-sign: listed artifacts differ from the commit (commit them, or --allow-dirty):" >&2
+        echo "$dirty" >&2
+        exit 1
+    fi
+fi
 sha256sum -- "${paths[@]}" > release/SHA256SUMS.tmp
 mv release/SHA256SUMS.tmp release/SHA256SUMS
 echo "wrote release/SHA256SUMS (${#paths[@]} artifacts)"
