@@ -16,6 +16,7 @@
 //! - Each threat of the service spec's list, the cluster's shared state and
 //!   the review console has a section whose **Tests** entry names a test or
 //!   says "no test yet".
+//! - Every test `release/correctness.md` names as evidence exists.
 //! - Every persisted format has a section in `release/migrations.md`, and
 //!   every row of its tables (a cell of the migration matrix) names, in its
 //!   last column, tests that exist as above, or says "no test yet".
@@ -32,6 +33,7 @@ use common::{read, root};
 const MANIFEST: &str = "release/manifest.toml";
 const REVIEW: &str = "release/security-review.md";
 const MIGRATIONS: &str = "release/migrations.md";
+const DOSSIER: &str = "release/correctness.md";
 const KEYS: [&str; 6] = ["path", "version", "owner", "command", "reviewed", "retention"];
 
 /// The section headings the review must have: the spec's threat list, then
@@ -240,6 +242,16 @@ fn test_problem(file: &str, source: &str, name: &str) -> Option<String> {
     (!is_test).then(|| format!("{file}::{name}: `fn {name}` is not a #[test]"))
 }
 
+/// Why a named test does not exist or does not run in CI, reading its
+/// file from the repository; `None` for a fuzz target (see [`fuzz_problem`]).
+fn named_test_problem(n: &Named) -> Option<String> {
+    let Named::Test { file, name } = n else { return None };
+    match std::fs::read_to_string(root().join(file)) {
+        Ok(source) => test_problem(file, &source, name),
+        Err(e) => Some(format!("{file}::{name}: {e}")),
+    }
+}
+
 /// Why `file` is not a fuzz target CI runs, if it is not.
 fn fuzz_problem(file: &str, fuzz_manifest: &str) -> Option<String> {
     let rel = file.strip_prefix("fuzz/").unwrap_or(file);
@@ -280,10 +292,7 @@ fn every_test_the_security_review_names_exists() {
     let mut problems = Vec::new();
     for n in &names {
         match n {
-            Named::Test { file, name } => match std::fs::read_to_string(root().join(file)) {
-                Ok(source) => problems.extend(test_problem(file, &source, name)),
-                Err(e) => problems.push(format!("{file}::{name}: {e}")),
-            },
+            Named::Test { .. } => problems.extend(named_test_problem(n)),
             Named::Fuzz { file } => problems.extend(fuzz_problem(file, &fuzz_manifest)),
         }
     }
@@ -385,10 +394,7 @@ fn every_migration_cell_names_a_test_that_exists() {
     assert!(named_tests.len() >= 30, "{MIGRATIONS}: only {} tests named", named_tests.len());
     for n in &named_tests {
         match n {
-            Named::Test { file, name } => match std::fs::read_to_string(root().join(file)) {
-                Ok(source) => problems.extend(test_problem(file, &source, name)),
-                Err(e) => problems.push(format!("{file}::{name}: {e}")),
-            },
+            Named::Test { .. } => problems.extend(named_test_problem(n)),
             Named::Fuzz { file } => problems.push(format!("{file}: a fuzz target is not a cell's test")),
         }
     }
@@ -401,4 +407,14 @@ fn matrix_rows_are_read_without_headers_or_separators() {
     let rows = table_rows(text, "F").unwrap();
     assert_eq!(rows, [vec!["x".to_string(), "`t.rs::one`".into()], vec!["y".into(), "no test yet".into()]]);
     assert!(table_rows(text, "H").is_err());
+}
+
+/// The correctness dossier's answers point at tests that exist.
+#[test]
+fn every_test_the_dossier_names_exists() {
+    let dossier = read(DOSSIER);
+    let names: BTreeSet<Named> = named(&dossier).into_iter().collect();
+    assert!(names.len() >= 3, "{DOSSIER}: only {} tests named", names.len());
+    let problems: Vec<String> = names.iter().filter_map(named_test_problem).collect();
+    assert!(problems.is_empty(), "{DOSSIER}:\n{}", problems.join("\n"));
 }
