@@ -33,7 +33,7 @@ use crate::error::{ApiError, ApiResult, GatewayKind};
 pub enum Scope {
     /// Upsert, batch upsert, tombstone.
     Ingest,
-    /// Read items, candidates, decide, verify, stats, decision log.
+    /// Read items, candidates, decide, verify, stats, decision log, event feed.
     Query,
     /// Record and read reviewer labels.
     Review,

@@ -24,6 +24,7 @@ use crate::routes::{items, lifecycle, ops, query, review, tenants};
         lifecycle::compact,
         review::add_label, review::labels, review::decisions, review::audit, review::queue, review::compare,
         crate::routes::dashboard::dashboard,
+        crate::routes::events::events, crate::routes::events::schema,
         ops::healthz, ops::readyz, ops::metrics, openapi_json,
     ),
     components(schemas(ErrorBody)),

@@ -69,6 +69,7 @@ impl MinLsn {
 }
 
 pub(crate) mod dashboard;
+pub(crate) mod events;
 pub(crate) mod items;
 pub(crate) mod lifecycle;
 pub(crate) mod ops;
@@ -107,6 +108,7 @@ pub fn app(state: AppState) -> Router {
         .route("/v1/tenants/{tenant}/compare", post(review::compare))
         .route("/v1/tenants/{tenant}/dashboard", get(dashboard::dashboard))
         .route("/v1/tenants/{tenant}/audit", get(review::audit))
+        .route("/v1/tenants/{tenant}/events", get(events::events))
         .layer(RequestBodyLimitLayer::new(cfg.max_body_bytes))
         // The configured limit above is the only one: axum's own 2 MB default
         // for body extractors would otherwise cut requests well below it.
@@ -122,6 +124,7 @@ pub fn app(state: AppState) -> Router {
         .route("/readyz", get(ops::readyz))
         .route("/metrics", get(ops::metrics))
         .route("/openapi.json", get(crate::openapi::openapi_json))
+        .route("/v1/schemas/events.json", get(events::schema))
         .route("/console", get(crate::console::redirect))
         .route("/console/", get(crate::console::index))
         .route("/console/{file}", get(crate::console::asset));
