@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 cargo build --locked -q -p neardup
 python3 -m pip install --quiet --disable-pip-version-check ./python
 python3 -c 'import pytest' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check pytest
+# The event feed's tests validate every event with the JSON Schema package.
+python3 -c 'import jsonschema' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check jsonschema
 # The Spark job's tests: Java 17 (Debian) and PyPI's pyspark with its
 # Arrow exchange (PyArrow, pandas).
 bash scripts/install-java.sh

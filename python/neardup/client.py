@@ -30,6 +30,15 @@ A cluster with home redirects (``--home-redirects true``) answers a write
 that reaches a node other than its tenant's home with ``307 other_home``;
 the client follows it and sends that tenant's next writes to the home
 first, until the home stops answering.
+
+``events(tenant, after=lsn)`` follows a tenant's event feed: every item
+inserted or replaced with its decision, tombstone, label, rebuild and
+rollback, once and in log order, long-polling when caught up. Save
+``Client.resume_point(ev)`` after handling ``ev`` and pass it back
+(``events(tenant, **point)``) to resume exactly after it, a restart of
+the consumer or the service between; a point the feed no longer holds
+raises ``ServiceError`` ``410 events_trimmed`` whose ``oldest_after`` says
+where the feed resumes.
 """
 
 import json
@@ -38,7 +47,7 @@ import urllib.error
 import uuid
 import urllib.parse
 import urllib.request
-from typing import Any, Dict, Iterable, Mapping, Optional
+from typing import Any, Dict, Iterable, Iterator, Mapping, Optional
 
 __all__ = ["Client", "ServiceError"]
 
@@ -93,11 +102,13 @@ class _Unreachable(Exception):
 class ServiceError(Exception):
     """An error answer from the service."""
 
-    def __init__(self, status: int, code: str, message: str):
+    def __init__(self, status: int, code: str, message: str, oldest_after: Optional[int] = None):
         super().__init__(f"{status} {code}: {message}")
         self.status = status
         self.code = code
         self.message = message
+        # `410 events_trimmed`: the oldest position the event feed resumes after.
+        self.oldest_after = oldest_after
 
 
 class Client:
@@ -116,7 +127,9 @@ class Client:
         # Where each tenant's writes were last redirected (`other_home`).
         self._homes: Dict[str, str] = {}
 
-    def _call(self, method: str, path: str, body: Any = None, query: Optional[Mapping[str, Any]] = None) -> Any:
+    def _call(
+        self, method: str, path: str, body: Any = None, query: Optional[Mapping[str, Any]] = None, raw: bool = False
+    ) -> Any:
         params = {k: v for k, v in (query or {}).items() if v is not None}
         suffix = path + ("?" + urllib.parse.urlencode(params) if params else "")
         data = None if body is None else json.dumps(body).encode()
@@ -125,7 +138,7 @@ class Client:
         home = self._homes.get(tenant) if tenant else None
         if home:
             try:
-                return self._send(method, home + suffix, data, tenant)
+                return self._send(method, home + suffix, data, tenant, raw)
             except _Unreachable:
                 self._homes.pop(tenant, None)
         # Each node at most once, starting with the one that answered last.
@@ -133,7 +146,7 @@ class Client:
         for _ in range(len(self._nodes)):
             base = self._nodes[0]
             try:
-                return self._send(method, base + suffix, data, tenant)
+                return self._send(method, base + suffix, data, tenant, raw)
             except _Unreachable as e:
                 last = e.cause
                 # This node goes last; the next one is tried.
@@ -142,10 +155,13 @@ class Client:
             raise last
         raise ServiceError(503, "unreachable", f"no node answered {method} {path}: {last}")
 
-    def _send(self, method: str, url: str, data: Optional[bytes], tenant: Optional[str] = None) -> Any:
+    def _send(
+        self, method: str, url: str, data: Optional[bytes], tenant: Optional[str] = None, raw: bool = False
+    ) -> Any:
         """One request to one node, following its redirects; ``_Unreachable``
         when the node cannot take it (no connection, a timeout, ``503``).
-        A ``307 other_home`` for a write of ``tenant`` is remembered."""
+        A ``307 other_home`` for a write of ``tenant`` is remembered. The
+        answer's JSON, or its bytes when ``raw``."""
         # A partitioned cluster answers 307 for a tenant served by another
         # node: the same request (method, body, token) goes there.
         for _hop in range(_MAX_REDIRECTS + 1):
@@ -156,12 +172,14 @@ class Client:
                 req.add_header("Authorization", f"Bearer {self.token}")
             try:
                 with _OPENER.open(req, timeout=self.timeout) as resp:
-                    raw = resp.read()
-                return json.loads(raw) if raw else None
+                    body = resp.read()
+                if raw:
+                    return body
+                return json.loads(body) if body else None
             except urllib.error.HTTPError as e:
-                raw = e.read()
+                body = e.read()
                 if e.code == 503:
-                    raise _Unreachable(_error(e.code, raw)) from None
+                    raise _Unreachable(_error(e.code, body)) from None
                 location = e.headers.get("Location")
                 if e.code in (307, 308) and location:
                     url = urllib.parse.urljoin(url, location)
@@ -172,11 +190,15 @@ class Client:
                             f"redirected to {url}, which is not one of this client's nodes "
                             f"(pass it in nodes=[...] to trust it); the token was not sent there",
                         ) from None
-                    if tenant and _error(e.code, raw).code == "other_home":
+                    if tenant and _error(e.code, body).code == "other_home":
                         parts = urllib.parse.urlsplit(url)
                         self._homes[tenant] = f"{parts.scheme}://{parts.netloc}"
                     continue
-                raise _error(e.code, raw) from None
+                err = _error(e.code, body)
+                oldest = e.headers.get("Neardup-Oldest-After")
+                if oldest is not None and oldest.isdigit():
+                    err.oldest_after = int(oldest)
+                raise err from None
             except (urllib.error.URLError, socket.timeout, TimeoutError, ConnectionError) as e:
                 raise _Unreachable(e) from None
         raise ServiceError(307, "too_many_redirects", f"more than {_MAX_REDIRECTS} redirects from {url}")
@@ -267,6 +289,43 @@ class Client:
     def unfence(self, tenant: str, item_id: str) -> Dict[str, Any]:
         """Lifts a tombstone's epoch fence (admin scope; the id must not be live)."""
         return self._call("POST", f"/v1/tenants/{self._seg(tenant)}/items/{self._seg(item_id)}/unfence")
+
+    # The event feed.
+    def events(
+        self,
+        tenant: str,
+        after: int = 0,
+        after_i: Optional[int] = None,
+        wait: int = 25,
+        limit: int = 500,
+        follow: bool = True,
+    ) -> Iterator[Dict[str, Any]]:
+        """The tenant's events after position ``after`` (and, within the
+        batch entry at ``after``, after its event ``after_i``), each once,
+        in log order (query scope). Caught up, it waits for the next event
+        ``wait`` seconds at a time (at most 25, less than the client's
+        timeout) and goes on; with ``follow=False`` it stops instead. See
+        ``resume_point`` for where to resume."""
+        wait = max(0, min(wait, 25, int(self.timeout) - 1))
+        path = f"/v1/tenants/{self._seg(tenant)}/events"
+        while True:
+            query = {"after": after, "after_i": after_i, "wait": wait if follow else 0, "limit": limit}
+            page = self._call("GET", path, query=query, raw=True) or b""
+            lines = page.splitlines()
+            for line in lines:
+                ev = json.loads(line)
+                point = self.resume_point(ev)
+                after, after_i = point["after"], point["after_i"]
+                yield ev
+            if not lines and not follow:
+                return
+
+    @staticmethod
+    def resume_point(ev: Mapping[str, Any]) -> Dict[str, Any]:
+        """Where the feed resumes just after event ``ev``: the keyword
+        arguments of ``events`` (``{"after": lsn, "after_i": i or None}``)."""
+        last = ev["i"] + 1 == ev["n"]
+        return {"after": ev["lsn"], "after_i": None if last else ev["i"]}
 
     def ready(self) -> bool:
         try:
