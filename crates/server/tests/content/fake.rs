@@ -61,3 +61,46 @@ pub fn object_head(size: u64, content_type: &str) -> String {
          last-modified: Sat, 05 Dec 2026 12:00:00 GMT\r\n\r\n"
     )
 }
+
+/// A TCP proxy on loopback to `target`'s port that calls `trip` (once)
+/// before it forwards a request whose bytes hold `trigger`: the test's
+/// way to stop a store in the middle of a batch.
+pub fn tripwire(target: u16, trigger: &'static str, trip: impl Fn() + Send + Sync + 'static) -> String {
+    use std::io::Read;
+    use std::net::TcpStream;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let trip = Arc::new(trip);
+    let tripped = Arc::new(AtomicBool::new(false));
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { continue };
+            let Ok(server) = TcpStream::connect(("127.0.0.1", target)) else { continue };
+            let (trip, tripped) = (Arc::clone(&trip), Arc::clone(&tripped));
+            let (mut c_in, mut s_out) = (client.try_clone().unwrap(), server.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 16 << 10];
+                while let Ok(n) = c_in.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    let seen = buf[..n].windows(trigger.len()).any(|w| w == trigger.as_bytes());
+                    if seen && !tripped.swap(true, Ordering::SeqCst) {
+                        trip();
+                    }
+                    if s_out.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = s_out.shutdown(std::net::Shutdown::Write);
+            });
+            let (mut s_in, mut c_out) = (server, client);
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut s_in, &mut c_out);
+                let _ = c_out.shutdown(std::net::Shutdown::Write);
+            });
+        }
+    });
+    format!("http://127.0.0.1:{port}")
+}

@@ -272,6 +272,57 @@ async fn a_store_outage_answers_503_writes_nothing_and_a_retry_succeeds() {
     assert_eq!(results[2]["decision"], "near_duplicate", "{results}");
 }
 
+/// The store dies in the middle of a batch's reads (a proxy kills it as
+/// the HEAD of the ninth object passes): the items it had served are
+/// written, every other answers 503 and is not written at all, and the
+/// same batch sent again writes the rest.
+#[tokio::test]
+async fn a_store_stopped_mid_batch_fails_only_the_items_it_had_not_served() {
+    let Some(mut weed) = seaweed::Weed::start().await else { return };
+    let text = |i: usize| format!("document {i} on topic {i}: words alpha{i} beta{i} gamma{i} delta{i} epsilon{i}");
+    for i in 0..16 {
+        weed.put("docs", &format!("m{i:02}.txt"), text(i).as_bytes(), "text/plain").await;
+    }
+    let proxy = fake::tripwire(weed.s3_port(), "/docs/m08.txt", weed.killer());
+    let stores = seaweed::store_toml("corpus", &proxy, "docs", &["t"], "");
+    let h = service(tempfile::tempdir().unwrap(), &stores);
+    let key = h.tenant("t", None).await;
+    let items: Vec<Value> = (0..16)
+        .map(|i| json!({"item_id": format!("m{i:02}"), "content_uri": format!("s3://docs/m{i:02}.txt"), "idempotency_key": format!("k{i}")}))
+        .collect();
+    let batch = json!({ "items": items });
+    let r = h.call(Method::POST, "/v1/tenants/t/items", Some(&key), Some(batch.clone())).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let results = r.json()["results"].as_array().unwrap().clone();
+    let mut written = 0;
+    for (i, res) in results.iter().enumerate() {
+        let got = get_item(&h, "t", &key, &format!("m{i:02}")).await;
+        if res["status"] == "inserted" {
+            written += 1;
+            let blake3 = blake3::hash(text(i).as_bytes()).to_hex().to_string();
+            assert_eq!(got.json()["content_source"]["blake3"], blake3.as_str(), "m{i:02} written whole");
+        } else {
+            assert_eq!(res["error"]["code"], "content_store_unavailable", "m{i:02}: {res}");
+            assert_eq!(got.status, StatusCode::NOT_FOUND, "m{i:02} failed, yet was written");
+        }
+    }
+    // Reads run eight at a time in order, so the ninth starts only once the
+    // first has been read: some were served, the ninth was not.
+    assert!(written >= 1, "{results:?}");
+    assert_eq!(results[8]["error"]["code"], "content_store_unavailable", "{results:?}");
+    let stats = h.call(Method::GET, "/v1/tenants/t", Some(&key), None).await.json();
+    assert_eq!(stats["stats"]["live_items"], written, "{stats}");
+
+    weed.restart().await;
+    let r = h.call(Method::POST, "/v1/tenants/t/items", Some(&key), Some(batch)).await;
+    for (i, res) in r.json()["results"].as_array().unwrap().iter().enumerate() {
+        let want = if results[i]["status"] == "inserted" { "replayed" } else { "inserted" };
+        assert_eq!(res["status"], want, "m{i:02}: {res}");
+    }
+    let stats = h.call(Method::GET, "/v1/tenants/t", Some(&key), None).await.json();
+    assert_eq!(stats["stats"]["live_items"], 16, "{stats}");
+}
+
 /// The command log holds what was read, so neither a replay (a restart)
 /// nor a rebuild reads an object again: overwriting every object after
 /// ingest changes no decision.

