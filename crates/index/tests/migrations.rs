@@ -7,7 +7,7 @@
 use std::path::{Path, PathBuf};
 
 use neardup_core::Config;
-use neardup_index::{Engine, EngineOptions, FsyncPolicy, Item, StoreKind, TenantConfig};
+use neardup_index::{Engine, EngineOptions, FsyncPolicy, Item, Proposer, StoreKind, TenantConfig};
 
 fn opts(store: StoreKind) -> EngineOptions {
     EngineOptions { fsync: FsyncPolicy::Os, store, ..EngineOptions::default() }
@@ -195,5 +195,33 @@ fn a_store_checkpoint_needs_its_own_store() {
     match Engine::open(dir.path(), opts(StoreKind::Fjall)) {
         Err(err) => assert!(err.to_string().contains("the store is missing"), "{err}"),
         Ok(e) => panic!("opened a store checkpoint without its store: {:?}", e.recovery_report()),
+    }
+}
+
+/// A replicated log that takes nothing: the test below never gets as far
+/// as proposing.
+struct NoLog;
+
+impl Proposer for NoLog {
+    fn propose(&self, _tenant: &str, _after: u64, _payload: &[u8]) -> neardup_index::Result<u64> {
+        Err(neardup_index::Error::unavailable("no log in this test"))
+    }
+}
+
+/// A single-node data directory, command log included, is refused by a
+/// cluster node: its state comes from the replicated log and its own
+/// checkpoints, never from a single-node log it would silently diverge from.
+#[test]
+fn a_single_node_command_log_refuses_a_cluster_node() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let e = Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap();
+        e.create_tenant("t", seed_tenant()).unwrap();
+        e.upsert("t", Item::text("A", "red fox runs very fast")).unwrap();
+        e.sync().unwrap();
+    }
+    match Engine::open_replica(dir.path(), opts(StoreKind::Memory), std::sync::Arc::new(NoLog)) {
+        Err(err) => assert!(err.to_string().contains("single-node command log"), "{err}"),
+        Ok(_) => panic!("a cluster node opened over a single-node command log"),
     }
 }
