@@ -66,6 +66,34 @@ fn assert_same(nodes: &[&Engine], tenant: &str, lsn: u64) {
             assert_eq!(e.decide(tenant, &text(q)).unwrap(), d);
         }
     }
+    // The event feed: the same lines at the same positions on every node,
+    // from where all of them hold it (a restarted node starts at its
+    // checkpoint).
+    let oldest = |e: &Engine| match e.events(tenant, 0, None, 1) {
+        Ok(_) => 0,
+        Err(err) => match err.kind() {
+            neardup_index::ErrorKind::EventsTrimmed { oldest_after, .. } => *oldest_after,
+            _ => panic!("{err}"),
+        },
+    };
+    let from = nodes.iter().map(|e| oldest(e)).max().unwrap_or(0);
+    let first = feed(nodes[0], tenant, from);
+    for e in &nodes[1..] {
+        assert!(feed(e, tenant, from) == first, "replicas' event feeds differ after position {from}");
+    }
+}
+
+/// Every event of `tenant` after position `from`, page by page.
+fn feed(e: &Engine, tenant: &str, from: u64) -> Vec<std::sync::Arc<str>> {
+    let (mut out, mut next) = (Vec::new(), (from, None));
+    loop {
+        let page = e.events(tenant, next.0, next.1, 1000).unwrap();
+        if page.lines.is_empty() {
+            return out;
+        }
+        next = page.next_after;
+        out.extend(page.lines);
+    }
 }
 
 fn last_lsn(outcomes: &[UpsertOutcome]) -> u64 {
@@ -107,6 +135,12 @@ fn replicas_agree_and_races_have_one_winner() {
     assert_eq!(acked.len(), 120);
     let lsn = last_lsn(&acked);
     assert_same(&[&ea, &eb], "t.one", lsn);
+    // Every acknowledged write is an event of the feed, where it was acknowledged.
+    let events = feed(&eb, "t.one", 0);
+    assert_eq!(events.len(), 120);
+    for o in &acked {
+        assert!(events.iter().any(|l| l.contains(&format!("\"lsn\":{},", o.lsn))), "no event at {}", o.lsn);
+    }
     for e in [&ea, &eb] {
         let live = e.live_ids("t.one").unwrap();
         assert_eq!(live.len(), 120, "every acknowledged write is on every replica");
