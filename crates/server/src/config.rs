@@ -607,6 +607,27 @@ mod tests {
     }
 
     #[test]
+    fn content_stores_are_read_and_checked_at_start() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("stores.toml");
+        let store = |endpoint: &str| {
+            format!(
+                "[[store]]\nname = \"corpus\"\nendpoint = \"{endpoint}\"\nbucket = \"docs\"\ntenants = \
+                 [\"t\"]\ncredentials_file = \"{}\"\n",
+                dir.path().join("keys.toml").display()
+            )
+        };
+        std::fs::write(dir.path().join("keys.toml"), "access_key_id = \"a\"\nsecret_access_key = \"s\"\n").unwrap();
+        std::fs::write(&file, store("http://127.0.0.1:8333")).unwrap();
+        let c = ServeSettings { content_stores: Some(file.clone()), ..raw() }.validate().unwrap();
+        assert_eq!(c.gateway.content_stores.len(), 1);
+        assert_eq!(c.gateway.content_stores[0].credentials.access_key_id, "a");
+        std::fs::write(&file, store("http://10.1.2.3:8333")).unwrap();
+        let e = ServeSettings { content_stores: Some(file), ..raw() }.validate().unwrap_err().to_string();
+        assert!(e.contains("--content-stores") && e.contains("\"corpus\"") && e.contains("plain http"), "{e}");
+    }
+
+    #[test]
     fn toml_fills_unset_values_only() {
         let file: ServeSettings = toml::from_str("listen = \"0.0.0.0:9000\"\nfsync = \"everysec\"\n").unwrap();
         let c = ServeSettings { fsync: Some(FsyncSetting::Os), ..raw() }.or(file).validate().unwrap();

@@ -484,6 +484,9 @@ pub struct TenantDetail {
     pub config: crate::tenant_spec::TenantView,
     /// Figures.
     pub stats: StatsView,
+    /// The operator's content stores this tenant's items may be read from
+    /// by `content_uri` (names; see `--content-stores`).
+    pub content_stores: Vec<String>,
 }
 
 /// A tenant's figures.

@@ -69,7 +69,11 @@ pub(crate) async fn detail(
     s.enter(&p, &tenant, Scope::Query, 0)?;
     let t = tenant.clone();
     let (config, stats) = s.run(&tenant, move |e| Ok((e.tenant_config(&t)?, e.stats(&t)?))).await?;
-    Ok(Json(TenantDetail { config: tenant_spec::view(&tenant, &config)?, stats: StatsView::from(&stats) }))
+    Ok(Json(TenantDetail {
+        config: tenant_spec::view(&tenant, &config)?,
+        stats: StatsView::from(&stats),
+        content_stores: s.content.names_for(&tenant),
+    }))
 }
 
 /// Mints another key for the tenant (tenant `admin` scope).

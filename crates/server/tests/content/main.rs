@@ -75,6 +75,8 @@ async fn an_item_by_uri_is_decided_as_the_same_text_inline() {
     let stores = weed.store_toml("corpus", "docs", &["byuri", "inline"], "prefix = \"corpus/\"");
     let h = service(tempfile::tempdir().unwrap(), &stores);
     let (k1, k2) = (h.tenant("byuri", None).await, h.tenant("inline", None).await);
+    let detail = h.call(Method::GET, "/v1/tenants/byuri", Some(&k1), None).await.json();
+    assert_eq!(detail["content_stores"], json!(["corpus"]), "{detail}");
 
     let a1 = put_uri(&h, "byuri", &k1, "a", "s3://docs/corpus/a.txt").await;
     assert_eq!(a1.status, StatusCode::CREATED, "{}", String::from_utf8_lossy(&a1.bytes));
