@@ -132,13 +132,19 @@ impl Weed {
         (self.killer())();
     }
 
-    /// What stops it, for another thread to call.
+    /// What stops it, for another thread to call. Killed, it leaves its
+    /// Unix sockets in /tmp (`seaweedfs-KIND-PORT.sock`); they go too.
     pub fn killer(&self) -> impl Fn() + Send + Sync + 'static {
-        let child = Arc::clone(&self.child);
+        let (child, ports) = (Arc::clone(&self.child), self.ports);
         move || {
             if let Some(mut c) = child.lock().unwrap().take() {
                 let _ = c.kill();
                 let _ = c.wait();
+                for kind in ["master-grpc", "volume-grpc", "filer", "filer-grpc", "s3", "s3-grpc"] {
+                    for port in ports {
+                        let _ = std::fs::remove_file(format!("/tmp/seaweedfs-{kind}-{port}.sock"));
+                    }
+                }
             }
         }
     }
