@@ -88,13 +88,15 @@ pub(crate) enum Command {
         tenant: String,
         items: Vec<BatchedUpsert>,
     },
-    /// How the log holds an [`Command::Upsert`] whose record carries its
-    /// plan's [`ItemNote`] (what the event feed says of the decision; see
-    /// `crate::event`), lean or not as the log's other forms (the
-    /// record's features left out where [`Command::UpsertLean`] would
-    /// leave them out). Never applied as such: [`Command::decode`] turns it
-    /// back into an `Upsert` whose record carries the note. A build from
-    /// before it refuses the entry (an unknown variant).
+    /// How this node's own log holds an [`Command::Upsert`] whose record
+    /// carries its plan's [`ItemNote`] (what the event feed says of the
+    /// decision; see `crate::event`), its features left out where
+    /// [`Command::UpsertLean`] would leave them out. Never applied as
+    /// such: [`Command::decode`] turns it back into an `Upsert` whose
+    /// record carries the note. A build from before it refuses the entry
+    /// (an unknown variant); a cluster's replicated log does not carry it
+    /// yet (see [`Command::encode_for_log`]), but this build reads it
+    /// there, full or lean.
     UpsertNoted {
         tenant: String,
         record: Box<ItemRecord>,
@@ -242,15 +244,23 @@ impl Command {
     }
 
     /// The bytes a log holds for this command, sealed under `key` when
-    /// there is one (see `seal`): [`Command::encode_lean`] when `lean`
-    /// (this node's own log), [`Command::encode`] otherwise (a cluster's
-    /// replicated log, which nodes of an older build may still read during
-    /// a rolling upgrade).
+    /// there is one (see `seal`): when `lean` (this node's own log) the
+    /// noted form of an upsert whose records carry notes, or
+    /// [`Command::encode_lean`]; [`Command::encode`] otherwise (a
+    /// cluster's replicated log, which nodes of an older build may still
+    /// read during a rolling upgrade).
     pub(crate) fn encode_for_log(&mut self, key: Option<&[u8; 32]>, lean: bool) -> Result<Vec<u8>> {
-        let plain = match self.encode_noted(lean)? {
-            Some(noted) => noted,
-            None if lean => self.encode_lean()?,
-            None => self.encode()?,
+        // The replicated log keeps the forms an older build reads: a node
+        // that cannot decode an entry skips it, so a form it does not know
+        // would leave it without the write during a rolling upgrade. This
+        // build reads the noted forms there too, so a later one may write
+        // them once no older node is left.
+        let plain = match lean {
+            true => match self.encode_noted(true)? {
+                Some(noted) => noted,
+                None => self.encode_lean()?,
+            },
+            false => self.encode()?,
         };
         match key {
             Some(k) => crate::seal::seal(k, crate::seal::LOG, b"", &plain),
@@ -374,9 +384,15 @@ mod tests {
             },
         ];
         for (i, cmd) in cases.into_iter().enumerate() {
+            // The replicated log's payload leaves the notes out.
+            let plain = cmd.clone().encode_for_log(None, false).unwrap();
+            assert_eq!(plain, cmd.encode().unwrap(), "case {i}");
             for lean in [true, false] {
                 let mut logged = cmd.clone();
-                let payload = logged.encode_for_log(None, lean).unwrap();
+                let payload = match lean {
+                    true => logged.encode_for_log(None, true).unwrap(),
+                    false => logged.encode_noted(false).unwrap().unwrap(),
+                };
                 assert_eq!(logged, cmd, "case {i}: encoding changed the command");
                 assert!(payload[0] >= UPSERT_NOTED, "case {i}: not a noted form");
                 let mut back = Command::decode(&payload).unwrap();

@@ -8,7 +8,11 @@
 //! beyond its state (the closest verified match and its score, the policy
 //! and fingerprint versions it was judged under, inserted or replaced) is
 //! not part of the record the store keeps, so the log's entry carries it
-//! as an [`ItemNote`] (`Command::UpsertNoted`).
+//! as an [`ItemNote`] (`Command::UpsertNoted`) — in this node's own log.
+//! A cluster's replicated log keeps the forms older builds read (a node
+//! that cannot decode an entry skips it), so there an upsert's event is
+//! `item_upserted`, with its state but not its match, until a release
+//! writes the noted forms there too (this one already reads them).
 //!
 //! Each tenant keeps its recent events in an [`EventRing`], filled where
 //! commands are applied — live writes, a restart's replay of the log
@@ -24,7 +28,7 @@
 //! | `lsn`     | log position of the entry                                   |
 //! | `i`, `n`  | the event's index among the entry's `n` events (a batch)    |
 //! | `tenant`  | the tenant                                                  |
-//! | `type`    | `item_inserted`, `item_replaced`, `item_upserted` (a log from before the feed), `item_tombstoned`, `label_added`, `rebuilt`, `rolled_back` |
+//! | `type`    | `item_inserted`, `item_replaced`, `item_upserted` (no note: a log from before the feed, a cluster's), `item_tombstoned`, `label_added`, `rebuilt`, `rolled_back` |
 //!
 //! Writes that change nothing (`unchanged`, a replayed idempotency key) are
 //! not logged and have no event; neither have compaction and unfencing,
@@ -118,7 +122,8 @@ struct ClosestView<'a> {
 enum Body<'a> {
     ItemInserted(Decided<'a>),
     ItemReplaced(Decided<'a>),
-    /// An upsert logged without a note (by a build before the feed).
+    /// An upsert logged without a note (by a build before the feed, or on
+    /// a cluster's replicated log).
     ItemUpserted {
         item_id: &'a str,
         epoch: u64,

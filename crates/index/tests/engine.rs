@@ -591,6 +591,17 @@ fn frozen_log_fixture_replays() {
     let d = e.decide("seed", "red fox runs very fast today").unwrap();
     assert_eq!(d.state, DecisionState::Duplicate);
     assert_eq!(d.closest().unwrap().item_id, "B");
+    // Its event feed: a log from before the feed records upserts without
+    // their decision's note, so they are `item_upserted`, with their state.
+    let page = e.events("seed", 0, None, 100).unwrap();
+    let types: Vec<String> = page
+        .lines
+        .iter()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["type"].as_str().unwrap().to_string())
+        .collect();
+    let want = ["item_upserted", "item_upserted", "item_upserted", "item_upserted"];
+    assert_eq!(types, [&want[..], &["item_tombstoned", "label_added", "rebuilt"]].concat());
+    assert!(page.lines[1].contains("\"item_id\":\"B\",\"epoch\":1,\"state\":\"near_duplicate\""), "{}", page.lines[1]);
 }
 
 /// Group commit: under `--fsync always`, concurrent writers share fsyncs,
