@@ -261,13 +261,11 @@ fn policy_examples() -> String {
     }
     let none = p.explain(Verdict::Different, None, None, "exact Jaccard");
     out.push_str(&format!("| — | — | `different` | {} |\n", shown(&none)));
+    out.push_str("\nRefused at construction, with the reason:\n\n");
     for (id, identical, similar) in [("", 1.0, 0.8), ("p", 0.8, 0.9), ("p", 1.2, 0.9)] {
         let err = Policy::new(id, 1, identical, similar).expect_err("refused");
-        out.push_str(&format!(
-            "\nRefused: id {}, identical {identical}, similar {similar}: {}",
-            shown(id),
-            shown(&err.to_string())
-        ));
+        let id = if id.is_empty() { "(empty)".to_string() } else { shown(id) };
+        out.push_str(&format!("- id {id}, identical {identical}, similar {similar}: {}\n", shown(&err.to_string())));
     }
     out.push('\n');
     out
