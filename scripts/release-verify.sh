@@ -23,7 +23,10 @@
 #   rehearsal:*    on a copy of a data directory (--data-dir DIR, or one this
 #                  script fills): restart, rebuild every tenant, roll the
 #                  rebuild back, restart again; each step must answer as
-#                  before, and the original directory must be untouched
+#                  before, and the original directory must be untouched.
+#                  `neardup serve` takes its other settings from the
+#                  NEARDUP_* environment as in service (for example
+#                  NEARDUP_SNAPSHOT_KEY_FILE for a sealed directory)
 #
 # Prints PASS, FAIL or SKIP and the contract's name per line, then a
 # summary; exits 1 if any contract failed, 2 on a usage error. --only runs
@@ -44,7 +47,7 @@ while [ $# -gt 0 ]; do
         --binary) binary="$2"; shift 2 ;;
         --data-dir) data_dir="$2"; shift 2 ;;
         --only) only=",$2,"; shift 2 ;;
-        -h|--help) sed -n '2,33p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,36p' "$0"; exit 0 ;;
         *) echo "release-verify: unknown argument $1" >&2; exit 2 ;;
     esac
 done
