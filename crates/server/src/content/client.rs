@@ -25,6 +25,8 @@ use super::settings::StoreConfig;
 #[derive(Debug)]
 struct Direct {
     timeout: Duration,
+    /// Plain HTTP: the store's endpoint is `http://` (which settings
+    /// accept only on loopback or with `allow_http`).
     allow_http: bool,
 }
 
@@ -68,7 +70,7 @@ impl Client {
             .with_region(&c.region)
             .with_access_key_id(&c.credentials.access_key_id)
             .with_secret_access_key(&c.credentials.secret_access_key)
-            .with_allow_http(c.allow_http || c.endpoint.starts_with("http://"))
+            .with_allow_http(c.endpoint.starts_with("http://"))
             .with_virtual_hosted_style_request(false)
             .with_retry(RetryConfig {
                 backoff: BackoffConfig {

@@ -156,11 +156,6 @@ impl ContentStores {
         Ok((store, key))
     }
 
-    /// Checks `uri` for `tenant` without reading anything.
-    pub fn check_uri(&self, tenant: &str, uri: &str) -> Result<(), ContentError> {
-        self.locate(tenant, uri).map(|_| ())
-    }
-
     /// Reads `uri` for `tenant`: refused before any network call unless it
     /// lies in one of the tenant's stores; a HEAD checks size (against the
     /// store's limit and `cap`) and media type before the body is read;
@@ -254,6 +249,8 @@ async fn read_from(
     if head.size > cap {
         return Err(ContentError::new(ContentErrorKind::TooLarge { size: head.size, max: cap }));
     }
+    // An object stored without a type is taken as plain text (and still
+    // has to be UTF-8).
     let content_type = head.content_type.clone().unwrap_or_else(|| "text/plain".into());
     if !store.config.allows_media_type(&content_type) {
         return Err(ContentError::new(ContentErrorKind::MediaType { found: content_type }));
