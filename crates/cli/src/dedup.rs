@@ -873,7 +873,7 @@ fn run_bounded(
                 }
             }
             w.write(&chunk, &picks)?;
-            done.release();
+            done.release_if_near_limit();
             bar.inc(chunk.progress);
             Ok(())
         })?;
@@ -890,6 +890,7 @@ fn run_bounded(
     }
     let mut timings = done.timings.clone();
     timings.output_s = t.elapsed().as_secs_f64();
+    done.remove_work_folder();
     Ok(RunOut {
         bytes: done.bytes,
         clusters: done.clusters,

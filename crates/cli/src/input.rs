@@ -151,6 +151,19 @@ impl Sources {
         }
     }
 
+    /// Where each input read so far begins: `(first record, name)`.
+    pub fn starts(&self) -> Vec<(u64, String)> {
+        self.starts.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// Sets where each input begins, as [`Sources::starts`] gave it in an
+    /// earlier read of the same inputs (a run that resumes without reading).
+    pub fn restore(&self, starts: Vec<(u64, String)>) {
+        if let Ok(mut s) = self.starts.lock() {
+            *s = starts;
+        }
+    }
+
     fn begin(&self, first: u64, name: &str) {
         if let Ok(mut starts) = self.starts.lock() {
             starts.push((first, name.to_owned()));

@@ -29,7 +29,7 @@ use crate::jsonl::{Line, Reject};
 use neardup_core::UnionFind;
 
 /// Where the time went, per phase (wall clock; phases overlap).
-#[derive(Debug, Default, Clone, serde::Serialize)]
+#[derive(Debug, Default, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Timings {
     pub read_s: f64,
     /// The fingerprinting tasks' seconds, summed, over the pool's threads:

@@ -125,3 +125,70 @@ fn a_run_under_a_tiny_memory_limit_gives_the_in_memory_results() {
     let read = |side: &str| std::fs::read(dir.path().join(format!("annotate-{side}.jsonl"))).unwrap();
     assert!(read("memory") == read("bounded"), "--annotate differs");
 }
+
+/// A run under a memory limit killed (SIGKILL) in each phase continues,
+/// when the same command runs again, from its last completed phase, and
+/// gives the in-memory results. Each kill waits for what shows the phase
+/// has begun (the store's first bytes; the manifest of the phase before),
+/// so the phases reached do not depend on the machine's speed.
+#[test]
+fn a_killed_bounded_run_continues_from_its_last_phase() {
+    let dir = tempfile::tempdir().unwrap();
+    let work = dir.path().join("work");
+    let corpus = corpus();
+    let memory = dedup(&[corpus], dir.path(), "memory", &["--memory-limit", "none"]);
+    let bounded_args = ["--memory-limit", "256K", "--work-dir", work.to_str().unwrap()];
+    let folder = || {
+        std::fs::read_dir(&work)
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with("neardup-dedup-")))
+    };
+    let phase = |f: &Path| -> Option<u64> {
+        let m: serde_json::Value = serde_json::from_slice(&std::fs::read(f.join("manifest.json")).ok()?).ok()?;
+        m["phase"].as_u64()
+    };
+    // Waits for `ready`, then kills the run; returns its standard error.
+    let kill_when = |ready: &dyn Fn() -> bool| -> String {
+        let out = |name: &str| dir.path().join(format!("bounded.{name}"));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_neardup"))
+            .arg("dedup")
+            .arg(corpus)
+            .args(bounded_args)
+            .arg("-o")
+            .arg(out("jsonl"))
+            .arg("--pairs")
+            .arg(out("pairs"))
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // A guard against a hang only: the corpus takes seconds.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+        while !ready() {
+            assert!(child.try_wait().unwrap().is_none(), "the run ended before the point to kill it at");
+            assert!(std::time::Instant::now() < deadline, "the run did not reach the point to kill it at");
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        child.kill().unwrap();
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stderr).into_owned()
+    };
+    // In phase 1: the store has its first bytes.
+    kill_when(&|| folder().is_some_and(|f| std::fs::metadata(f.join("items.bin")).is_ok_and(|m| m.len() > 0)));
+    assert_eq!(folder().and_then(|f| phase(&f)), None, "killed before phase 1 completed");
+    // In phase 2: phase 1 is recorded (the run started over, then got past it).
+    let log = kill_when(&|| folder().and_then(|f| phase(&f)).is_some_and(|p| p >= 1));
+    assert!(!log.contains("continuing"), "nothing was completed to continue from: {log}");
+    // In phase 3: phase 2 is recorded; the run continued after phase 1.
+    let log = kill_when(&|| folder().and_then(|f| phase(&f)).is_some_and(|p| p >= 2));
+    assert!(log.contains("after its 1 completed phase"), "{log}");
+    // To the end: continues after phase 2, same results, folder removed.
+    let bounded = dedup(&[corpus], dir.path(), "bounded", &bounded_args);
+    assert_eq!(memory, bounded);
+    for name in ["jsonl", "pairs"] {
+        let read = |side: &str| std::fs::read(dir.path().join(format!("{side}.{name}"))).unwrap();
+        assert!(read("memory") == read("bounded"), "--{name} differs after the kills");
+    }
+    assert!(folder().is_none(), "the work folder is removed once the outputs are written");
+}

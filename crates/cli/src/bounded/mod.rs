@@ -71,9 +71,9 @@ pub struct Limits {
 }
 
 /// One phase of a bounded run, for the summary.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Phase {
-    pub name: &'static str,
+    pub name: String,
     pub seconds: f64,
     /// Bytes written to the work folder.
     pub disk_bytes: u64,
@@ -114,6 +114,18 @@ pub fn peak_rss() -> u64 {
     0
 }
 
+/// The process's resident set now, in bytes (0 where unknown).
+fn resident_bytes() -> u64 {
+    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else { return 0 };
+    let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+    #[cfg(target_os = "linux")]
+    // SAFETY: sysconf reads a constant.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
+    #[cfg(not(target_os = "linux"))]
+    let page = 4096;
+    pages * page
+}
+
 /// Free bytes on the file system of `dir` (None where unknown).
 pub fn free_space(dir: &Path) -> Option<u64> {
     #[cfg(target_os = "linux")]
@@ -130,13 +142,106 @@ pub fn free_space(dir: &Path) -> Option<u64> {
     None
 }
 
-/// The run's work folder, removed when the run ends however it ends.
-struct WorkDir(PathBuf);
+/// The run's work folder: removed when the run has written its outputs
+/// ([`Done::remove_work_folder`]), kept when it fails or is killed, for the
+/// same command to continue from its last completed phase.
+struct WorkDir(PathBuf, bool);
 
 impl Drop for WorkDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        if self.1 {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
     }
+}
+
+/// The work folder's format: a folder of another format is started over.
+const WORK_FORMAT: u32 = 1;
+
+/// What a work folder holds of its run, written when a phase completes.
+#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
+struct Manifest {
+    format: u32,
+    /// Phases completed: 1 read and fingerprint, 2 merge.
+    phase: u8,
+    /// Records rejected so far.
+    rejects: Vec<Reject>,
+    /// Where each input begins (see [`crate::input::Sources`]).
+    sources: Vec<(u64, String)>,
+    /// Phase 1's sorted runs: band keys, content hashes, ids.
+    bands: Vec<PathBuf>,
+    contents: Vec<PathBuf>,
+    ids: Vec<PathBuf>,
+    /// Phase 2's sorted runs of references.
+    refs: Vec<PathBuf>,
+    timings: Timings,
+    phases: Vec<Phase>,
+}
+
+impl Manifest {
+    fn read(dir: &Path) -> Manifest {
+        std::fs::read(dir.join("manifest.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok())
+            .filter(|m| m.format == WORK_FORMAT)
+            .unwrap_or_default()
+    }
+
+    /// Writes the manifest in place of the last, atomically.
+    fn write(&mut self, dir: &Path) -> anyhow::Result<()> {
+        self.format = WORK_FORMAT;
+        let tmp = dir.join("manifest.json.tmp");
+        std::fs::write(&tmp, serde_json::to_vec(self)?)?;
+        std::fs::rename(&tmp, dir.join("manifest.json"))?;
+        Ok(())
+    }
+}
+
+/// The name of a run's work folder: a hash of what decides its results
+/// (the pipeline's configuration, the fields, the inputs' names, sizes and
+/// times), so that the same command finds the folder again.
+fn work_folder_name(setup: &Setup<'_>) -> anyhow::Result<String> {
+    let inputs: Vec<(String, Option<u64>, Option<u128>)> = setup
+        .inputs
+        .iter()
+        .map(|i| {
+            let modified = std::fs::metadata(&i.name)
+                .and_then(|m| m.modified())
+                .ok()
+                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                .map(|d| d.as_nanos());
+            (i.name.clone(), i.size, modified)
+        })
+        .collect();
+    let what = serde_json::json!({
+        "format": WORK_FORMAT,
+        "config": setup.params.config(),
+        "text": setup.text_field,
+        "id": setup.id_field,
+        "max_line": setup.opts.max_line,
+        "inputs": inputs,
+    });
+    let key = neardup_core::hash_bytes(serde_json::to_string(&what)?.as_bytes(), 0);
+    Ok(format!("neardup-dedup-{key:016x}"))
+}
+
+/// Writes `words` as little-endian bytes.
+fn write_words<T: Copy>(path: &Path, words: &[T], bytes: impl Fn(T) -> Vec<u8>) -> anyhow::Result<()> {
+    let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+    for &x in words {
+        w.write_all(&bytes(x))?;
+    }
+    w.into_inner().map_err(|e| e.into_error())?;
+    Ok(())
+}
+
+/// Reads `n` little-endian words of `W` bytes.
+fn read_words<const W: usize, T>(path: &Path, n: usize, word: impl Fn([u8; W]) -> T) -> anyhow::Result<Vec<T>> {
+    let bytes = std::fs::read(path)?;
+    if bytes.len() != n * W {
+        anyhow::bail!("{} has {} bytes, not {}", path.display(), bytes.len(), n * W);
+    }
+    Ok(bytes.chunks_exact(W).map(|c| word(c.try_into().expect("W bytes"))).collect())
 }
 
 /// Disk the work folder needs at most, from the input's size: the store
@@ -393,7 +498,7 @@ impl Phases {
                 peak as f64 / 1e6
             );
         }
-        self.list.push(Phase { name, seconds, disk_bytes, peak_rss_bytes: peak });
+        self.list.push(Phase { name: name.to_owned(), seconds, disk_bytes, peak_rss_bytes: peak });
         self.at = Instant::now();
         seconds
     }
@@ -424,11 +529,35 @@ pub fn dedup<F>(
 where
     F: FnMut(&Store, &Outcome) -> anyhow::Result<()>,
 {
-    let params = setup.params;
     std::fs::create_dir_all(&limits.work_dir)
         .with_context(|| format!("cannot create the work folder {}", limits.work_dir.display()))?;
-    let dir = WorkDir(limits.work_dir.join(format!("neardup-dedup-{}", std::process::id())));
+    let dir = WorkDir(limits.work_dir.join(work_folder_name(setup)?), false);
+    let mut manifest = Manifest::read(&dir.0);
+    if manifest.phase == 0 {
+        // Nothing completed: whatever a killed run left is started over.
+        let _ = std::fs::remove_dir_all(&dir.0);
+    } else if !setup.quiet {
+        eprintln!("neardup: continuing the run in {} after its {} completed phase(s)", dir.0.display(), manifest.phase);
+    }
     std::fs::create_dir_all(&dir.0).with_context(|| format!("cannot create {}", dir.0.display()))?;
+    let note = format!("the work folder {} is kept: the same command continues from its last phase", dir.0.display());
+    dedup_in(setup, limits, dir, &mut manifest, rejects, progress, &mut f).with_context(move || note)
+}
+
+/// [`dedup`] in its work folder, from the phase after `manifest`'s.
+fn dedup_in<F>(
+    setup: &Setup<'_>,
+    limits: &Limits,
+    dir: WorkDir,
+    manifest: &mut Manifest,
+    rejects: &mut Vec<Reject>,
+    progress: &dyn Fn(u64),
+    f: &mut F,
+) -> anyhow::Result<Done>
+where
+    F: FnMut(&Store, &Outcome) -> anyhow::Result<()>,
+{
+    let params = setup.params;
     // What the sorts and blocks may hold: the limit, less what the first
     // stage's chunks and threads hold (about 64 MB whatever the limit; a
     // smaller limit bounds the sorts and blocks to half of it).
@@ -439,66 +568,86 @@ where
     let mut timings = Timings::default();
 
     // 1. Read and fingerprint.
-    let mut w = StoreWriter::create(&dir.0, layout)?;
-    let mut bands = Sorter::<10>::new(&dir.0, "bands", budget / 2);
-    let mut contents = Sorter::<20>::new(&dir.0, "contents", budget / 4);
-    let mut ids = Sorter::<12>::new(&dir.0, "ids", budget / 4);
-    let fingerprinter = Fingerprinter::new(params.clone())?;
-    let (read_s, fingerprint_s) = fingerprint_all(
-        &fingerprinter,
-        setup.text_field,
-        setup.id_field,
-        setup.inputs,
-        setup.opts,
-        setup.sources,
-        rejects,
-        |chunk, parsed, rejects| {
-            for (line, result) in chunk.lines.iter().zip(parsed) {
-                let (id, fp) = match result {
-                    Ok(x) => x,
-                    Err(reason) => {
-                        rejects.push(Reject::at(line.number, reason));
-                        continue;
+    if manifest.phase < 1 {
+        let mut w = StoreWriter::create(&dir.0, layout)?;
+        let mut bands = Sorter::<10>::new(&dir.0, "bands", budget / 2);
+        let mut contents = Sorter::<20>::new(&dir.0, "contents", budget / 4);
+        let mut ids = Sorter::<12>::new(&dir.0, "ids", budget / 4);
+        let fingerprinter = Fingerprinter::new(params.clone())?;
+        let (read_s, fingerprint_s) = fingerprint_all(
+            &fingerprinter,
+            setup.text_field,
+            setup.id_field,
+            setup.inputs,
+            setup.opts,
+            setup.sources,
+            rejects,
+            |chunk, parsed, rejects| {
+                for (line, result) in chunk.lines.iter().zip(parsed) {
+                    let (id, fp) = match result {
+                        Ok(x) => x,
+                        Err(reason) => {
+                            rejects.push(Reject::at(line.number, reason));
+                            continue;
+                        }
+                    };
+                    let external = external_id(id, line.number, setup.sources);
+                    let (folded, sketch) = scale.row_of(&fp.band_keys, &fp.signature);
+                    let flags =
+                        if fp.degraded.is_some() { DEGRADED } else { 0 } | if folded.is_empty() { 0 } else { BANDED };
+                    let item = w.push(&NewItem {
+                        line: line.number,
+                        input: chunk.input as u32,
+                        text_len: line.len().min(u32::MAX as usize) as u32,
+                        id: &external,
+                        hash: fp.content_hash,
+                        flags,
+                        sketch: &sketch,
+                        features: &fp.features,
+                    })?;
+                    for (b, key) in folded.iter().enumerate() {
+                        let mut r = [0u8; 10];
+                        r[0..2].copy_from_slice(&(b as u16).to_be_bytes());
+                        r[2..6].copy_from_slice(&key.to_be_bytes());
+                        r[6..10].copy_from_slice(&item.to_be_bytes());
+                        bands.push(r)?;
                     }
-                };
-                let external = external_id(id, line.number, setup.sources);
-                let (folded, sketch) = scale.row_of(&fp.band_keys, &fp.signature);
-                let flags =
-                    if fp.degraded.is_some() { DEGRADED } else { 0 } | if folded.is_empty() { 0 } else { BANDED };
-                let item = w.push(&NewItem {
-                    line: line.number,
-                    input: chunk.input as u32,
-                    text_len: line.len().min(u32::MAX as usize) as u32,
-                    id: &external,
-                    hash: fp.content_hash,
-                    flags,
-                    sketch: &sketch,
-                    features: &fp.features,
-                })?;
-                for (b, key) in folded.iter().enumerate() {
-                    let mut r = [0u8; 10];
-                    r[0..2].copy_from_slice(&(b as u16).to_be_bytes());
-                    r[2..6].copy_from_slice(&key.to_be_bytes());
-                    r[6..10].copy_from_slice(&item.to_be_bytes());
-                    bands.push(r)?;
+                    let mut r = [0u8; 20];
+                    r[0..16].copy_from_slice(&fp.content_hash.0);
+                    r[16..20].copy_from_slice(&item.to_be_bytes());
+                    contents.push(r)?;
+                    let mut r = [0u8; 12];
+                    r[0..8].copy_from_slice(&neardup_core::hash_bytes(external.as_bytes(), 0).to_be_bytes());
+                    r[8..12].copy_from_slice(&item.to_be_bytes());
+                    ids.push(r)?;
                 }
-                let mut r = [0u8; 20];
-                r[0..16].copy_from_slice(&fp.content_hash.0);
-                r[16..20].copy_from_slice(&item.to_be_bytes());
-                contents.push(r)?;
-                let mut r = [0u8; 12];
-                r[0..8].copy_from_slice(&neardup_core::hash_bytes(external.as_bytes(), 0).to_be_bytes());
-                r[8..12].copy_from_slice(&item.to_be_bytes());
-                ids.push(r)?;
-            }
-            progress(chunk.progress);
-            Ok(())
-        },
-    )?;
-    timings.read_s = read_s;
-    timings.fingerprint_s = fingerprint_s;
-    let store_bytes = w.disk_bytes();
-    w.finish()?;
+                progress(chunk.progress);
+                Ok(())
+            },
+        )?;
+        timings.read_s = read_s;
+        timings.fingerprint_s = fingerprint_s;
+        let store_bytes = w.disk_bytes();
+        w.finish()?;
+        let sorted = bands.disk_bytes + contents.disk_bytes + ids.disk_bytes;
+        manifest.bands = bands.into_runs()?;
+        manifest.contents = contents.into_runs()?;
+        manifest.ids = ids.into_runs()?;
+        manifest.rejects = rejects.clone();
+        manifest.sources = setup.sources.map(|s| s.starts()).unwrap_or_default();
+        phases.end("read and fingerprint", store_bytes + sorted);
+        manifest.timings = timings.clone();
+        manifest.phases = phases.list.clone();
+        manifest.phase = 1;
+        manifest.write(&dir.0)?;
+    } else {
+        rejects.extend(manifest.rejects.iter().cloned());
+        if let Some(s) = setup.sources {
+            s.restore(manifest.sources.clone());
+        }
+        timings = manifest.timings.clone();
+        phases.list = manifest.phases.clone();
+    }
     let store = Store::open(&dir.0, layout)?;
     let n = store.count as usize;
     let resident = n as u64 * RESIDENT_QUARTER_BYTES / 4;
@@ -510,91 +659,114 @@ where
             limits.memory as f64 / 1e6
         );
     }
-    let sorted = bands.disk_bytes + contents.disk_bytes + ids.disk_bytes;
-    phases.end("read and fingerprint", store_bytes + sorted);
 
     // 2. Merge: repeated ids, content classes, band buckets.
-    let t = Instant::now();
-    let mut rejected = Bits::new(n);
-    let mut disk = 0u64;
-    {
-        let mut group: Vec<u32> = Vec::new();
-        let mut key = None;
-        let mut flush = |group: &mut Vec<u32>, rejects: &mut Vec<Reject>| {
-            if group.len() > 1 {
-                let mut first: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
-                for &item in group.iter() {
-                    let id = store.id(item);
-                    if first.contains_key(id) {
-                        rejected.set(item);
-                        rejects.push(Reject::at(
-                            store.rec(item).line(),
-                            format!("duplicate item id {id:?} (first seen as item {id:?}); ids must be unique"),
-                        ));
-                    } else {
-                        first.insert(id, item);
+    let (class, rejected) = if manifest.phase < 2 {
+        let t = Instant::now();
+        let mut rejected = Bits::new(n);
+        let mut disk = 0u64;
+        {
+            let mut group: Vec<u32> = Vec::new();
+            let mut key = None;
+            let mut flush = |group: &mut Vec<u32>, rejects: &mut Vec<Reject>| {
+                if group.len() > 1 {
+                    let mut first: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
+                    for &item in group.iter() {
+                        let id = store.id(item);
+                        if first.contains_key(id) {
+                            rejected.set(item);
+                            rejects.push(Reject::at(
+                                store.rec(item).line(),
+                                format!("duplicate item id {id:?} (first seen as item {id:?}); ids must be unique"),
+                            ));
+                        } else {
+                            first.insert(id, item);
+                        }
                     }
                 }
+                group.clear();
+            };
+            let merged = Sorter::<12>::resume(&dir.0, "ids-pass", manifest.ids.clone())?;
+            for rec in merged {
+                let rec = rec?;
+                let k = u64::from_be_bytes(rec[0..8].try_into().expect("8 bytes"));
+                if key != Some(k) {
+                    flush(&mut group, rejects);
+                    key = Some(k);
+                }
+                group.push(be32(&rec[8..12]));
             }
-            group.clear();
-        };
-        let merged = ids.finish()?;
-        for rec in merged {
-            let rec = rec?;
-            let k = u64::from_be_bytes(rec[0..8].try_into().expect("8 bytes"));
-            if key != Some(k) {
-                flush(&mut group, rejects);
-                key = Some(k);
-            }
-            group.push(be32(&rec[8..12]));
+            flush(&mut group, rejects);
         }
-        flush(&mut group, rejects);
-    }
-    let mut refs = Sorter::<22>::new(&dir.0, "refs", budget / 2);
-    let mut class: Vec<u32> = vec![0; n];
-    {
-        let mut out = Buckets::create(&dir.0.join("classes.bin"))?;
-        let mut key: Option<[u8; 16]> = None;
-        for rec in contents.finish()? {
-            let rec = rec?;
-            let item = be32(&rec[16..20]);
-            if rejected.get(item) {
-                continue;
+        let mut refs = Sorter::<22>::new(&dir.0, "refs", budget / 2);
+        let mut class: Vec<u32> = vec![0; n];
+        {
+            let mut out = Buckets::create(&dir.0.join("classes.bin"))?;
+            let mut key: Option<[u8; 16]> = None;
+            for rec in Sorter::<20>::resume(&dir.0, "contents-pass", manifest.contents.clone())? {
+                let rec = rec?;
+                let item = be32(&rec[16..20]);
+                if rejected.get(item) {
+                    continue;
+                }
+                let h: [u8; 16] = rec[0..16].try_into().expect("16 bytes");
+                if key != Some(h) {
+                    key = Some(h);
+                    out.start(item);
+                } else {
+                    refs.push(ref_rec(item, out.member(item, CONTENT, 0)?))?;
+                }
+                class[item as usize] = out.first;
             }
-            let h: [u8; 16] = rec[0..16].try_into().expect("16 bytes");
-            if key != Some(h) {
-                key = Some(h);
-                out.start(item);
-            } else {
-                refs.push(ref_rec(item, out.member(item, CONTENT, 0)?))?;
-            }
-            class[item as usize] = out.first;
+            disk += out.finish()?;
         }
-        disk += out.finish()?;
-    }
-    {
-        let mut out = Buckets::create(&dir.0.join("buckets.bin"))?;
-        let mut key: Option<[u8; 6]> = None;
-        for rec in bands.finish()? {
-            let rec = rec?;
-            let item = be32(&rec[6..10]);
-            if rejected.get(item) {
-                continue;
+        {
+            let mut out = Buckets::create(&dir.0.join("buckets.bin"))?;
+            let mut key: Option<[u8; 6]> = None;
+            for rec in Sorter::<10>::resume(&dir.0, "bands-pass", manifest.bands.clone())? {
+                let rec = rec?;
+                let item = be32(&rec[6..10]);
+                if rejected.get(item) {
+                    continue;
+                }
+                let k: [u8; 6] = rec[0..6].try_into().expect("6 bytes");
+                if key != Some(k) {
+                    key = Some(k);
+                    out.start(item);
+                } else {
+                    let table = u16::from_be_bytes([k[0], k[1]]);
+                    refs.push(ref_rec(item, out.member(item, table, be32(&k[2..6]))?))?;
+                }
             }
-            let k: [u8; 6] = rec[0..6].try_into().expect("6 bytes");
-            if key != Some(k) {
-                key = Some(k);
-                out.start(item);
-            } else {
-                let table = u16::from_be_bytes([k[0], k[1]]);
-                refs.push(ref_rec(item, out.member(item, table, be32(&k[2..6]))?))?;
-            }
+            disk += out.finish()?;
         }
-        disk += out.finish()?;
-    }
-    disk += refs.disk_bytes;
-    timings.index_s = t.elapsed().as_secs_f64();
-    phases.end("merge", disk);
+        disk += refs.disk_bytes;
+        manifest.refs = refs.into_runs()?;
+        write_words(&dir.0.join("class.bin"), &class, |c: u32| c.to_le_bytes().to_vec())?;
+        write_words(&dir.0.join("rejected.bin"), &rejected.0, |w: u64| w.to_le_bytes().to_vec())?;
+        timings.index_s = t.elapsed().as_secs_f64();
+        phases.end("merge", disk + n as u64 * 4);
+        manifest.rejects = rejects.clone();
+        manifest.timings = timings.clone();
+        manifest.phases = phases.list.clone();
+        manifest.phase = 2;
+        manifest.write(&dir.0)?;
+        for run in manifest.bands.drain(..).chain(manifest.contents.drain(..)).chain(manifest.ids.drain(..)) {
+            let _ = std::fs::remove_file(run);
+        }
+        manifest.write(&dir.0)?;
+
+        (class, rejected)
+    } else {
+        rejects.clear();
+        rejects.extend(manifest.rejects.iter().cloned());
+        timings = manifest.timings.clone();
+        phases.list = manifest.phases.clone();
+        let class = read_words(&dir.0.join("class.bin"), n, u32::from_le_bytes)?;
+        let rejected = Bits(read_words(&dir.0.join("rejected.bin"), n.div_ceil(64), u64::from_le_bytes)?);
+        (class, rejected)
+    };
+    phases.at = Instant::now();
 
     // 3 and 4. Verify in blocks, in parallel; decide in order.
     let buckets = Mapped::open(&dir.0.join("buckets.bin"))?;
@@ -617,19 +789,24 @@ where
     let mut parents = Parents((0..n as u32).collect());
     let mut counts = vec![0u64; params.config().max_candidates as usize + 1];
     let mut bytes = 0u64;
-    let mut refs = refs.finish()?.peekable();
+    let mut refs = Sorter::<22>::resume(&dir.0, "refs-pass", manifest.refs.clone())?.peekable();
     // A block: at most this many items, or bucket entries to read.
-    const BLOCK_ITEMS: usize = 4096;
+    // Items per block: halved when a block's pages came near the limit,
+    // doubled back when far below it (the pages a block reads are mapped
+    // in 64 KB runs, so thousands of candidates can map hundreds of MB).
+    const MAX_BLOCK: usize = 4096;
+    let mut block_items = MAX_BLOCK;
     let block_entries = (budget / 64).max(256);
     let mut next = 0u32;
     let (mut verify_s, mut decide_s) = (0.0, 0.0);
+    let bar = crate::progress::bar(Some(n as u64), false, "verify", !setup.quiet);
     // Each record's kept item it duplicates (`u32::MAX`: none), for `--annotate`.
     let mut decisions = BufWriter::with_capacity(1 << 20, std::fs::File::create(dir.0.join("decisions.bin"))?);
     while (next as usize) < n {
         let t = Instant::now();
         let mut block: Vec<(u32, Vec<Ref>)> = Vec::new();
         let mut entries = 0usize;
-        while (next as usize) < n && block.len() < BLOCK_ITEMS && entries < block_entries {
+        while (next as usize) < n && block.len() < block_items && entries < block_entries {
             let mut mine = Vec::new();
             while let Some(Ok(rec)) = refs.peek() {
                 let (q, r) = ref_of(rec);
@@ -683,11 +860,19 @@ where
                 dir.0.display()
             );
         }
+        let resident = resident_bytes();
+        if resident > budget as u64 / 2 + (64 << 20) {
+            block_items = (block_items / 2).max(8);
+        } else if resident < budget as u64 / 4 {
+            block_items = (block_items * 2).min(MAX_BLOCK);
+        }
         store.release();
         buckets.release();
         classes.release();
+        bar.inc(block.len() as u64);
         decide_s += t.elapsed().as_secs_f64();
     }
+    bar.finish_and_clear();
     decisions.into_inner().map_err(|e| e.into_error())?;
     let decisions = Mapped::open(&dir.0.join("decisions.bin"))?;
     timings.verify_s = verify_s;
@@ -744,6 +929,11 @@ impl Done {
         (at(0.5), at(0.99), nth(total - 1))
     }
 
+    /// Removes the work folder when `self` is dropped: the outputs are written.
+    pub fn remove_work_folder(&mut self) {
+        self.dir.1 = true;
+    }
+
     /// The first item of item `i`'s cluster (its own number when alone).
     pub fn cluster_first(&mut self, i: u32) -> u32 {
         self.parents.find(i)
@@ -760,10 +950,12 @@ impl Done {
     }
 
     /// Gives back the mapped pages of the store and the decisions (see
-    /// [`Store::release`]).
-    pub fn release(&self) {
-        self.store.release();
-        self.decisions.release();
+    /// [`Store::release`]) when the resident set nears the budget.
+    pub fn release_if_near_limit(&self) {
+        if resident_bytes() > self.budget as u64 / 2 {
+            self.store.release();
+            self.decisions.release();
+        }
     }
 
     /// Whether record `i` of the store is an item (not a rejected repeat).
@@ -791,7 +983,7 @@ impl Done {
             }
         }
         let (mut members, mut kept) = (Vec::new(), Vec::new());
-        let mut root = None;
+        let (mut root, mut written) = (None, 0u64);
         for rec in sorter.finish()? {
             let rec = rec?;
             let (r, i) = (be32(&rec[0..4]), be32(&rec[4..8]));
@@ -801,7 +993,10 @@ impl Done {
                 }
                 (members, kept) = (Vec::new(), Vec::new());
                 root = Some(r);
-                self.store.release();
+                written += 1;
+                if written % 1024 == 0 && resident_bytes() > self.budget as u64 / 2 {
+                    self.store.release();
+                }
             }
             members.push(i);
             if self.kept.is_kept(i) {

@@ -88,30 +88,56 @@ impl<const N: usize> Sorter<N> {
         if self.runs.is_empty() {
             self.buf.par_sort_unstable();
             let buf = std::mem::take(&mut self.buf);
-            return Ok(Merged {
-                memory: Some(buf.into_iter()),
-                readers: Vec::new(),
-                heap: BinaryHeap::new(),
-                paths: Vec::new(),
-            });
+            let mut m = Merged::empty();
+            m.memory = Some(buf.into_iter());
+            return Ok(m);
         }
         self.spill()?;
         self.buf = Vec::new();
-        // Merge passes until one pass can take every run.
-        while self.runs.len() > FAN_IN {
-            let group: Vec<PathBuf> = self.runs.drain(..FAN_IN).collect();
+        let runs = std::mem::take(&mut self.runs);
+        self.merge(runs, true)
+    }
+
+    /// Writes what is buffered as a run and hands over every run, to be
+    /// merged later by [`Sorter::resume`]; they stay on disk meanwhile.
+    pub fn into_runs(mut self) -> io::Result<Vec<PathBuf>> {
+        self.spill()?;
+        Ok(std::mem::take(&mut self.runs))
+    }
+
+    /// The records of runs written by [`Sorter::into_runs`], in order. The
+    /// runs stay on disk (their owner removes them); merge passes write
+    /// runs of their own, `NAME-K.run` in `dir`, removed when read.
+    pub fn resume(dir: &Path, name: &str, runs: Vec<PathBuf>) -> io::Result<Merged<N>> {
+        let mut s = Sorter::<N>::new(dir, name, 0);
+        s.merge(runs, false)
+    }
+
+    /// Merges `runs` in passes until one pass can take every run; a
+    /// pass's own runs are removed once read, `runs` only when `owned`.
+    fn merge(&mut self, runs: Vec<PathBuf>, owned: bool) -> io::Result<Merged<N>> {
+        let mut runs: Vec<(PathBuf, bool)> = runs.into_iter().map(|p| (p, owned)).collect();
+        while runs.len() > FAN_IN {
+            let group: Vec<(PathBuf, bool)> = runs.drain(..FAN_IN).collect();
             let path = self.next_path();
             let mut w = BufWriter::with_capacity(1 << 20, File::create(&path)?);
             let mut n = 0u64;
-            for rec in Merged::<N>::open(group)? {
+            for rec in Merged::<N>::open(group.iter().map(|g| g.0.clone()).collect())? {
                 w.write_all(&rec?)?;
                 n += 1;
             }
             w.into_inner().map_err(|e| e.into_error())?;
             self.disk_bytes += n * N as u64;
-            self.runs.push(path);
+            for (p, own) in group {
+                if own {
+                    let _ = std::fs::remove_file(p);
+                }
+            }
+            runs.push((path, true));
         }
-        Merged::open(std::mem::take(&mut self.runs))
+        let mut m = Merged::<N>::open(runs.iter().map(|r| r.0.clone()).collect())?;
+        m.paths = runs.into_iter().filter(|r| r.1).map(|r| r.0).collect();
+        Ok(m)
     }
 }
 
@@ -123,19 +149,25 @@ impl<const N: usize> Drop for Sorter<N> {
     }
 }
 
-/// The records of a [`Sorter`], in order; its runs are removed when it is
-/// dropped.
+/// The records of a [`Sorter`], in order; the runs it owns are removed
+/// when it is dropped.
 pub struct Merged<const N: usize> {
     memory: Option<std::vec::IntoIter<[u8; N]>>,
     readers: Vec<BufReader<File>>,
     heap: BinaryHeap<Reverse<([u8; N], usize)>>,
+    /// Runs removed when the merge is dropped.
     paths: Vec<PathBuf>,
 }
 
 impl<const N: usize> Merged<N> {
+    fn empty() -> Merged<N> {
+        Merged { memory: None, readers: Vec::new(), heap: BinaryHeap::new(), paths: Vec::new() }
+    }
+
+    /// A merge of the runs at `paths` (not removed when done).
     fn open(paths: Vec<PathBuf>) -> io::Result<Merged<N>> {
-        let mut m = Merged { memory: None, readers: Vec::new(), heap: BinaryHeap::new(), paths };
-        for (i, p) in m.paths.iter().enumerate() {
+        let mut m = Merged::empty();
+        for (i, p) in paths.iter().enumerate() {
             let mut r = BufReader::with_capacity(READ_BUFFER, File::open(p)?);
             if let Some(rec) = read_rec::<N>(&mut r)? {
                 m.heap.push(Reverse((rec, i)));
@@ -205,6 +237,19 @@ mod tests {
         want.sort_unstable();
         let got: Vec<[u8; 8]> = s.finish().unwrap().map(Result::unwrap).collect();
         assert_eq!(got, want);
+        // Runs handed over survive their merge, which reads them in order.
+        let mut s = Sorter::<8>::new(&dir, "r", 8 * 64);
+        for rec in &want {
+            s.push(*rec).unwrap();
+        }
+        let runs = s.into_runs().unwrap();
+        assert!(runs.len() > 64);
+        let again: Vec<[u8; 8]> = Sorter::<8>::resume(&dir, "p", runs.clone()).unwrap().map(Result::unwrap).collect();
+        assert_eq!(again, want);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), runs.len(), "only the handed-over runs are left");
+        for r in runs {
+            std::fs::remove_file(r).unwrap();
+        }
         // Every run was removed.
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
         std::fs::remove_dir(&dir).unwrap();

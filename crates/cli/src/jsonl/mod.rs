@@ -120,7 +120,7 @@ impl Line {
 }
 
 /// A line that could not be read as a record.
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Reject {
     /// The input it is in, when a run reads several.
     #[serde(skip_serializing_if = "Option::is_none")]
