@@ -418,6 +418,72 @@ mod tests {
         }
     }
 
+    /// The noted forms' bytes are frozen (`tests/fixtures/noted-upserts.bin`:
+    /// an `UpsertNoted` and an `UpsertsNoted`, lean, each a `u32` LE length
+    /// and the payload): they decode to the commands that wrote them, and
+    /// encode back to exactly the same bytes. `NEARDUP_WRITE_FIXTURES=1`
+    /// writes the file again — only with a new format version.
+    #[test]
+    fn noted_forms_are_pinned_by_a_frozen_payload() {
+        use crate::decision::{MatchVerdict, UpsertStatus};
+        use crate::event::{Closest, ItemNote};
+        use crate::store::tests::record;
+        let note = |closest: bool| ItemNote {
+            status: if closest { UpsertStatus::Replaced } else { UpsertStatus::Inserted },
+            closest: closest.then(|| Closest {
+                item_id: "A".into(),
+                score: 0.8,
+                verdict: MatchVerdict::Similar,
+                same_content: false,
+            }),
+            policy_id: "default".into(),
+            policy_version: 1,
+            method_version: "f1/seed-v1/word2/xxh3-64/oph-dens-v1x128/seed6e65617264757031/lsh19x4".into(),
+        };
+        let noted = |id: &str, lsn: u64, closest: bool| {
+            let mut r = record(id, lsn);
+            r.note = Some(Box::new(note(closest)));
+            Box::new(r)
+        };
+        let cmds = [
+            Command::Upsert { tenant: "t".into(), record: noted("B", 3, true), idem: None },
+            Command::Upserts {
+                tenant: "t".into(),
+                items: vec![
+                    BatchedUpsert { record: noted("C", 4, false), idem: None },
+                    BatchedUpsert { record: noted("D", 4, false), idem: None },
+                ],
+            },
+        ];
+        let mut bytes = Vec::new();
+        for cmd in &cmds {
+            let payload = cmd.clone().encode_for_log(None, true).unwrap();
+            bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(&payload);
+        }
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/noted-upserts.bin");
+        if std::env::var_os("NEARDUP_WRITE_FIXTURES").is_some() {
+            std::fs::write(&path, &bytes).unwrap();
+        }
+        let frozen = std::fs::read(&path).expect("fixture present");
+        assert_eq!(frozen, bytes, "the noted forms' encoding changed");
+        let mut rest = &frozen[..];
+        for (i, cmd) in cmds.iter().enumerate() {
+            let n = u32::from_le_bytes(rest[..4].try_into().unwrap()) as usize;
+            let back = Command::decode(&rest[4..4 + n]).unwrap();
+            rest = &rest[4 + n..];
+            let notes = |c: &Command| -> Vec<Option<ItemNote>> {
+                match c {
+                    Command::Upsert { record, .. } => vec![record.note.as_deref().cloned()],
+                    Command::Upserts { items, .. } => items.iter().map(|u| u.record.note.as_deref().cloned()).collect(),
+                    other => panic!("case {i}: {other:?}"),
+                }
+            };
+            assert_eq!(notes(&back), notes(cmd), "case {i}");
+        }
+        assert!(rest.is_empty());
+    }
+
     /// The log holds an upsert whose record keeps its content without its
     /// features, and gives the same command back with them marked elided;
     /// records without content keep theirs. The command encoded is left as
