@@ -33,10 +33,20 @@ fn opts(store: StoreKind) -> EngineOptions {
 }
 
 fn node(rt: &tokio::runtime::Runtime, nats: &NatsCluster, id: &str, dir: &std::path::Path, store: StoreKind) -> Node {
+    node_with(rt, nats, id, dir, opts(store))
+}
+
+fn node_with(
+    rt: &tokio::runtime::Runtime,
+    nats: &NatsCluster,
+    id: &str,
+    dir: &std::path::Path,
+    o: EngineOptions,
+) -> Node {
     let mut c = ClusterOptions::new(&nats.urls(), id).unwrap();
     // Sets are written when a test asks.
     c.snapshot_interval = None;
-    rt.block_on(Node::start(dir, opts(store), c)).unwrap()
+    rt.block_on(Node::start(dir, o, c)).unwrap()
 }
 
 fn text(i: u64) -> String {
@@ -106,7 +116,9 @@ fn replicas_agree_and_races_have_one_winner() {
     let rt = runtime();
     let nats = NatsCluster::start(3).unwrap();
     let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let a = node(&rt, &nats, "a", da.path(), StoreKind::Fjall);
+    // Node a proposes upserts with their decisions' notes
+    // (`--cluster-event-decisions`), node b without: each reads the other's.
+    let a = node_with(&rt, &nats, "a", da.path(), EngineOptions { replicated_notes: true, ..opts(StoreKind::Fjall) });
     let b = node(&rt, &nats, "b", db.path(), StoreKind::Memory);
     let (ea, eb) = (Arc::clone(&a.engine), Arc::clone(&b.engine));
 
@@ -135,11 +147,18 @@ fn replicas_agree_and_races_have_one_winner() {
     assert_eq!(acked.len(), 120);
     let lsn = last_lsn(&acked);
     assert_same(&[&ea, &eb], "t.one", lsn);
-    // Every acknowledged write is an event of the feed, where it was acknowledged.
+    // Every acknowledged write is an event of the feed, where it was
+    // acknowledged: with its decision when node a proposed it.
     let events = feed(&eb, "t.one", 0);
     assert_eq!(events.len(), 120);
     for o in &acked {
-        assert!(events.iter().any(|l| l.contains(&format!("\"lsn\":{},", o.lsn))), "no event at {}", o.lsn);
+        let ev = events
+            .iter()
+            .find(|l| l.contains(&format!("\"lsn\":{},", o.lsn)))
+            .expect("an event at the write's position");
+        let noted = ev.contains("\"type\":\"item_inserted\"");
+        assert_eq!(noted, o.item_id.starts_with('a'), "{ev}");
+        assert!(noted || ev.contains("\"type\":\"item_upserted\""), "{ev}");
     }
     for e in [&ea, &eb] {
         let live = e.live_ids("t.one").unwrap();

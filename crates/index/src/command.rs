@@ -88,15 +88,15 @@ pub(crate) enum Command {
         tenant: String,
         items: Vec<BatchedUpsert>,
     },
-    /// How this node's own log holds an [`Command::Upsert`] whose record
-    /// carries its plan's [`ItemNote`] (what the event feed says of the
-    /// decision; see `crate::event`), its features left out where
-    /// [`Command::UpsertLean`] would leave them out. Never applied as
-    /// such: [`Command::decode`] turns it back into an `Upsert` whose
-    /// record carries the note. A build from before it refuses the entry
-    /// (an unknown variant); a cluster's replicated log does not carry it
-    /// yet (see [`Command::encode_for_log`]), but this build reads it
-    /// there, full or lean.
+    /// How the log holds an [`Command::Upsert`] whose record carries its
+    /// plan's [`ItemNote`] (what the event feed says of the decision; see
+    /// `crate::event`): on this node's own log with its features left out
+    /// where [`Command::UpsertLean`] would leave them out; on a cluster's
+    /// replicated log, full, and only when the operator asks (see
+    /// [`Command::encode_for_log`]). Never applied as such:
+    /// [`Command::decode`] turns it back into an `Upsert` whose record
+    /// carries the note. A build from before it refuses the entry (an
+    /// unknown variant) on its own log, and skips it on a replicated one.
     UpsertNoted {
         tenant: String,
         record: Box<ItemRecord>,
@@ -244,23 +244,21 @@ impl Command {
     }
 
     /// The bytes a log holds for this command, sealed under `key` when
-    /// there is one (see `seal`): when `lean` (this node's own log) the
-    /// noted form of an upsert whose records carry notes, or
-    /// [`Command::encode_lean`]; [`Command::encode`] otherwise (a
+    /// there is one (see `seal`): with `noted`, the noted form of an
+    /// upsert whose records carry notes; otherwise [`Command::encode_lean`]
+    /// when `lean` (this node's own log), [`Command::encode`] when not (a
     /// cluster's replicated log, which nodes of an older build may still
     /// read during a rolling upgrade).
-    pub(crate) fn encode_for_log(&mut self, key: Option<&[u8; 32]>, lean: bool) -> Result<Vec<u8>> {
-        // The replicated log keeps the forms an older build reads: a node
+    pub(crate) fn encode_for_log(&mut self, key: Option<&[u8; 32]>, lean: bool, noted: bool) -> Result<Vec<u8>> {
+        // A cluster's replicated log keeps the forms an older build reads
+        // unless the operator says every node reads the noted ones: a node
         // that cannot decode an entry skips it, so a form it does not know
-        // would leave it without the write during a rolling upgrade. This
-        // build reads the noted forms there too, so a later one may write
-        // them once no older node is left.
-        let plain = match lean {
-            true => match self.encode_noted(true)? {
-                Some(noted) => noted,
-                None => self.encode_lean()?,
-            },
-            false => self.encode()?,
+        // would leave it without the write during a rolling upgrade.
+        let noted = if noted { self.encode_noted(lean)? } else { None };
+        let plain = match noted {
+            Some(noted) => noted,
+            None if lean => self.encode_lean()?,
+            None => self.encode()?,
         };
         match key {
             Some(k) => crate::seal::seal(k, crate::seal::LOG, b"", &plain),
@@ -384,14 +382,15 @@ mod tests {
             },
         ];
         for (i, cmd) in cases.into_iter().enumerate() {
-            // The replicated log's payload leaves the notes out.
-            let plain = cmd.clone().encode_for_log(None, false).unwrap();
+            // The replicated log's payload leaves the notes out unless asked.
+            let plain = cmd.clone().encode_for_log(None, false, false).unwrap();
             assert_eq!(plain, cmd.encode().unwrap(), "case {i}");
             for lean in [true, false] {
                 let mut logged = cmd.clone();
                 let payload = match lean {
-                    true => logged.encode_for_log(None, true).unwrap(),
-                    false => logged.encode_noted(false).unwrap().unwrap(),
+                    true => logged.encode_for_log(None, true, true).unwrap(),
+                    // A cluster's replicated log, the notes asked for.
+                    false => logged.encode_for_log(None, false, true).unwrap(),
                 };
                 assert_eq!(logged, cmd, "case {i}: encoding changed the command");
                 assert!(payload[0] >= UPSERT_NOTED, "case {i}: not a noted form");
@@ -457,7 +456,7 @@ mod tests {
         ];
         let mut bytes = Vec::new();
         for cmd in &cmds {
-            let payload = cmd.clone().encode_for_log(None, true).unwrap();
+            let payload = cmd.clone().encode_for_log(None, true, true).unwrap();
             bytes.extend_from_slice(&(payload.len() as u32).to_le_bytes());
             bytes.extend_from_slice(&payload);
         }
@@ -507,7 +506,7 @@ mod tests {
         ];
         for (i, cmd) in cases.into_iter().enumerate() {
             let mut logged = cmd.clone();
-            let payload = logged.encode_for_log(None, true).unwrap();
+            let payload = logged.encode_for_log(None, true, true).unwrap();
             assert_eq!(logged, cmd, "encoding changed the command");
             let full = cmd.encode().unwrap();
             assert_eq!(Command::decode(&full).unwrap(), cmd, "the full form still decodes");

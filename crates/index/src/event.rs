@@ -11,8 +11,9 @@
 //! as an [`ItemNote`] (`Command::UpsertNoted`) — in this node's own log.
 //! A cluster's replicated log keeps the forms older builds read (a node
 //! that cannot decode an entry skips it), so there an upsert's event is
-//! `item_upserted`, with its state but not its match, until a release
-//! writes the noted forms there too (this one already reads them).
+//! `item_upserted`, with its state but not its match, unless the operator
+//! turns the noted forms on once every node reads them
+//! (`EngineOptions::replicated_notes`, `--cluster-event-decisions`).
 //!
 //! Each tenant keeps its recent events in an [`EventRing`], filled where
 //! commands are applied — live writes, a restart's replay of the log

@@ -221,6 +221,15 @@ settings! {
         #[arg(long, env = "NEARDUP_HOME_REDIRECTS", value_name = "BOOL")]
         pub home_redirects: Option<bool>,
 
+        /// Cluster mode: log each upsert with what the event feed says of
+        /// its decision (closest match and score, versions, inserted or
+        /// replaced), so the feed's upserts carry it as on a single node.
+        /// Turn on only once every node runs this build or a later one: a
+        /// node of an older build skips entries it cannot read, and would
+        /// miss those writes. [default: false]
+        #[arg(long, env = "NEARDUP_CLUSTER_EVENT_DECISIONS", value_name = "BOOL")]
+        pub cluster_event_decisions: Option<bool>,
+
         /// Cluster mode: file holding the cluster secret (at least 32 random
         /// bytes, the same file on every node). Every stream entry, key
         /// record, registry entry and snapshot manifest is then tagged with
@@ -298,6 +307,8 @@ pub struct ServerConfig {
     pub json_logs: bool,
     /// Cluster mode: the NATS servers and this node's id.
     pub cluster: Option<neardup_cluster::ClusterOptions>,
+    /// Cluster mode: upserts are proposed with their decision's note.
+    pub cluster_event_decisions: bool,
 }
 
 impl ServeSettings {
@@ -442,6 +453,7 @@ impl ServeSettings {
             (self.serve_partitions.is_some(), "--serve-partitions"),
             (self.advertise_url.is_some(), "--advertise-url"),
             (self.home_redirects.is_some(), "--home-redirects"),
+            (self.cluster_event_decisions.is_some(), "--cluster-event-decisions"),
             (self.cluster_secret_file.is_some(), "--cluster-secret-file"),
             (self.nats_creds_file.is_some(), "--nats-creds-file"),
             (self.nats_nkey_file.is_some(), "--nats-nkey-file"),
@@ -487,6 +499,7 @@ impl ServeSettings {
             keep_snapshots,
             json_logs,
             cluster,
+            cluster_event_decisions: self.cluster_event_decisions.unwrap_or(false),
         })
     }
 }
@@ -517,6 +530,7 @@ impl ServerConfig {
             },
             snapshot_key: self.snapshot_key,
             keep_snapshots: self.keep_snapshots,
+            replicated_notes: self.cluster_event_decisions,
         }
     }
 }
@@ -561,11 +575,18 @@ mod tests {
         let c = cluster(ServeSettings { partitions: Some(4), serve_partitions: Some("1,3".into()), ..raw() })
             .validate()
             .unwrap();
+        assert!(!c.engine_options().replicated_notes, "a cluster keeps the forms older nodes read");
         let c = c.cluster.unwrap();
         assert_eq!(c.layout.served, vec![1, 3]);
         assert_eq!(c.advertise_url, None, "the bound address is advertised at start");
-        let cases: [(ServeSettings, &str); 5] = [
+        let noted = cluster(ServeSettings { cluster_event_decisions: Some(true), ..raw() }).validate().unwrap();
+        assert!(noted.engine_options().replicated_notes);
+        let cases: [(ServeSettings, &str); 6] = [
             (ServeSettings { partitions: Some(4), ..raw() }, "--partitions is for cluster mode"),
+            (
+                ServeSettings { cluster_event_decisions: Some(true), ..raw() },
+                "--cluster-event-decisions is for cluster mode",
+            ),
             (cluster(ServeSettings { partitions: Some(0), ..raw() }), "--partitions 0"),
             (cluster(ServeSettings { serve_partitions: Some("2".into()), ..raw() }), "--serve-partitions"),
             (

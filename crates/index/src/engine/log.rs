@@ -49,10 +49,12 @@ impl Engine {
     }
 
     /// The bytes the log holds for `cmd` (see [`Command::encode_for_log`]):
-    /// sealed under the engine's key, in the lean forms on this node's own
-    /// log, in the full ones on a cluster's replicated log.
+    /// sealed under the engine's key, in the lean and noted forms on this
+    /// node's own log, in the full ones on a cluster's replicated log
+    /// (noted there only when [`crate::EngineOptions::replicated_notes`]).
     pub(super) fn log_payload(&self, cmd: &mut Command) -> Result<Vec<u8>> {
-        cmd.encode_for_log(self.opts.snapshot_key.as_ref(), self.replica.is_none())
+        let own = self.replica.is_none();
+        cmd.encode_for_log(self.opts.snapshot_key.as_ref(), own, own || self.opts.replicated_notes)
     }
 
     /// Returns once `lsn` is as durable as the policy promises. In cluster

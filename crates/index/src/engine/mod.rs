@@ -79,6 +79,12 @@ pub struct EngineOptions {
     pub snapshot_key: Option<[u8; 32]>,
     /// Snapshots kept per tenant (at least 1).
     pub keep_snapshots: usize,
+    /// Cluster mode: propose upserts in the noted log forms, so the event
+    /// feed's upserts carry their decisions (closest match, versions,
+    /// inserted or replaced) there too. Only once every node runs a build
+    /// that reads them (this one or later): a node that cannot decode an
+    /// entry skips it. A single node's own log always holds them.
+    pub replicated_notes: bool,
 }
 
 impl Default for EngineOptions {
@@ -88,6 +94,7 @@ impl Default for EngineOptions {
             store: StoreKind::Memory,
             snapshot_key: None,
             keep_snapshots: 2,
+            replicated_notes: false,
         }
     }
 }
