@@ -355,3 +355,37 @@ async fn every_event_and_every_frozen_example_validates_against_the_served_schem
     assert!(api["paths"]["/v1/tenants/{tenant}/events"]["get"].is_object());
     assert!(api["paths"]["/v1/schemas/events.json"]["get"].is_object());
 }
+
+/// A restored snapshot starts its tenant's feed afresh at the restore:
+/// what came before is another history, before and after a restart.
+#[tokio::test]
+async fn a_restore_starts_the_tenant_feed_afresh_and_a_restart_keeps_it_so() {
+    use axum::body::Body;
+    use axum::http::Request;
+    let h = H::new();
+    let key = every_kind_of_event(&h).await;
+    let snap = h.call(Method::GET, "/v1/tenants/t1/snapshot", Some(&key), None).await;
+    assert_eq!(h.put("t1", &key, "F", "a brand new sentence here").await.status, StatusCode::CREATED);
+    let req = Request::put("/v1/tenants/t1/snapshot")
+        .header("authorization", format!("Bearer {key}"))
+        .header("content-type", "application/octet-stream")
+        .body(Body::from(snap.bytes))
+        .unwrap();
+    assert_eq!(h.send(req).await.status, StatusCode::OK);
+    assert_eq!(h.put("t1", &key, "G", "one more sentence to follow").await.status, StatusCode::CREATED);
+    let before = after_restore(&h, &key).await;
+    let h = restart(h, EngineOptions::default());
+    assert_eq!(after_restore(&h, &key).await, before);
+}
+
+/// The restored tenant's feed: 410 from the start, then only what followed
+/// the restore; returns the oldest position.
+async fn after_restore(h: &H, key: &str) -> String {
+    let gone = feed(h, key, "after=0").await;
+    assert_eq!((gone.status, gone.code()), (StatusCode::GONE, "events_trimmed".to_string()));
+    let oldest = gone.headers["neardup-oldest-after"].to_str().unwrap().to_string();
+    let rest = lines(&feed(h, key, &format!("after={oldest}")).await);
+    let ids: Vec<&str> = rest.iter().map(|e| e["item_id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["G"], "only what followed the restore");
+    oldest
+}
