@@ -19,7 +19,7 @@
 //!    bucket an in-memory query of that item sees (only the items before
 //!    it). References are sorted by item.
 //! 3. **Verify**: items are taken in order, in blocks, each block in
-//!    parallel: an item's references give its bucket reads (a hot bucket's
+//!    parallel (while the block before it is decided): an item's references give its bucket reads (a hot bucket's
 //!    window from the same rotation point), the reads give the band
 //!    candidates, and [`CandidateIndex::select`] — the one implementation
 //!    of ranking, the cap and the close cut — picks them; candidates are
@@ -30,8 +30,9 @@
 //! What stays resident per item: its content class (4 bytes), its
 //! union-find parent (4), the kept flag (1) and two bits (rejected, in a
 //! cluster): 9.25 bytes. Everything else is on disk, read through the page
-//! cache, and each block's mapped pages are released after it, so the
-//! resident set stays near the limit whatever the input size.
+//! cache; the mapped pages are given back to the kernel whenever the
+//! resident set nears the budget, so it stays near the limit whatever the
+//! input size.
 
 pub mod sort;
 mod store;
@@ -798,15 +799,16 @@ where
     let mut block_items = MAX_BLOCK;
     let block_entries = (budget / 64).max(256);
     let mut next = 0u32;
-    let (mut verify_s, mut decide_s) = (0.0, 0.0);
+    let mut verify_s = 0.0;
     let bar = crate::progress::bar(Some(n as u64), false, "verify", !setup.quiet);
     // Each record's kept item it duplicates (`u32::MAX`: none), for `--annotate`.
     let mut decisions = BufWriter::with_capacity(1 << 20, std::fs::File::create(dir.0.join("decisions.bin"))?);
-    while (next as usize) < n {
-        let t = Instant::now();
-        let mut block: Vec<(u32, Vec<Ref>)> = Vec::new();
+    // The next block: up to `items` items (or `block_entries` bucket
+    // entries to read) and their references.
+    let mut take_block = |items: usize| -> anyhow::Result<Vec<(u32, Vec<Ref>)>> {
+        let mut block = Vec::new();
         let mut entries = 0usize;
-        while (next as usize) < n && block.len() < block_items && entries < block_entries {
+        while (next as usize) < n && block.len() < items && entries < block_entries {
             let mut mine = Vec::new();
             while let Some(Ok(rec)) = refs.peek() {
                 let (q, r) = ref_of(rec);
@@ -823,7 +825,13 @@ where
             block.push((next, mine));
             next += 1;
         }
-        let looks: Vec<Option<(CandidateSet, Vec<Match>)>> = block
+        Ok(block)
+    };
+    type Look = Option<(CandidateSet, Vec<Match>)>;
+    // Each item's first look: its candidates, verified (in parallel; a
+    // look does not depend on decisions).
+    let look_block = |block: &[(u32, Vec<Ref>)]| -> Vec<Look> {
+        block
             .par_iter()
             .map(|(q, mine)| {
                 if rejected.get(*q) {
@@ -833,50 +841,70 @@ where
                 let matches = reader.verify(*q, &cands.ids);
                 Some((cands, matches))
             })
-            .collect();
-        verify_s += t.elapsed().as_secs_f64();
+            .collect()
+    };
+    let t = Instant::now();
+    let mut block = take_block(block_items)?;
+    let mut looks = look_block(&block);
+    verify_s += t.elapsed().as_secs_f64();
+    while !block.is_empty() {
         let t = Instant::now();
-        for ((q, mine), look) in block.iter().zip(looks) {
-            let Some(look) = look else {
-                decisions.write_all(&u32::MAX.to_le_bytes())?;
-                continue;
-            };
-            let top = counts.len() - 1;
-            counts[look.0.ids.len().min(top)] += 1;
-            let rec = store.rec(*q);
-            bytes += u64::from(rec.text_len());
-            let lookup = ItemLookup { reader: &reader, refs: mine };
-            let decided: Decided = kept.decide(&lookup, *q, look, &mut |_| {});
-            for m in &decided.matches {
-                parents.union(*q, m.id);
-            }
-            decisions.write_all(&decided.duplicate_of.map_or(u32::MAX, |m| m.id).to_le_bytes())?;
-            let degraded = rec.flags() & DEGRADED != 0;
-            f(&store, &Outcome { id: *q, line: rec.line(), decided, degraded })?;
-        }
+        let following = take_block(block_items)?;
+        // The following block is verified on the pool while this one is
+        // decided here, in order.
+        let (following_looks, decided) = std::thread::scope(|scope| {
+            let verifying = scope.spawn(|| look_block(&following));
+            let decided = (|| -> anyhow::Result<()> {
+                for ((q, mine), look) in block.iter().zip(std::mem::take(&mut looks)) {
+                    let Some(look) = look else {
+                        decisions.write_all(&u32::MAX.to_le_bytes())?;
+                        continue;
+                    };
+                    let top = counts.len() - 1;
+                    counts[look.0.ids.len().min(top)] += 1;
+                    let rec = store.rec(*q);
+                    bytes += u64::from(rec.text_len());
+                    let lookup = ItemLookup { reader: &reader, refs: mine };
+                    let decided: Decided = kept.decide(&lookup, *q, look, &mut |_| {});
+                    for m in &decided.matches {
+                        parents.union(*q, m.id);
+                    }
+                    decisions.write_all(&decided.duplicate_of.map_or(u32::MAX, |m| m.id).to_le_bytes())?;
+                    let degraded = rec.flags() & DEGRADED != 0;
+                    f(&store, &Outcome { id: *q, line: rec.line(), decided, degraded })?;
+                }
+                Ok(())
+            })();
+            (verifying.join().expect("verification does not panic"), decided)
+        });
+        decided?;
         if corrupt.load(std::sync::atomic::Ordering::Relaxed) {
             anyhow::bail!(
                 "the work folder {} was changed during the run (an item's features are missing)",
                 dir.0.display()
             );
         }
+        // Mapped pages stay while the resident set is well under the
+        // budget (a block reads many of the last one's pages again), and
+        // are given back, with smaller blocks, when it nears it.
         let resident = resident_bytes();
         if resident > budget as u64 / 2 + (64 << 20) {
             block_items = (block_items / 2).max(8);
+            store.release();
+            buckets.release();
+            classes.release();
         } else if resident < budget as u64 / 4 {
             block_items = (block_items * 2).min(MAX_BLOCK);
         }
-        store.release();
-        buckets.release();
-        classes.release();
         bar.inc(block.len() as u64);
-        decide_s += t.elapsed().as_secs_f64();
+        (block, looks) = (following, following_looks);
+        verify_s += t.elapsed().as_secs_f64();
     }
     bar.finish_and_clear();
     decisions.into_inner().map_err(|e| e.into_error())?;
     let decisions = Mapped::open(&dir.0.join("decisions.bin"))?;
+    // Verification and decisions overlap: their time is one figure.
     timings.verify_s = verify_s;
-    timings.index_s += decide_s;
     phases.end("verify and decide", 0);
     drop(class);
 
