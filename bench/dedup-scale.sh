@@ -22,7 +22,7 @@ if [ ! -s "$corpus" ]; then
   python3 "$root/bench/corpus/large.py" "$work/real.jsonl" "$n" | zstd -q -T2 -o "$corpus.tmp"
   mv "$corpus.tmp" "$corpus"
 fi
-echo "corpus: $corpus ($(du -m "$corpus" | cut -f1) MB zstd, $n documents)"
+echo "corpus: $corpus ($(du -mL "$corpus" | cut -f1) MB zstd, $n documents)"
 echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/ {print $2}') GiB; commit $(git -C "$root" rev-parse --short HEAD); $(date -u +%F)"
 
 run() { # tag, extra args...
