@@ -638,19 +638,10 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     let started = Instant::now();
     let mut rejects = Vec::new();
     let bar = crate::progress::bar(crate::input::total_size(&inputs), true, "dedup", !a.quiet);
+    let outs =
+        Outs { rejects: &mut rejects, tally: &mut tally, rows: &mut rows_out, clusters: &mut clusters_out, bar: &bar };
     let run = match engine {
-        Engine::Memory => run_in_memory(
-            &a,
-            &params,
-            &inputs,
-            &opts,
-            &sources,
-            &mut rejects,
-            &mut tally,
-            &mut rows_out,
-            &mut clusters_out,
-            &bar,
-        )?,
+        Engine::Memory => run_in_memory(&a, &params, &inputs, &opts, &sources, outs)?,
         Engine::Bounded(limits) => {
             let setup = crate::bounded::Setup {
                 params: &params,
@@ -661,7 +652,7 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
                 sources: sources.as_deref(),
                 quiet: a.quiet || a.json,
             };
-            run_bounded(&a, &setup, &limits, &mut rejects, &mut tally, &mut rows_out, &mut clusters_out, &bar)?
+            run_bounded(&a, &setup, &limits, outs)?
         }
     };
     for w in [
@@ -719,6 +710,15 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     Ok(if summary.rejected.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(3) })
 }
 
+/// What both engines write to and report through.
+struct Outs<'a> {
+    rejects: &'a mut Vec<Reject>,
+    tally: &'a mut Tally,
+    rows: &'a mut Option<RowsOut>,
+    clusters: &'a mut Option<ClustersOut>,
+    bar: &'a indicatif::ProgressBar,
+}
+
 /// What an engine's run leaves for the summary.
 struct RunOut {
     bytes: u64,
@@ -730,19 +730,15 @@ struct RunOut {
 }
 
 /// The run in memory: decided while reading.
-#[allow(clippy::too_many_arguments)]
 fn run_in_memory(
     a: &DedupArgs,
     params: &neardup_core::Params,
     inputs: &[Input],
     opts: &ReadOptions,
     sources: &Option<std::sync::Arc<Sources>>,
-    rejects: &mut Vec<Reject>,
-    tally: &mut Tally,
-    rows_out: &mut Option<RowsOut>,
-    clusters_out: &mut Option<ClustersOut>,
-    bar: &indicatif::ProgressBar,
+    outs: Outs<'_>,
 ) -> anyhow::Result<RunOut> {
+    let Outs { rejects, tally, rows: rows_out, clusters: clusters_out, bar } = outs;
     let mut batch = Batch::new(params.clone(), &a.input.text_field, &a.input.id_field)?;
     batch.sources = sources.clone();
 
@@ -835,17 +831,13 @@ fn run_in_memory(
 
 /// The run under a memory limit: decided after reading, its state on disk
 /// ([`crate::bounded`]); kept rows are written in a second read.
-#[allow(clippy::too_many_arguments)]
 fn run_bounded(
     a: &DedupArgs,
     setup: &crate::bounded::Setup<'_>,
     limits: &crate::bounded::Limits,
-    rejects: &mut Vec<Reject>,
-    tally: &mut Tally,
-    rows_out: &mut Option<RowsOut>,
-    clusters_out: &mut Option<ClustersOut>,
-    bar: &indicatif::ProgressBar,
+    outs: Outs<'_>,
 ) -> anyhow::Result<RunOut> {
+    let Outs { rejects, tally, rows: rows_out, clusters: clusters_out, bar } = outs;
     let mut done = crate::bounded::dedup(setup, limits, rejects, &|n| bar.inc(n), |store, o| {
         tally.add(&|i| store.id(i), o, store.rec(o.id).input() as usize)
     })?;

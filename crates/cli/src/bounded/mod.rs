@@ -367,6 +367,41 @@ impl Buckets {
     }
 }
 
+/// Streams sorted records of a key and an item (the item in the last four
+/// bytes, big-endian), rejected items left out: each run of equal keys is
+/// a bucket, written to `path` when it has more than one member, and each
+/// member after the first gets a reference in `refs` under the table and
+/// key `table_of` reads from the record's key. `each(item, first)` sees
+/// every member with its bucket's first. Returns the bytes written.
+fn write_buckets<const N: usize>(
+    records: sort::Merged<N>,
+    path: &Path,
+    rejected: &Bits,
+    refs: &mut Sorter<22>,
+    table_of: impl Fn(&[u8]) -> (u16, u32),
+    mut each: impl FnMut(u32, u32),
+) -> anyhow::Result<u64> {
+    let mut out = Buckets::create(path)?;
+    let mut key: Option<[u8; N]> = None;
+    for rec in records {
+        let rec = rec?;
+        let item = be32(&rec[N - 4..]);
+        if rejected.get(item) {
+            continue;
+        }
+        let same = key.is_some_and(|k| k[..N - 4] == rec[..N - 4]);
+        if same {
+            let (table, k) = table_of(&rec[..N - 4]);
+            refs.push(ref_rec(item, out.member(item, table, k)?))?;
+        } else {
+            key = Some(rec);
+            out.start(item);
+        }
+        each(item, out.first);
+    }
+    out.finish()
+}
+
 /// Entry `i` of a bucket file.
 fn entry(bytes: &[u8], i: u64) -> u32 {
     let at = i as usize * 4;
@@ -701,46 +736,20 @@ where
         }
         let mut refs = Sorter::<22>::new(&dir.0, "refs", budget / 2);
         let mut class: Vec<u32> = vec![0; n];
-        {
-            let mut out = Buckets::create(&dir.0.join("classes.bin"))?;
-            let mut key: Option<[u8; 16]> = None;
-            for rec in Sorter::<20>::resume(&dir.0, "contents-pass", manifest.contents.clone())? {
-                let rec = rec?;
-                let item = be32(&rec[16..20]);
-                if rejected.get(item) {
-                    continue;
-                }
-                let h: [u8; 16] = rec[0..16].try_into().expect("16 bytes");
-                if key != Some(h) {
-                    key = Some(h);
-                    out.start(item);
-                } else {
-                    refs.push(ref_rec(item, out.member(item, CONTENT, 0)?))?;
-                }
-                class[item as usize] = out.first;
-            }
-            disk += out.finish()?;
-        }
-        {
-            let mut out = Buckets::create(&dir.0.join("buckets.bin"))?;
-            let mut key: Option<[u8; 6]> = None;
-            for rec in Sorter::<10>::resume(&dir.0, "bands-pass", manifest.bands.clone())? {
-                let rec = rec?;
-                let item = be32(&rec[6..10]);
-                if rejected.get(item) {
-                    continue;
-                }
-                let k: [u8; 6] = rec[0..6].try_into().expect("6 bytes");
-                if key != Some(k) {
-                    key = Some(k);
-                    out.start(item);
-                } else {
-                    let table = u16::from_be_bytes([k[0], k[1]]);
-                    refs.push(ref_rec(item, out.member(item, table, be32(&k[2..6]))?))?;
-                }
-            }
-            disk += out.finish()?;
-        }
+        let contents = Sorter::<20>::resume(&dir.0, "contents-pass", manifest.contents.clone())?;
+        disk += write_buckets(
+            contents,
+            &dir.0.join("classes.bin"),
+            &rejected,
+            &mut refs,
+            |_| (CONTENT, 0),
+            |item, first| {
+                class[item as usize] = first;
+            },
+        )?;
+        let bands = Sorter::<10>::resume(&dir.0, "bands-pass", manifest.bands.clone())?;
+        let table = |k: &[u8]| (u16::from_be_bytes([k[0], k[1]]), be32(&k[2..6]));
+        disk += write_buckets(bands, &dir.0.join("buckets.bin"), &rejected, &mut refs, table, |_, _| {})?;
         disk += refs.disk_bytes;
         manifest.refs = refs.into_runs()?;
         write_words(&dir.0.join("class.bin"), &class, |c: u32| c.to_le_bytes().to_vec())?;
