@@ -189,32 +189,22 @@ impl ContentStores {
         if self.stores.is_empty() {
             return;
         }
-        let _ = writeln!(
-            out,
-            "# HELP neardup_content_reads_total Objects read whole from a content store.\n# TYPE \
-             neardup_content_reads_total counter"
-        );
-        for s in &self.stores {
+        type Counter = fn(&Counters) -> u64;
+        let counters: [(&str, &str, Counter); 2] = [
+            ("reads", "Objects read whole from a content store.", |c| c.reads.load(Ordering::Relaxed)),
+            ("read_bytes", "Object bytes received from a content store, failed reads included.", |c| {
+                c.bytes.load(Ordering::Relaxed)
+            }),
+        ];
+        for (name, help, value) in counters {
             let _ = writeln!(
                 out,
-                "neardup_content_reads_total{{store=\"{}\"}} {}",
-                s.config.name,
-                s.counters.reads.load(Ordering::Relaxed)
+                "# HELP neardup_content_{name}_total {help}\n# TYPE neardup_content_{name}_total counter"
             );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP neardup_content_read_bytes_total Object bytes received from a content store, failed reads \
-             included.\n# TYPE \
-             neardup_content_read_bytes_total counter"
-        );
-        for s in &self.stores {
-            let _ = writeln!(
-                out,
-                "neardup_content_read_bytes_total{{store=\"{}\"}} {}",
-                s.config.name,
-                s.counters.bytes.load(Ordering::Relaxed)
-            );
+            for s in &self.stores {
+                let _ =
+                    writeln!(out, "neardup_content_{name}_total{{store=\"{}\"}} {}", s.config.name, value(&s.counters));
+            }
         }
         let _ = writeln!(
             out,
