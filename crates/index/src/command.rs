@@ -8,9 +8,9 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::decision::ItemNote;
 use crate::decision::UpsertOutcome;
 use crate::error::{Error, Result};
-use crate::event::ItemNote;
 use crate::feedback::LabelEvent;
 use crate::item::ItemRecord;
 
@@ -352,8 +352,8 @@ mod tests {
     /// the variant does not have, and nothing decoded).
     #[test]
     fn noted_forms_give_back_their_notes_lean_or_full() {
+        use crate::decision::{Closest, ItemNote};
         use crate::decision::{MatchVerdict, UpsertStatus};
-        use crate::event::{Closest, ItemNote};
         use crate::store::tests::record;
         let noted = |id: &str, lsn: u64, closest: bool| {
             let mut r = record(id, lsn);
@@ -424,8 +424,8 @@ mod tests {
     /// writes the file again — only with a new format version.
     #[test]
     fn noted_forms_are_pinned_by_a_frozen_payload() {
+        use crate::decision::{Closest, ItemNote};
         use crate::decision::{MatchVerdict, UpsertStatus};
-        use crate::event::{Closest, ItemNote};
         use crate::store::tests::record;
         let note = |closest: bool| ItemNote {
             status: if closest { UpsertStatus::Replaced } else { UpsertStatus::Inserted },

@@ -449,3 +449,48 @@ mod tests {
         assert!(d.degraded.is_some());
     }
 }
+
+/// What an upsert's plan decided, logged with its record for the event
+/// feed (see [`crate::event`]): the rest of the decision is the record's
+/// `decision` state.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct ItemNote {
+    /// Inserted or replaced (nothing else is logged).
+    pub status: UpsertStatus,
+    /// The best verified candidate, if any.
+    pub closest: Option<Closest>,
+    /// The policy's id and version.
+    pub policy_id: String,
+    pub policy_version: u32,
+    /// The tenant's fingerprint version.
+    pub method_version: String,
+}
+
+/// The best verified candidate of a decision.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Closest {
+    pub item_id: String,
+    /// Exact Jaccard (1 for equal content hashes).
+    pub score: f64,
+    pub verdict: MatchVerdict,
+    pub same_content: bool,
+}
+
+impl ItemNote {
+    /// The note of a planned write.
+    pub(crate) fn of(outcome: &UpsertOutcome) -> ItemNote {
+        let d = &outcome.decision;
+        ItemNote {
+            status: outcome.status,
+            closest: d.closest().map(|c| Closest {
+                item_id: c.item_id.clone(),
+                score: c.score,
+                verdict: c.verdict,
+                same_content: c.same_content,
+            }),
+            policy_id: d.policy.id.clone(),
+            policy_version: d.policy.version,
+            method_version: d.method_version.clone(),
+        }
+    }
+}

@@ -8,7 +8,7 @@
 //! beyond its state (the closest verified match and its score, the policy
 //! and fingerprint versions it was judged under, inserted or replaced) is
 //! not part of the record the store keeps, so the log's entry carries it
-//! as an [`ItemNote`] (`Command::UpsertNoted`) — in this node's own log.
+//! as an [`ItemNote`](crate::decision::ItemNote) (`Command::UpsertNoted`) — in this node's own log.
 //! A cluster's replicated log keeps the forms older builds read (a node
 //! that cannot decode an entry skips it), so there an upsert's event is
 //! `item_upserted`, with its state but not its match, unless the operator
@@ -38,10 +38,10 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::command::Command;
-use crate::decision::{DecisionState, MatchVerdict, UpsertOutcome, UpsertStatus};
+use crate::decision::{DecisionState, MatchVerdict, UpsertStatus};
 use crate::error::{Error, ErrorKind, Result};
 use crate::feedback::Label;
 use crate::item::ItemRecord;
@@ -53,50 +53,6 @@ pub const RING_EVENTS: usize = 16_384;
 
 /// The event schema version every line carries as `v`.
 pub const EVENT_SCHEMA_VERSION: u32 = 1;
-
-/// What an upsert's plan decided, logged with its record (see the module
-/// doc): the rest of the decision is the record's `decision` state.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct ItemNote {
-    /// Inserted or replaced (nothing else is logged).
-    pub status: UpsertStatus,
-    /// The best verified candidate, if any.
-    pub closest: Option<Closest>,
-    /// The policy's id and version.
-    pub policy_id: String,
-    pub policy_version: u32,
-    /// The tenant's fingerprint version.
-    pub method_version: String,
-}
-
-/// The best verified candidate of a decision.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub(crate) struct Closest {
-    pub item_id: String,
-    /// Exact Jaccard (1 for equal content hashes).
-    pub score: f64,
-    pub verdict: MatchVerdict,
-    pub same_content: bool,
-}
-
-impl ItemNote {
-    /// The note of a planned write.
-    pub(crate) fn of(outcome: &UpsertOutcome) -> ItemNote {
-        let d = &outcome.decision;
-        ItemNote {
-            status: outcome.status,
-            closest: d.closest().map(|c| Closest {
-                item_id: c.item_id.clone(),
-                score: c.score,
-                verdict: c.verdict,
-                same_content: c.same_content,
-            }),
-            policy_id: d.policy.id.clone(),
-            policy_version: d.policy.version,
-            method_version: d.method_version.clone(),
-        }
-    }
-}
 
 /// One line of the feed (see the module doc for the envelope).
 #[derive(Serialize)]

@@ -226,7 +226,7 @@ pub struct ItemRecord {
     /// logged records only (not serialized here; the log's noted forms
     /// carry it, see `Command::UpsertNoted`).
     #[serde(skip)]
-    pub(crate) note: Option<Box<crate::event::ItemNote>>,
+    pub(crate) note: Option<Box<crate::decision::ItemNote>>,
 }
 
 impl ItemRecord {

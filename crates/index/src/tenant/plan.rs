@@ -273,7 +273,7 @@ impl Tenant {
             decision: outcome.decision.state,
             features_at: FeaturesAt::Here,
             packed: if self.config.retain_content { packed } else { PackedContent::default() },
-            note: Some(Box::new(crate::event::ItemNote::of(&outcome))),
+            note: Some(Box::new(crate::decision::ItemNote::of(&outcome))),
         };
         let idem = (item.idempotency_key.clone()).zip(digest).map(|(key, digest)| IdemEntry {
             key,
