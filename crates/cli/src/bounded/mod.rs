@@ -34,26 +34,28 @@
 //! resident set nears the budget, so it stays near the limit whatever the
 //! input size.
 
+mod refs;
 pub mod sort;
 mod store;
+mod work;
 
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use anyhow::Context;
-use neardup_core::{
-    best_first, fmix64, verify_pair, Candidate, CandidateIndex, CandidateSet, Decided, Fingerprinter, Greedy, Lookup,
-    Match, Params, QueryLimits, SketchReads,
-};
+use neardup_core::{CandidateIndex, CandidateSet, Decided, Fingerprinter, Greedy, Match, Params};
 use rayon::prelude::*;
 
 use crate::chunk::{Input, ReadOptions};
 use crate::jsonl::Reject;
 use crate::pipeline::{external_id, fingerprint_all, Outcome, Timings};
+use refs::{be32, entry, ref_of, write_buckets, ItemLookup, Reader, Ref};
 use sort::Sorter;
 pub use store::Store;
 use store::{Layout, Mapped, NewItem, StoreWriter, BANDED, DEGRADED};
+pub use work::{disk_estimate, free_space, peak_rss};
+use work::{read_words, resident_bytes, work_folder_name, write_words, Manifest, WorkDir};
 
 /// The resident bytes per item (see the module doc), times 4 to count
 /// them in quarters: class 4, parent 4, kept 1, two bits.
@@ -102,156 +104,6 @@ pub struct Done {
     budget: usize,
 }
 
-/// The process's peak resident set, in bytes (0 where unknown).
-pub fn peak_rss() -> u64 {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: getrusage writes the struct it is given.
-        let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-        if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } == 0 {
-            return u.ru_maxrss as u64 * 1024;
-        }
-    }
-    0
-}
-
-/// The process's resident set now, in bytes (0 where unknown).
-fn resident_bytes() -> u64 {
-    let Ok(statm) = std::fs::read_to_string("/proc/self/statm") else { return 0 };
-    let pages: u64 = statm.split_whitespace().nth(1).and_then(|p| p.parse().ok()).unwrap_or(0);
-    #[cfg(target_os = "linux")]
-    // SAFETY: sysconf reads a constant.
-    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) }.max(4096) as u64;
-    #[cfg(not(target_os = "linux"))]
-    let page = 4096;
-    pages * page
-}
-
-/// Free bytes on the file system of `dir` (None where unknown).
-pub fn free_space(dir: &Path) -> Option<u64> {
-    #[cfg(target_os = "linux")]
-    {
-        use std::os::unix::ffi::OsStrExt;
-        let c = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-        // SAFETY: statvfs writes the struct it is given; `c` is a C string.
-        let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-        if unsafe { libc::statvfs(c.as_ptr(), &mut s) } == 0 {
-            return Some(s.f_bavail as u64 * s.f_frsize as u64);
-        }
-    }
-    let _ = dir;
-    None
-}
-
-/// The run's work folder: removed when the run has written its outputs
-/// ([`Done::remove_work_folder`]), kept when it fails or is killed, for the
-/// same command to continue from its last completed phase.
-struct WorkDir(PathBuf, bool);
-
-impl Drop for WorkDir {
-    fn drop(&mut self) {
-        if self.1 {
-            let _ = std::fs::remove_dir_all(&self.0);
-        }
-    }
-}
-
-/// The work folder's format: a folder of another format is started over.
-const WORK_FORMAT: u32 = 1;
-
-/// What a work folder holds of its run, written when a phase completes.
-#[derive(Debug, Default, serde::Serialize, serde::Deserialize)]
-struct Manifest {
-    format: u32,
-    /// Phases completed: 1 read and fingerprint, 2 merge.
-    phase: u8,
-    /// Records rejected so far.
-    rejects: Vec<Reject>,
-    /// Where each input begins (see [`crate::input::Sources`]).
-    sources: Vec<(u64, String)>,
-    /// Phase 1's sorted runs: band keys, content hashes, ids.
-    bands: Vec<PathBuf>,
-    contents: Vec<PathBuf>,
-    ids: Vec<PathBuf>,
-    /// Phase 2's sorted runs of references.
-    refs: Vec<PathBuf>,
-    timings: Timings,
-    phases: Vec<Phase>,
-}
-
-impl Manifest {
-    fn read(dir: &Path) -> Manifest {
-        std::fs::read(dir.join("manifest.json"))
-            .ok()
-            .and_then(|b| serde_json::from_slice::<Manifest>(&b).ok())
-            .filter(|m| m.format == WORK_FORMAT)
-            .unwrap_or_default()
-    }
-
-    /// Writes the manifest in place of the last, atomically.
-    fn write(&mut self, dir: &Path) -> anyhow::Result<()> {
-        self.format = WORK_FORMAT;
-        let tmp = dir.join("manifest.json.tmp");
-        std::fs::write(&tmp, serde_json::to_vec(self)?)?;
-        std::fs::rename(&tmp, dir.join("manifest.json"))?;
-        Ok(())
-    }
-}
-
-/// The name of a run's work folder: a hash of what decides its results
-/// (the pipeline's configuration, the fields, the inputs' names, sizes and
-/// times), so that the same command finds the folder again.
-fn work_folder_name(setup: &Setup<'_>) -> anyhow::Result<String> {
-    let inputs: Vec<(String, Option<u64>, Option<u128>)> = setup
-        .inputs
-        .iter()
-        .map(|i| {
-            let modified = std::fs::metadata(&i.name)
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| d.as_nanos());
-            (i.name.clone(), i.size, modified)
-        })
-        .collect();
-    let what = serde_json::json!({
-        "format": WORK_FORMAT,
-        "config": setup.params.config(),
-        "text": setup.text_field,
-        "id": setup.id_field,
-        "max_line": setup.opts.max_line,
-        "inputs": inputs,
-    });
-    let key = neardup_core::hash_bytes(serde_json::to_string(&what)?.as_bytes(), 0);
-    Ok(format!("neardup-dedup-{key:016x}"))
-}
-
-/// Writes `words` as little-endian bytes.
-fn write_words<T: Copy>(path: &Path, words: &[T], bytes: impl Fn(T) -> Vec<u8>) -> anyhow::Result<()> {
-    let mut w = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
-    for &x in words {
-        w.write_all(&bytes(x))?;
-    }
-    w.into_inner().map_err(|e| e.into_error())?;
-    Ok(())
-}
-
-/// Reads `n` little-endian words of `W` bytes.
-fn read_words<const W: usize, T>(path: &Path, n: usize, word: impl Fn([u8; W]) -> T) -> anyhow::Result<Vec<T>> {
-    let bytes = std::fs::read(path)?;
-    if bytes.len() != n * W {
-        anyhow::bail!("{} has {} bytes, not {}", path.display(), bytes.len(), n * W);
-    }
-    Ok(bytes.chunks_exact(W).map(|c| word(c.try_into().expect("W bytes"))).collect())
-}
-
-/// Disk the work folder needs at most, from the input's size: the store
-/// (features delta-coded, ~0.7 of the text for English-like text; records
-/// and sorted runs ~0.5) — an estimate, checked before the run starts.
-pub fn disk_estimate(input_bytes: u64) -> u64 {
-    input_bytes.saturating_mul(3) / 2
-}
-
 /// A bit per item.
 struct Bits(Vec<u64>);
 
@@ -289,230 +141,6 @@ impl Parents {
             let (lo, hi) = (ra.min(rb), ra.max(rb));
             self.0[hi as usize] = lo;
         }
-    }
-}
-
-/// A reference from an item to the bucket (or content class) it shares:
-/// `p` members before it, the bucket's members from entry `at` of its file.
-#[derive(Debug, Clone, Copy)]
-struct Ref {
-    table: u16,
-    key: u32,
-    at: u64,
-    p: u32,
-}
-
-fn ref_rec(q: u32, r: Ref) -> [u8; 22] {
-    let mut b = [0u8; 22];
-    b[0..4].copy_from_slice(&q.to_be_bytes());
-    b[4..6].copy_from_slice(&r.table.to_be_bytes());
-    b[6..10].copy_from_slice(&r.key.to_be_bytes());
-    b[10..18].copy_from_slice(&r.at.to_be_bytes());
-    b[18..22].copy_from_slice(&r.p.to_be_bytes());
-    b
-}
-
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes(b[..4].try_into().expect("4 bytes"))
-}
-
-fn ref_of(b: &[u8; 22]) -> (u32, Ref) {
-    let at = u64::from_be_bytes(b[10..18].try_into().expect("8 bytes"));
-    (be32(&b[0..4]), Ref { table: u16::from_be_bytes([b[4], b[5]]), key: be32(&b[6..10]), at, p: be32(&b[18..22]) })
-}
-
-/// Writes buckets of more than one member to a file of `u32` entries, and
-/// a reference for each member after the first.
-struct Buckets {
-    out: BufWriter<std::fs::File>,
-    written: u64,
-    /// The current bucket: its first member (not yet written), where it
-    /// starts once written, and members so far.
-    first: u32,
-    at: Option<u64>,
-    members: u32,
-}
-
-impl Buckets {
-    fn create(path: &Path) -> anyhow::Result<Buckets> {
-        let out = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
-        Ok(Buckets { out, written: 0, first: 0, at: None, members: 0 })
-    }
-
-    fn start(&mut self, first: u32) {
-        (self.first, self.at, self.members) = (first, None, 1);
-    }
-
-    /// Adds the next member; returns the reference it gets.
-    fn member(&mut self, item: u32, table: u16, key: u32) -> anyhow::Result<Ref> {
-        let at = match self.at {
-            Some(at) => at,
-            None => {
-                self.out.write_all(&self.first.to_le_bytes())?;
-                self.at = Some(self.written);
-                self.written += 1;
-                self.written - 1
-            }
-        };
-        self.out.write_all(&item.to_le_bytes())?;
-        self.written += 1;
-        let r = Ref { table, key, at, p: self.members };
-        self.members += 1;
-        Ok(r)
-    }
-
-    fn finish(self) -> anyhow::Result<u64> {
-        self.out.into_inner().map_err(|e| e.into_error())?;
-        Ok(self.written * 4)
-    }
-}
-
-/// Streams sorted records of a key and an item (the item in the last four
-/// bytes, big-endian), rejected items left out: each run of equal keys is
-/// a bucket, written to `path` when it has more than one member, and each
-/// member after the first gets a reference in `refs` under the table and
-/// key `table_of` reads from the record's key. `each(item, first)` sees
-/// every member with its bucket's first. Returns the bytes written.
-fn write_buckets<const N: usize>(
-    records: sort::Merged<N>,
-    path: &Path,
-    rejected: &Bits,
-    refs: &mut Sorter<22>,
-    table_of: impl Fn(&[u8]) -> (u16, u32),
-    mut each: impl FnMut(u32, u32),
-) -> anyhow::Result<u64> {
-    let mut out = Buckets::create(path)?;
-    let mut key: Option<[u8; N]> = None;
-    for rec in records {
-        let rec = rec?;
-        let item = be32(&rec[N - 4..]);
-        if rejected.get(item) {
-            continue;
-        }
-        let same = key.is_some_and(|k| k[..N - 4] == rec[..N - 4]);
-        if same {
-            let (table, k) = table_of(&rec[..N - 4]);
-            refs.push(ref_rec(item, out.member(item, table, k)?))?;
-        } else {
-            key = Some(rec);
-            out.start(item);
-        }
-        each(item, out.first);
-    }
-    out.finish()
-}
-
-/// Entry `i` of a bucket file.
-fn entry(bytes: &[u8], i: u64) -> u32 {
-    let at = i as usize * 4;
-    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
-}
-
-/// What the verify and decide phases read.
-struct Reader<'a> {
-    store: &'a Store,
-    buckets: &'a Mapped,
-    classes: &'a Mapped,
-    class: &'a [u32],
-    scale: &'a CandidateIndex,
-    limits: QueryLimits,
-    threshold: f64,
-    /// Set when an item's features lay outside the work folder's file.
-    corrupt: &'a std::sync::atomic::AtomicBool,
-}
-
-impl Reader<'_> {
-    /// The bucket reads of item `q` (as the in-memory query reads its
-    /// buckets), counted per item: the band candidates with the bands they
-    /// share, and the read counters.
-    fn gather(&self, refs: &[Ref]) -> (Vec<(u32, u16)>, CandidateSet) {
-        let mut out = CandidateSet::default();
-        let mut ids: Vec<u32> = Vec::new();
-        let bytes = self.buckets.bytes();
-        let mbr = self.limits.max_bucket_read;
-        for r in refs.iter().filter(|r| r.table != CONTENT) {
-            let n = r.p as usize;
-            let mut read = |from: usize, to: usize| ids.extend((from..to).map(|i| entry(bytes, r.at + i as u64)));
-            if n > mbr {
-                out.hot_buckets += 1;
-                let start = (fmix64(u64::from(r.key) ^ (u64::from(r.table) << 40) ^ n as u64) % n as u64) as usize;
-                let end = (start + mbr).min(n);
-                read(start, end);
-                read(0, mbr - (end - start));
-                out.entries_read += mbr;
-            } else {
-                read(0, n);
-                out.entries_read += n;
-            }
-        }
-        ids.sort_unstable();
-        let mut ranked: Vec<(u32, u16)> = Vec::new();
-        for id in ids {
-            match ranked.last_mut() {
-                Some((last, count)) if *last == id => *count += 1,
-                _ => ranked.push((id, 1)),
-            }
-        }
-        (ranked, out)
-    }
-
-    /// Item `q`'s candidates among the items before it that `keep` accepts,
-    /// by [`CandidateIndex::select`].
-    fn candidates(&self, q: u32, refs: &[Ref], keep: &dyn Fn(u32) -> bool) -> CandidateSet {
-        let (ranked, out) = self.gather(refs);
-        let copies = refs.iter().find(|r| r.table == CONTENT).copied();
-        let classes = self.classes.bytes();
-        let copies = copies.into_iter().flat_map(|r| (0..u64::from(r.p)).map(move |i| entry(classes, r.at + i)));
-        let sketch = self.store.rec(q).sketch();
-        let q_class = self.class[q as usize];
-        let reads = SketchReads {
-            same_content: |c: u32| self.class[c as usize] == q_class,
-            within_hamming: |c: u32| self.scale.within_hamming_of(sketch, self.store.rec(c).sketch()),
-            rank_keys: |ranked: &[(u32, u16)]| {
-                let mut sketches = Vec::with_capacity(ranked.len() * sketch.len());
-                for &(c, _) in ranked {
-                    sketches.extend_from_slice(self.store.rec(c).sketch());
-                }
-                self.scale.rank_keys_by(sketch, ranked, &sketches)
-            },
-        };
-        self.scale.select(out, ranked, copies, reads, self.limits, keep)
-    }
-
-    fn verify(&self, q: u32, candidates: &[Candidate]) -> Vec<Match> {
-        let Some(fq) = self.store.features(q) else {
-            self.corrupt.store(true, std::sync::atomic::Ordering::Relaxed);
-            return Vec::new();
-        };
-        let hq = self.store.rec(q).hash();
-        let mut out: Vec<Match> = candidates
-            .iter()
-            .filter_map(|c| {
-                let Some(fc) = self.store.features(c.id) else {
-                    self.corrupt.store(true, std::sync::atomic::Ordering::Relaxed);
-                    return None;
-                };
-                let s = verify_pair(&fq, &hq, &fc, &self.store.rec(c.id).hash(), self.threshold)?;
-                Some(Match { id: c.id, score: s.score, same_content: s.same_content, bands: c.bands })
-            })
-            .collect();
-        best_first(&mut out);
-        out
-    }
-}
-
-/// The decision rule's view of one item's references.
-struct ItemLookup<'a, 'r> {
-    reader: &'a Reader<'r>,
-    refs: &'a [Ref],
-}
-
-impl Lookup for ItemLookup<'_, '_> {
-    fn verify_item(&self, item: u32, candidates: &[Candidate]) -> Vec<Match> {
-        self.reader.verify(item, candidates)
-    }
-    fn candidates_before_where(&self, item: u32, keep: &dyn Fn(u32) -> bool) -> CandidateSet {
-        self.reader.candidates(item, self.refs, keep)
     }
 }
 

@@ -1,24 +1,25 @@
 //! `neardup dedup`: deduplicate datasets of JSONL (plain, zstd, gzip) and
 //! Parquet files, optionally against a saved index of earlier runs.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use anyhow::Context;
 use clap::{Args, ValueEnum};
 
 use crate::args::{InputArgs, PipelineArgs};
-use crate::chunk::{Chunk, Input, Kind, ReadOptions};
+use crate::chunk::{Input, Kind, ReadOptions};
 use crate::input::Sources;
-use crate::jsonl::{Body, Reject};
-use crate::output::tsv_field;
-use crate::parquet_io::{Annotation, RowWriter, Table, Value};
+use crate::jsonl::Reject;
 use crate::pipeline::{Batch, Outcome, Timings};
 use crate::report::{ParamsOut, Percentiles};
 use crate::usage::UsageError;
+
+mod engine;
+mod outputs;
+
+use engine::{choose_engine, Engine};
+use outputs::{is_parquet_path, open_rows, ClustersOut, RowsOut, ScoresOut};
 
 /// Deduplicate a dataset: JSONL (plain, or compressed with zstd or gzip)
 /// and Parquet files, folders of them and glob patterns, read in order as
@@ -182,307 +183,6 @@ struct IndexSummary {
     bytes: u64,
 }
 
-/// A text output: plain, or compressed by the path's extension.
-enum TextOut {
-    Plain(Box<dyn Write + Send>),
-    Zstd(zstd::stream::write::Encoder<'static, BufWriter<File>>),
-    Gzip(flate2::write::GzEncoder<BufWriter<File>>),
-}
-
-impl Write for TextOut {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            TextOut::Plain(w) => w.write(buf),
-            TextOut::Zstd(w) => w.write(buf),
-            TextOut::Gzip(w) => w.write(buf),
-        }
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        match self {
-            TextOut::Plain(w) => w.flush(),
-            TextOut::Zstd(w) => w.flush(),
-            TextOut::Gzip(w) => w.flush(),
-        }
-    }
-}
-
-impl TextOut {
-    fn finish(self) -> anyhow::Result<()> {
-        match self {
-            TextOut::Plain(mut w) => w.flush()?,
-            TextOut::Zstd(w) => w.finish()?.flush()?,
-            TextOut::Gzip(w) => w.finish()?.flush()?,
-        }
-        Ok(())
-    }
-}
-
-/// A writer for `path` (`-`: stdout).
-fn create_raw(path: &str) -> anyhow::Result<Box<dyn Write + Send>> {
-    Ok(if path == "-" {
-        Box::new(BufWriter::new(io::stdout()))
-    } else {
-        Box::new(BufWriter::new(File::create(path).with_context(|| format!("cannot create {path}"))?))
-    })
-}
-
-/// A text writer for `path`, compressed when it ends in `.zst` or `.gz`.
-fn create(path: &str) -> anyhow::Result<TextOut> {
-    let file = || -> anyhow::Result<BufWriter<File>> {
-        Ok(BufWriter::new(File::create(path).with_context(|| format!("cannot create {path}"))?))
-    };
-    Ok(if path.ends_with(".zst") || path.ends_with(".zstd") {
-        TextOut::Zstd(zstd::stream::write::Encoder::new(file()?, 3)?)
-    } else if path.ends_with(".gz") {
-        TextOut::Gzip(flate2::write::GzEncoder::new(file()?, flate2::Compression::default()))
-    } else {
-        TextOut::Plain(create_raw(path)?)
-    })
-}
-
-fn is_parquet_path(path: &str) -> bool {
-    path.ends_with(".parquet") || path.ends_with(".parq")
-}
-
-/// Kept (or, annotating, all) records being written.
-enum RowsOut {
-    Jsonl(TextOut),
-    Parquet(RowWriter),
-}
-
-impl RowsOut {
-    /// Writes the chunk's lines `picks` names (indices into `chunk.lines`,
-    /// in order), each with its annotation when annotating.
-    fn write(&mut self, chunk: &Chunk, picks: &[(usize, Option<Annotation>)]) -> anyhow::Result<()> {
-        if picks.is_empty() {
-            return Ok(());
-        }
-        let mut mask = Vec::new();
-        if let Some(rows) = &chunk.rows {
-            mask = vec![false; rows.num_rows()];
-            for (i, _) in picks {
-                if let Body::Row { row, .. } = chunk.lines[*i].body {
-                    mask[row] = true;
-                }
-            }
-        }
-        match (self, &chunk.rows) {
-            (RowsOut::Parquet(w), Some(rows)) => {
-                let notes: Vec<Option<Annotation>> = picks.iter().map(|(_, a)| a.clone()).collect();
-                w.write(rows, &notes, &mask)
-            }
-            (RowsOut::Parquet(_), None) => {
-                anyhow::bail!("Parquet output needs Parquet inputs (checked before the run)")
-            }
-            (RowsOut::Jsonl(w), Some(rows)) => {
-                let json = crate::parquet_io::rows_as_json(rows, &mask)?;
-                let lines = json.split(|&b| b == b'\n').filter(|l| !l.is_empty());
-                for (line, (_, note)) in lines.zip(picks) {
-                    write_line(w, line, note.as_ref())?;
-                }
-                Ok(())
-            }
-            (RowsOut::Jsonl(w), None) => {
-                for (i, note) in picks {
-                    if let Body::Json(bytes) = &chunk.lines[*i].body {
-                        write_line(w, bytes, note.as_ref())?;
-                    }
-                }
-                Ok(())
-            }
-        }
-    }
-
-    fn finish(self) -> anyhow::Result<()> {
-        match self {
-            RowsOut::Jsonl(w) => w.finish(),
-            RowsOut::Parquet(w) => w.finish(),
-        }
-    }
-}
-
-/// Writes a JSON object line, with the annotation's two fields added
-/// before its closing brace.
-fn write_line(w: &mut impl Write, line: &[u8], note: Option<&Annotation>) -> anyhow::Result<()> {
-    let Some((cluster, duplicate_of)) = note else {
-        w.write_all(line)?;
-        w.write_all(b"\n")?;
-        return Ok(());
-    };
-    let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
-    let end = line.iter().rposition(|b| !b.is_ascii_whitespace()).map_or(0, |i| i + 1);
-    let Some(body) = line[..end].strip_suffix(b"}") else {
-        anyhow::bail!("a record read as a JSON object does not end with '}}'");
-    };
-    let empty = body.iter().all(|b| b.is_ascii_whitespace() || *b == b'{');
-    w.write_all(body)?;
-    w.write_all(if empty { b"\"cluster_id\":" } else { b",\"cluster_id\":" })?;
-    serde_json::to_writer(&mut *w, cluster)?;
-    w.write_all(b",\"duplicate_of\":")?;
-    serde_json::to_writer(&mut *w, duplicate_of)?;
-    w.write_all(b"}\n")?;
-    Ok(())
-}
-
-/// Pairs or dropped items being written.
-enum ScoresOut {
-    Tsv(TextOut),
-    Parquet(Table),
-}
-
-impl ScoresOut {
-    fn create(path: &str, parquet: bool, names: [&str; 3]) -> anyhow::Result<ScoresOut> {
-        Ok(if parquet {
-            ScoresOut::Parquet(Table::scored(create_raw(path)?, names)?)
-        } else {
-            ScoresOut::Tsv(create(path)?)
-        })
-    }
-
-    fn row(&mut self, a: &str, b: &str, score: f64) -> anyhow::Result<()> {
-        match self {
-            ScoresOut::Tsv(w) => writeln!(w, "{}\t{}\t{score}", tsv_field(a), tsv_field(b))?,
-            ScoresOut::Parquet(t) => t.row(&[Value::Text(a), Value::Text(b), Value::Score(score)])?,
-        }
-        Ok(())
-    }
-
-    fn finish(self) -> anyhow::Result<()> {
-        match self {
-            ScoresOut::Tsv(w) => w.finish(),
-            ScoresOut::Parquet(t) => t.finish(),
-        }
-    }
-}
-
-/// Where the kept rows go, by the rules of `--output`: checks the inputs
-/// suit it before anything is read.
-fn open_rows(path: &str, inputs: &[Input], annotate: bool) -> anyhow::Result<RowsOut> {
-    let all_parquet = inputs.iter().all(|i| i.kind == Kind::Parquet);
-    let jsonl_ext = [".jsonl", ".json", ".ndjson", ".zst", ".zstd", ".gz"].iter().any(|e| path.ends_with(e));
-    let parquet = is_parquet_path(path) || (all_parquet && !jsonl_ext && path != "-");
-    if !parquet {
-        return Ok(RowsOut::Jsonl(create(path)?));
-    }
-    if let Some(j) = inputs.iter().find(|i| i.kind != Kind::Parquet) {
-        return Err(UsageError(format!(
-            "Parquet output keeps the inputs' columns, so every input must be Parquet; {} is JSONL (write JSONL \
-             instead: -o FILE.jsonl)",
-            j.name
-        ))
-        .into());
-    }
-    let schema = crate::parquet_io::schema_of(&inputs[0].name)?;
-    for other in &inputs[1..] {
-        let s = crate::parquet_io::schema_of(&other.name)?;
-        if s.fields() != schema.fields() {
-            return Err(UsageError(format!(
-                "Parquet output needs one schema, and {} has other columns than {}",
-                other.name, inputs[0].name
-            ))
-            .into());
-        }
-    }
-    Ok(RowsOut::Parquet(RowWriter::new(create_raw(path)?, &schema, annotate)?))
-}
-
-/// Which engine a run uses.
-enum Engine {
-    /// Everything in memory, decided while reading (the fastest).
-    Memory,
-    /// State on disk under a memory limit ([`crate::bounded`]).
-    Bounded(crate::bounded::Limits),
-}
-
-/// Bytes in a size such as `512M`, `4G`, `1.5G` or `800000` (powers of 1024).
-fn parse_size(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (num, unit) = match s.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
-        Some((i, _)) => (&s[..i], s[i..].to_ascii_uppercase()),
-        None => (s, String::new()),
-    };
-    let mult: u64 = match unit.trim_end_matches("IB").trim_end_matches('B') {
-        "" => 1,
-        "K" => 1 << 10,
-        "M" => 1 << 20,
-        "G" => 1 << 30,
-        "T" => 1 << 40,
-        _ => return None,
-    };
-    let v: f64 = num.trim().parse().ok()?;
-    (v.is_finite() && v > 0.0).then_some((v * mult as f64) as u64)
-}
-
-/// Memory available to a new process (`MemAvailable`), where known.
-fn available_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
-/// Memory the in-memory engine needs for these inputs, estimated from
-/// their size: about 1.8 bytes per byte of text (measured: 3.47 GB for
-/// 1.97 GB of text), compressed and Parquet inputs counted as four times
-/// their size. None for a stream.
-fn memory_estimate(inputs: &[Input]) -> Option<u64> {
-    inputs
-        .iter()
-        .map(|i| {
-            let packed = i.kind == Kind::Parquet || [".zst", ".zstd", ".gz"].iter().any(|e| i.name.ends_with(e));
-            i.size.map(|s| if packed { s * 4 } else { s } * 9 / 5)
-        })
-        .sum()
-}
-
-fn choose_engine(a: &DedupArgs, inputs: &[Input]) -> anyhow::Result<Engine> {
-    let with_index = a.index.is_some() || a.reference.is_some();
-    let work_dir = a.work_dir.clone().unwrap_or_else(std::env::temp_dir);
-    let limit = match a.memory_limit.as_str() {
-        "none" => return Ok(Engine::Memory),
-        "auto" => {
-            let (Some(need), Some(avail)) = (memory_estimate(inputs), available_memory()) else {
-                return Ok(Engine::Memory);
-            };
-            if need <= avail / 2 || with_index {
-                return Ok(Engine::Memory);
-            }
-            avail / 2
-        }
-        s => parse_size(s).ok_or_else(|| {
-            UsageError(format!("--memory-limit takes a size such as 512M or 4G, `auto` or `none`; got {s:?}"))
-        })?,
-    };
-    if with_index {
-        return Err(UsageError(
-            "--index and --reference run in memory for now: use --memory-limit none (or auto)".into(),
-        )
-        .into());
-    }
-    if limit < 64 << 20 && !a.quiet && !a.json {
-        eprintln!(
-            "neardup: reading and fingerprinting hold about 64 MB whatever the limit: --memory-limit {} bounds the \
-             sorts and verification blocks only",
-            a.memory_limit
-        );
-    }
-    if let (Some(size), Some(free)) = (crate::input::total_size(inputs), crate::bounded::free_space(&work_dir)) {
-        let need = crate::bounded::disk_estimate(memory_estimate(inputs).unwrap_or(size) * 5 / 9);
-        if need > free {
-            return Err(UsageError(format!(
-                "a bounded run of {:.1} GB of input needs about {:.1} GB in its work folder, and {} has {:.1} GB \
-                 free: choose another with --work-dir",
-                size as f64 / 1e9,
-                need as f64 / 1e9,
-                work_dir.display(),
-                free as f64 / 1e9
-            ))
-            .into());
-        }
-    }
-    Ok(Engine::Bounded(crate::bounded::Limits { memory: limit, work_dir }))
-}
-
 /// What the outcomes add up to, and the per-outcome outputs.
 struct Tally {
     kept: u64,
@@ -530,47 +230,6 @@ impl Tally {
             }
         }
         Ok(())
-    }
-}
-
-/// Clusters being written: JSONL or Parquet rows of `cluster`, `size`,
-/// `members`, `kept`.
-enum ClustersOut {
-    Text(TextOut),
-    Parquet(Table),
-}
-
-impl ClustersOut {
-    fn create(path: &str, parquet: bool) -> anyhow::Result<ClustersOut> {
-        Ok(if parquet {
-            ClustersOut::Parquet(Table::clusters(create_raw(path)?)?)
-        } else {
-            ClustersOut::Text(create(path)?)
-        })
-    }
-
-    fn row(&mut self, n: u64, members: &[&str], kept: &[&str]) -> anyhow::Result<()> {
-        match self {
-            ClustersOut::Parquet(t) => t.row(&[
-                Value::Count(n),
-                Value::Count(members.len() as u64),
-                Value::Names(members),
-                Value::Names(kept),
-            ])?,
-            ClustersOut::Text(w) => {
-                let row = serde_json::json!({ "cluster": n, "size": members.len(), "members": members, "kept": kept });
-                serde_json::to_writer(&mut *w, &row)?;
-                w.write_all(b"\n")?;
-            }
-        }
-        Ok(())
-    }
-
-    fn finish(self) -> anyhow::Result<()> {
-        match self {
-            ClustersOut::Text(w) => w.finish(),
-            ClustersOut::Parquet(t) => t.finish(),
-        }
     }
 }
 
