@@ -32,15 +32,12 @@ fn files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// A segment whose header names another log format version (a newer
-/// build's) is not replayed as if it were this one's. Today it is
-/// treated like a torn tail: cut, removed and reported in the recovery
-/// report, with every later segment — the engine then opens without the
-/// commands it held. The matrix records this as a refusal that is not yet
-/// one (the log is the truth, and a downgrade loses its unknown segments);
-/// this test pins what happens so that a change is deliberate.
+/// A segment whose whole, checksummed header names another format version
+/// (a newer build's log) refuses to open, naming the version, and the log is
+/// left exactly as it was: the commands in it are acknowledged writes, so a
+/// downgrade over a newer log must not cut them.
 #[test]
-fn a_log_segment_of_another_format_version_is_cut_and_reported() {
+fn a_log_segment_of_another_format_version_refuses_to_open() {
     let dir = tempfile::tempdir().unwrap();
     {
         let e = Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap();
@@ -57,11 +54,21 @@ fn a_log_segment_of_another_format_version_is_cut_and_reported() {
     let crc = crc32(&bytes[..20]);
     bytes[20..24].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(last, &bytes).unwrap();
+    let err = Engine::open(dir.path(), opts(StoreKind::Memory)).err().expect("a newer log must not open");
+    assert_eq!(err.code(), "unsupported_format", "{err}");
+    assert!(err.to_string().contains("command log segment format version 2"), "{err}");
+    // Nothing was cut or removed.
+    assert_eq!(files(&dir.path().join("wal")), segs);
+    assert_eq!(std::fs::read(last).unwrap(), bytes);
+    // A segment whose header is torn (a crash before it was written) is
+    // still the damaged tail it always was: cut and reported.
+    let mut torn = bytes.clone();
+    torn[20] ^= 0xff;
+    std::fs::write(last, &torn).unwrap();
     let e = Engine::open(dir.path(), opts(StoreKind::Memory)).unwrap();
     let r = e.recovery_report();
     assert_eq!(r.log.cuts.len(), 1, "{r:?}");
     assert!(r.log.cuts[0].contains("bad segment header"), "{r:?}");
-    assert_eq!(r.records_replayed, 0, "{r:?}");
 }
 
 /// A whole, checksummed record holding a command this build does not know

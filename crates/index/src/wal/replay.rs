@@ -6,7 +6,7 @@ use std::io::{BufReader, Read};
 use std::path::Path;
 
 use super::{crc, segments, sync_dir, LogRepair, HEADER, MAGIC, MAX_RECORD, RECORD_HEADER, VERSION};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// Reads every valid record in order, calling `f(lsn, payload)`, and repairs
 /// a torn or corrupt tail. Returns the last LSN seen (0 if none).
@@ -20,11 +20,18 @@ pub(crate) fn replay(dir: &Path, mut f: impl FnMut(u64, &[u8]) -> Result<()>) ->
         let len = file.metadata().map(|m| m.len()).unwrap_or(0);
         let mut r = BufReader::with_capacity(1 << 20, file);
         let mut header = [0u8; HEADER];
-        let header_ok = r.read_exact(&mut header).is_ok()
+        let whole = r.read_exact(&mut header).is_ok()
             && &header[..8] == MAGIC
-            && u32::from_le_bytes(header[8..12].try_into().unwrap_or_default()) == VERSION
-            && u64::from_le_bytes(header[12..20].try_into().unwrap_or_default()) == *first
             && u32::from_le_bytes(header[20..24].try_into().unwrap_or_default()) == crc(&[&header[..20]]);
+        let version = u32::from_le_bytes(header[8..12].try_into().unwrap_or_default());
+        if whole && version != VERSION {
+            // A whole, checksummed header of another format (a newer
+            // build's log): its commands cannot be read here, and cutting
+            // them would lose acknowledged writes. Refuse to open, change
+            // nothing.
+            return Err(Error::new(ErrorKind::UnsupportedFormat { what: "command log segment", version }));
+        }
+        let header_ok = whole && u64::from_le_bytes(header[12..20].try_into().unwrap_or_default()) == *first;
         if !header_ok {
             repair.cuts.push(format!("{}: bad segment header", path.display()));
             repair.bytes_dropped += len;
