@@ -24,90 +24,19 @@ pub struct StoreArgs {
     pub store: PathBuf,
 }
 
-/// Every `[dedup]` key of neardup.toml as a flag. Flags beat environment
-/// variables (NEARDUP_DEDUP_*, or the KOMP_DEDUP_* aliases), which beat the
-/// file.
+/// Every `[dedup]` key of neardup.toml as a flag ([`ConfigLayer`] is the
+/// one definition of them). Flags beat environment variables
+/// (NEARDUP_DEDUP_*, or the KOMP_DEDUP_* aliases), which beat the file.
 #[derive(Debug, Args)]
 pub struct DedupFlags {
     /// Config file with a [dedup] section [default: ./neardup.toml if present].
     #[arg(long, value_name = "FILE", help_heading = "Configuration")]
     pub config: Option<PathBuf>,
-    /// Compare documents at all (false: parse, cache and record only) [default: true].
-    #[arg(long, value_name = "BOOL", help_heading = "Configuration")]
-    pub enabled: Option<bool>,
-    /// Matchers: "minhash", "embedding" or "embedding,minhash" [default: embedding,minhash; embedding is
-    /// skipped while --model is empty].
-    #[arg(long, value_name = "LIST", help_heading = "Configuration")]
-    pub matchers: Option<String>,
-    /// Score at or above which a document is identical [default: 0.95].
-    #[arg(long, value_name = "SCORE", help_heading = "Configuration")]
-    pub threshold_identical: Option<f64>,
-    /// Score at or above which a document is similar [default: 0.80].
-    #[arg(long, value_name = "SCORE", help_heading = "Configuration")]
-    pub threshold_similar: Option<f64>,
-    /// Embedding model with provider prefix: ollama:MODEL, openai:MODEL or local:DIR; "" skips the
-    /// embedding matcher [default: ""].
-    #[arg(long, value_name = "MODEL", help_heading = "Configuration")]
-    pub model: Option<String>,
-    /// Jaccard threshold the MinHash LSH bands are tuned for [default: 0.8].
-    #[arg(long, value_name = "J", help_heading = "Configuration")]
-    pub minhash_lsh_threshold: Option<f64>,
-    /// Words per MinHash shingle [default: 5].
-    #[arg(long, value_name = "N", help_heading = "Configuration")]
-    pub shingle_width: Option<u32>,
-    /// Text normalizer: unicode or seed [default: unicode].
-    #[arg(long, value_name = "NAME", help_heading = "Configuration")]
-    pub normalizer: Option<String>,
-    /// Words per embedding chunk before mean-pooling [default: 200].
-    #[arg(long, value_name = "N", help_heading = "Configuration")]
-    pub chunk_words: Option<usize>,
-    /// Largest file parsed, in bytes; larger files are skipped and reported [default: 268435456].
-    #[arg(long, value_name = "BYTES", help_heading = "Configuration")]
-    pub max_file_bytes: Option<u64>,
-    /// Most chunks embedded per document, spread evenly over a longer one [default: 16].
-    #[arg(long, value_name = "N", help_heading = "Configuration")]
-    pub max_chunks: Option<usize>,
-    /// MinHash score map onto the common scale: auto, none, or knots RAW:CAL,... [default: auto].
-    #[arg(long, value_name = "MAP", help_heading = "Configuration")]
-    pub minhash_calibration: Option<String>,
-    /// Embedding score map onto the common scale: auto (the map shipped for the model), none, or knots
-    /// RAW:CAL,... [default: auto].
-    #[arg(long, value_name = "MAP", help_heading = "Configuration")]
-    pub embedding_calibration: Option<String>,
-    /// Discount MinHash scores for shingles that many other documents of the scan share (navigation,
-    /// footers), so pages of one manual are not called similar for their template [default: on].
-    #[arg(long, value_name = "on|off", value_parser = parse_on_off, help_heading = "Configuration")]
-    pub boilerplate_weighting: Option<bool>,
-}
-
-fn parse_on_off(s: &str) -> Result<bool, String> {
-    match s {
-        "on" | "true" | "yes" | "1" => Ok(true),
-        "off" | "false" | "no" | "0" => Ok(false),
-        _ => Err(format!("{s:?}: use on or off")),
-    }
+    #[command(flatten)]
+    pub layer: ConfigLayer,
 }
 
 impl DedupFlags {
-    fn layer(&self) -> ConfigLayer {
-        let mut l = ConfigLayer::default();
-        l.enabled = self.enabled;
-        l.matchers = self.matchers.clone();
-        l.threshold_identical = self.threshold_identical;
-        l.threshold_similar = self.threshold_similar;
-        l.model = self.model.clone();
-        l.minhash_lsh_threshold = self.minhash_lsh_threshold;
-        l.shingle_width = self.shingle_width;
-        l.normalizer = self.normalizer.clone();
-        l.chunk_words = self.chunk_words;
-        l.max_file_bytes = self.max_file_bytes;
-        l.max_chunks = self.max_chunks;
-        l.minhash_calibration = self.minhash_calibration.clone();
-        l.embedding_calibration = self.embedding_calibration.clone();
-        l.boilerplate_weighting = self.boilerplate_weighting;
-        l
-    }
-
     /// neardup.toml, then the environment, then the flags.
     fn resolve(&self) -> anyhow::Result<neardup_docs::ScanSettings> {
         let file = match &self.config {
@@ -118,7 +47,7 @@ impl DedupFlags {
             None => ConfigLayer::default(),
         };
         let env = ConfigLayer::from_env(|k| std::env::var(k).ok()).map_err(usage)?;
-        file.merge(env).merge(self.layer()).resolve().map_err(usage)
+        file.merge(env).merge(self.layer.clone()).resolve().map_err(usage)
     }
 }
 

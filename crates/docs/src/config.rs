@@ -40,61 +40,136 @@ use crate::embed::{DEFAULT_CHUNK_WORDS, DEFAULT_MAX_CHUNKS};
 use crate::error::Error;
 use crate::limits::Limits;
 
-/// One layer of configuration: every key optional, so layers can be stacked
-/// (file, then environment, then flags) with [`ConfigLayer::merge`].
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-#[non_exhaustive]
-pub struct ConfigLayer {
-    /// Run duplicate detection at all.
-    pub enabled: Option<bool>,
-    /// Comma-separated matchers: `minhash`, `embedding`, or both.
-    pub matchers: Option<String>,
-    /// Score at or above which a document is identical.
-    pub threshold_identical: Option<f64>,
-    /// Score at or above which a document is similar.
-    pub threshold_similar: Option<f64>,
-    /// Embedding model with provider prefix; `""` skips the embedding matcher.
-    pub model: Option<String>,
-    /// Jaccard threshold the MinHash LSH bands are tuned for.
-    pub minhash_lsh_threshold: Option<f64>,
-    /// Words per MinHash shingle.
-    pub shingle_width: Option<u32>,
-    /// Text normalizer: `unicode` (default) or `seed`.
-    pub normalizer: Option<String>,
-    /// Words per embedding chunk before mean-pooling.
-    pub chunk_words: Option<usize>,
-    /// Largest input file accepted, in bytes.
-    pub max_file_bytes: Option<u64>,
-    /// Most chunks embedded per document (evenly spread over a longer one).
-    pub max_chunks: Option<usize>,
-    /// MinHash score map onto the common scale: `auto`, `none` or knots.
-    pub minhash_calibration: Option<String>,
-    /// Embedding score map onto the common scale: `auto`, `none` or knots.
-    pub embedding_calibration: Option<String>,
-    /// Discount MinHash scores for shingles many other documents share
-    /// (navigation, footers): see `boilerplate.rs`.
-    pub boilerplate_weighting: Option<bool>,
+/// Writes the layer struct, its key list, its merge and its setter from one
+/// list of fields, so that each `[dedup]` key is written once: its doc comment
+/// is both the rustdoc and the flag's `--help` text, its name the TOML key,
+/// the flag (`--shingle-width`) and the environment variable
+/// (`NEARDUP_DEDUP_SHINGLE_WIDTH`).
+macro_rules! layer {
+    ($(#[$outer:meta])* pub struct $name:ident { $( $(#[$attr:meta])* pub $field:ident : Option<$ty:ty>, )* }) => {
+        $(#[$outer])*
+        pub struct $name { $( $(#[$attr])* pub $field: Option<$ty>, )* }
+
+        /// The keys of [`ConfigLayer`], as spelt in TOML; the environment
+        /// variable of key `k` is `NEARDUP_DEDUP_` + `k` in upper case.
+        pub const CONFIG_KEYS: &[&str] = &[ $( stringify!($field), )* ];
+
+        impl $name {
+            /// `self` with every key that `over` sets replaced by `over`'s value.
+            pub fn merge(mut self, over: $name) -> $name {
+                $( if over.$field.is_some() { self.$field = over.$field; } )*
+                self
+            }
+
+            /// Sets `key` from its string form (as in an environment variable).
+            fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
+                match key {
+                    $( stringify!($field) => self.$field = Some(Setting::parse_setting(value)?), )*
+                    _ => return Err(format!("unknown key {key}")),
+                }
+                Ok(())
+            }
+        }
+    };
 }
 
-/// The keys of [`ConfigLayer`], as spelt in TOML; the environment variable
-/// of key `k` is `NEARDUP_DEDUP_` + `k` in upper case.
-pub const CONFIG_KEYS: &[&str] = &[
-    "enabled",
-    "matchers",
-    "threshold_identical",
-    "threshold_similar",
-    "model",
-    "minhash_lsh_threshold",
-    "shingle_width",
-    "normalizer",
-    "chunk_words",
-    "max_file_bytes",
-    "max_chunks",
-    "minhash_calibration",
-    "embedding_calibration",
-    "boilerplate_weighting",
-];
+/// A value of a `[dedup]` key read from its string form.
+trait Setting: Sized {
+    fn parse_setting(text: &str) -> Result<Self, String>;
+}
+
+impl Setting for String {
+    fn parse_setting(text: &str) -> Result<String, String> {
+        Ok(text.to_owned())
+    }
+}
+
+impl Setting for bool {
+    fn parse_setting(text: &str) -> Result<bool, String> {
+        parse_bool(text)
+    }
+}
+
+macro_rules! numeric_setting {
+    ($what:literal: $($t:ty),*) => {$(
+        impl Setting for $t {
+            fn parse_setting(text: &str) -> Result<$t, String> {
+                text.trim().parse().map_err(|_| concat!("not ", $what).to_owned())
+            }
+        }
+    )*};
+}
+numeric_setting!("a number": f64);
+numeric_setting!("a whole number": u32, u64, usize);
+
+/// A boolean as a flag or an environment variable spells it: true/false,
+/// 1/0, yes/no or on/off, in any case.
+pub fn parse_bool(text: &str) -> Result<bool, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "1" | "true" | "yes" | "on" => Ok(true),
+        "0" | "false" | "no" | "off" => Ok(false),
+        _ => Err("not a boolean (true/false, 1/0, yes/no, on/off)".into()),
+    }
+}
+
+layer! {
+    /// One layer of configuration: every key optional, so layers can be
+    /// stacked (file, then environment, then flags) with
+    /// [`ConfigLayer::merge`]. It is also the scan's flags (`clap::Args`,
+    /// flattened into `neardup scan`), so a key is defined once.
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, clap::Args)]
+    #[serde(deny_unknown_fields)]
+    #[non_exhaustive]
+    pub struct ConfigLayer {
+        /// Compare documents at all (false: parse, cache and record only) [default: true].
+        #[arg(long, value_name = "BOOL", help_heading = "Configuration")]
+        pub enabled: Option<bool>,
+        /// Matchers: "minhash", "embedding" or "embedding,minhash" [default: embedding,minhash; embedding is
+        /// skipped while --model is empty].
+        #[arg(long, value_name = "LIST", help_heading = "Configuration")]
+        pub matchers: Option<String>,
+        /// Score at or above which a document is identical [default: 0.95].
+        #[arg(long, value_name = "SCORE", help_heading = "Configuration")]
+        pub threshold_identical: Option<f64>,
+        /// Score at or above which a document is similar [default: 0.80].
+        #[arg(long, value_name = "SCORE", help_heading = "Configuration")]
+        pub threshold_similar: Option<f64>,
+        /// Embedding model with provider prefix: ollama:MODEL, openai:MODEL or local:DIR; "" skips the
+        /// embedding matcher [default: ""].
+        #[arg(long, value_name = "MODEL", help_heading = "Configuration")]
+        pub model: Option<String>,
+        /// Jaccard threshold the MinHash LSH bands are tuned for [default: the raw Jaccard at which calibrated
+        /// MinHash reaches --threshold-similar, 0.45 for the defaults].
+        #[arg(long, value_name = "J", help_heading = "Configuration")]
+        pub minhash_lsh_threshold: Option<f64>,
+        /// Words per MinHash shingle [default: 5].
+        #[arg(long, value_name = "N", help_heading = "Configuration")]
+        pub shingle_width: Option<u32>,
+        /// Text normalizer: unicode or seed [default: unicode].
+        #[arg(long, value_name = "NAME", help_heading = "Configuration")]
+        pub normalizer: Option<String>,
+        /// Words per embedding chunk before mean-pooling [default: 200].
+        #[arg(long, value_name = "N", help_heading = "Configuration")]
+        pub chunk_words: Option<usize>,
+        /// Largest file parsed, in bytes; larger files are skipped and reported [default: 268435456].
+        #[arg(long, value_name = "BYTES", help_heading = "Configuration")]
+        pub max_file_bytes: Option<u64>,
+        /// Most chunks embedded per document, spread evenly over a longer one [default: 16].
+        #[arg(long, value_name = "N", help_heading = "Configuration")]
+        pub max_chunks: Option<usize>,
+        /// MinHash score map onto the common scale: auto, none, or knots RAW:CAL,... [default: auto].
+        #[arg(long, value_name = "MAP", help_heading = "Configuration")]
+        pub minhash_calibration: Option<String>,
+        /// Embedding score map onto the common scale: auto (the map shipped for the model), none, or knots
+        /// RAW:CAL,... [default: auto].
+        #[arg(long, value_name = "MAP", help_heading = "Configuration")]
+        pub embedding_calibration: Option<String>,
+        /// Discount MinHash scores for shingles that many other documents of the scan share (navigation,
+        /// footers), so pages of one manual are not called similar for their template [default: on].
+        #[arg(long, value_name = "on|off", value_parser = parse_bool, help_heading = "Configuration")]
+        pub boilerplate_weighting: Option<bool>,
+    }
+}
 
 #[derive(Deserialize)]
 struct ConfigFile {
@@ -147,62 +222,6 @@ impl ConfigLayer {
             layer.set(key, &value).map_err(|reason| Error::config(format!("{name}={value:?}: {reason}")))?;
         }
         Ok(layer)
-    }
-
-    /// Sets `key` from its string form (as in an environment variable).
-    fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
-        fn num<T: std::str::FromStr>(v: &str, what: &str) -> Result<T, String> {
-            v.trim().parse().map_err(|_| format!("not {what}"))
-        }
-        fn boolean(v: &str) -> Result<bool, String> {
-            match v.trim().to_ascii_lowercase().as_str() {
-                "1" | "true" | "yes" | "on" => Ok(true),
-                "0" | "false" | "no" | "off" => Ok(false),
-                _ => Err("not a boolean (true/false, 1/0, yes/no, on/off)".into()),
-            }
-        }
-        match key {
-            "enabled" => self.enabled = Some(boolean(value)?),
-            "boilerplate_weighting" => self.boilerplate_weighting = Some(boolean(value)?),
-            "matchers" => self.matchers = Some(value.to_owned()),
-            "threshold_identical" => self.threshold_identical = Some(num(value, "a number")?),
-            "threshold_similar" => self.threshold_similar = Some(num(value, "a number")?),
-            "model" => self.model = Some(value.to_owned()),
-            "minhash_lsh_threshold" => self.minhash_lsh_threshold = Some(num(value, "a number")?),
-            "shingle_width" => self.shingle_width = Some(num(value, "a whole number")?),
-            "normalizer" => self.normalizer = Some(value.to_owned()),
-            "chunk_words" => self.chunk_words = Some(num(value, "a whole number")?),
-            "max_file_bytes" => self.max_file_bytes = Some(num(value, "a whole number of bytes")?),
-            "max_chunks" => self.max_chunks = Some(num(value, "a whole number")?),
-            "minhash_calibration" => self.minhash_calibration = Some(value.to_owned()),
-            "embedding_calibration" => self.embedding_calibration = Some(value.to_owned()),
-            _ => return Err(format!("unknown key {key}")),
-        }
-        Ok(())
-    }
-
-    /// `self` with every key that `over` sets replaced by `over`'s value.
-    pub fn merge(mut self, over: ConfigLayer) -> ConfigLayer {
-        macro_rules! take {
-            ($($f:ident),*) => { $( if over.$f.is_some() { self.$f = over.$f; } )* };
-        }
-        take!(
-            enabled,
-            matchers,
-            threshold_identical,
-            threshold_similar,
-            model,
-            minhash_lsh_threshold,
-            shingle_width,
-            normalizer,
-            chunk_words,
-            max_file_bytes,
-            max_chunks,
-            minhash_calibration,
-            embedding_calibration,
-            boilerplate_weighting
-        );
-        self
     }
 
     /// Validates the merged layer (defaults filling the gaps).
