@@ -12,6 +12,9 @@ use libfuzzer_sys::fuzz_target;
 #[allow(dead_code, unused_imports)]
 #[path = "../../crates/cli/src/jsonl/mod.rs"]
 mod jsonl;
+#[allow(dead_code)]
+#[path = "../../crates/cli/src/keep.rs"]
+mod keep;
 
 use jsonl::{JsonlReader, Limits};
 
@@ -28,6 +31,9 @@ fn chunks(mut reader: JsonlReader, limits: Limits) -> Vec<jsonl::ChunkRead> {
 
 fuzz_target!(|data: &[u8]| {
     let _ = jsonl::parse_record(data, "text", "id");
+    // With a keeper policy's field, at the top and nested.
+    let _ = jsonl::parse_record_keyed(data, "text", "id", Some("q"));
+    let _ = jsonl::parse_record_keyed(data, "text", "id", Some("meta.date"));
     // The limits come from the input's first byte, so chunk and line
     // boundaries fall everywhere.
     let (limits, data) = match data.split_first() {

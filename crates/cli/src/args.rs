@@ -144,6 +144,7 @@ impl InputArgs {
             max_line: self.max_line_bytes,
             text_field: self.text_field.clone(),
             id_field: self.id_field.clone(),
+            key_field: None,
             all_columns: false,
             mmap: !self.no_mmap,
         }

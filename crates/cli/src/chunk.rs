@@ -30,6 +30,8 @@ pub struct ReadOptions {
     pub max_line: usize,
     pub text_field: String,
     pub id_field: String,
+    /// The field or column the keeper policy reads (`--keep max:FIELD`).
+    pub key_field: Option<String>,
     /// Read every Parquet column (to write the rows out), not only the
     /// text and id.
     pub all_columns: bool,

@@ -29,6 +29,7 @@ mod eval;
 mod gen;
 mod input;
 mod jsonl;
+mod keep;
 mod output;
 mod parquet_io;
 mod pipeline;

@@ -54,6 +54,8 @@ pub struct ParquetInput {
     text_leaf: Option<usize>,
     text_field: String,
     id_field: String,
+    /// The keeper policy's column (`--keep max:FIELD`), when one is asked for.
+    key_field: Option<String>,
     /// The id column is in the file (else records are named by row).
     has_id: bool,
     rows: u64,
@@ -105,6 +107,36 @@ fn text_values(array: &ArrayRef, path: &str) -> anyhow::Result<ArrayRef> {
     }
 }
 
+/// The keeper policy's column as numbers: numeric columns as they are,
+/// dates and timestamps as seconds since 1970 (UTC), strings through
+/// [`crate::keep::value_of_text`]; a value that is none of these is none.
+fn key_values(array: &ArrayRef, path: &str) -> anyhow::Result<Vec<Option<f64>>> {
+    use arrow_schema::TimeUnit;
+    let as_f64 = |a: &ArrayRef, scale: f64| -> anyhow::Result<Vec<Option<f64>>> {
+        let c = arrow_cast::cast(a, &DataType::Float64)?;
+        let c = c.as_primitive::<arrow_array::types::Float64Type>();
+        Ok((0..c.len()).map(|i| (!c.is_null(i)).then(|| c.value(i) * scale).and_then(crate::keep::finite)).collect())
+    };
+    let seconds_of = |a: &ArrayRef, scale: f64| -> anyhow::Result<Vec<Option<f64>>> {
+        as_f64(&arrow_cast::cast(a, &DataType::Int64)?, scale)
+    };
+    match array.data_type() {
+        t if t.is_numeric() => as_f64(array, 1.0),
+        DataType::Date32 => seconds_of(array, 86_400.0),
+        DataType::Date64 | DataType::Timestamp(TimeUnit::Millisecond, _) => seconds_of(array, 1e-3),
+        DataType::Timestamp(TimeUnit::Second, _) => seconds_of(array, 1.0),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => seconds_of(array, 1e-6),
+        DataType::Timestamp(TimeUnit::Nanosecond, _) => seconds_of(array, 1e-9),
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Ok((0..array.len())
+            .map(|i| (!array.is_null(i)).then(|| string_at(array, i)).and_then(crate::keep::value_of_text))
+            .collect()),
+        DataType::Dictionary(_, v) if matches!(**v, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => {
+            key_values(&arrow_cast::cast(array, &DataType::Utf8)?, path)
+        }
+        other => anyhow::bail!("column {path:?} is {other}: --keep needs numbers, dates, timestamps or strings"),
+    }
+}
+
 fn string_at(array: &ArrayRef, row: usize) -> &str {
     match array.data_type() {
         DataType::Utf8 => array.as_string::<i32>().value(row),
@@ -124,11 +156,19 @@ impl ParquetInput {
             anyhow::bail!("{name}: no column {:?} (--text-field); columns: {}", opts.text_field, names.join(", "));
         };
         let id_root = root_of(&schema, &opts.id_field);
+        let key_root = match &opts.key_field {
+            Some(key) => Some(root_of(&schema, key).ok_or_else(|| {
+                let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+                anyhow::anyhow!("{name}: no column {key:?} (--keep); columns: {}", names.join(", "))
+            })?),
+            None => None,
+        };
         let mask = if opts.all_columns {
             ProjectionMask::all()
         } else {
             let mut roots = vec![text_root];
             roots.extend(id_root.filter(|&i| i != text_root));
+            roots.extend(key_root.filter(|i| !roots.contains(i)));
             ProjectionMask::roots(metadata.parquet_schema(), roots)
         };
         let rows = u64::try_from(metadata.metadata().file_metadata().num_rows()).unwrap_or(0);
@@ -145,6 +185,7 @@ impl ParquetInput {
             text_leaf,
             text_field: opts.text_field.clone(),
             id_field: opts.id_field.clone(),
+            key_field: opts.key_field.clone(),
             has_id: id_root.is_some(),
             rows,
             rows_read: 0,
@@ -191,6 +232,13 @@ impl ParquetInput {
             ),
             None => None,
         };
+        let keys = match &self.key_field {
+            Some(key) => {
+                let path = column_path(&batch, key).with_context(|| format!("{name}: no column {key:?} (--keep)"))?;
+                Some((key_values(path.last().expect("a path has a column"), key).with_context(|| name.clone())?, path))
+            }
+            None => None,
+        };
         let (mut lines, mut rejects) = (Vec::with_capacity(batch.num_rows()), Vec::new());
         for row in 0..batch.num_rows() {
             *next += 1;
@@ -210,7 +258,11 @@ impl ParquetInput {
                 (Some(f), Some(p)) if !is_null_along(p, row) => Some(f.value(row).to_string()),
                 _ => None,
             };
-            lines.push(Line { number: *next, body: Body::Row { row, id, text: value.to_owned() } });
+            let key = match &keys {
+                Some((values, path)) if !is_null_along(path, row) => values[row],
+                _ => None,
+            };
+            lines.push(Line { number: *next, body: Body::Row { row, id, text: value.to_owned(), key } });
         }
         self.rows_read += batch.num_rows() as u64;
         let read = u128::from(self.rows_read.min(self.rows));

@@ -26,6 +26,7 @@ use rayon::prelude::*;
 use crate::chunk::{Chunk, Input, ReadOptions};
 use crate::input::for_each_chunk;
 use crate::jsonl::{Line, Reject};
+use crate::keep::Keep;
 use neardup_core::UnionFind;
 
 /// Where the time went, per phase (wall clock; phases overlap).
@@ -45,6 +46,8 @@ pub struct Timings {
 pub struct Outcome {
     pub id: u32,
     pub line: u64,
+    /// The input it came from.
+    pub input: u32,
     /// What the decision rule decided.
     pub decided: Decided,
     pub degraded: bool,
@@ -69,15 +72,40 @@ pub struct Batch {
     /// Where each input begins, when the run reads several: records
     /// without an id are then named `FILE:LINE`.
     pub sources: Option<std::sync::Arc<crate::input::Sources>>,
+    /// The keeper policy: items are decided in the order it induces.
+    pub keep: Keep,
+    /// Records without a value for the keeper policy's field.
+    pub keep_missing: u64,
+}
+
+/// A record parsed and fingerprinted: its id field, fingerprint and order
+/// key under the keeper policy ([`Keep::order`]).
+pub(crate) struct Fingerprinted {
+    pub id: Option<String>,
+    pub fp: neardup_core::Fingerprint,
+    pub order: u64,
+}
+
+/// An accepted record waiting to be inserted and decided.
+struct Pending {
+    external: String,
+    fp: neardup_core::Fingerprint,
+    line: u64,
+    input: u32,
+    order: u64,
 }
 
 /// Each line parsed and fingerprinted, in input order.
-pub(crate) type Parsed = Vec<Result<(Option<String>, neardup_core::Fingerprint), String>>;
+pub(crate) type Parsed = Vec<Result<Fingerprinted, String>>;
 
 /// Chunks being parsed and fingerprinted at once (each up to 4,096 records
 /// or 8 MB): enough that idle cores take up the next chunk while one
 /// finishes its longest record, few enough to bound memory.
 const CHUNKS_IN_FLIGHT: u64 = 3;
+
+/// Items inserted and decided together under a keeper policy (as a chunk
+/// of input is otherwise).
+const ORDERED_BLOCK: usize = 4096;
 
 /// A chunk is fingerprinted as tasks of about this many bytes of input (or
 /// [`TASK_LINES`] lines), each a task of the pool of its own.
@@ -123,6 +151,7 @@ struct Fingerprinting {
     fingerprinters: Vec<Mutex<Fingerprinter>>,
     text_field: String,
     id_field: String,
+    keep: Keep,
 }
 
 impl Fingerprinting {
@@ -137,7 +166,8 @@ impl Fingerprinting {
         let (tf, idf) = (self.text_field.as_str(), self.id_field.as_str());
         // Parsed first, then fingerprinted together (content hashes of
         // several texts are computed side by side).
-        let records: Vec<_> = lines.iter().map(|line| line.record(tf, idf)).collect();
+        let key_field = self.keep.field();
+        let records: Vec<_> = lines.iter().map(|line| line.record_keyed(tf, idf, key_field)).collect();
         let mut fingerprints = Vec::with_capacity(records.len());
         fpr.fingerprint_many(records.iter().filter_map(|r| r.as_ref().ok()).map(|r| &*r.text), &mut fingerprints);
         let mut fingerprints = fingerprints.into_iter();
@@ -146,7 +176,8 @@ impl Fingerprinting {
             .map(|record| {
                 let rec = record?;
                 let fp = fingerprints.next().expect("a fingerprint per parsed record");
-                Ok((rec.id.map(|c| c.into_owned()), fp))
+                let order = self.keep.order(rec.text.len(), rec.key);
+                Ok(Fingerprinted { id: rec.id.map(|c| c.into_owned()), fp, order })
             })
             .collect();
         (parsed, t.elapsed().as_secs_f64())
@@ -290,6 +321,7 @@ pub(crate) fn fingerprint_all<F>(
     fingerprinter: &Fingerprinter,
     text_field: &str,
     id_field: &str,
+    keep: &Keep,
     inputs: &[Input],
     opts: &ReadOptions,
     sources: Option<&crate::input::Sources>,
@@ -304,6 +336,7 @@ where
         fingerprinters: (0..threads).map(|_| Mutex::new(fingerprinter.clone())).collect(),
         text_field: text_field.to_owned(),
         id_field: id_field.to_owned(),
+        keep: keep.clone(),
     });
     // One task more than threads: a thread done with one finds the next
     // already given while the feeder wakes.
@@ -414,6 +447,8 @@ impl Batch {
             candidate_counts: Vec::new(),
             candidate_pairs: None,
             sources: None,
+            keep: Keep::First,
+            keep_missing: 0,
         })
     }
 
@@ -443,6 +478,9 @@ impl Batch {
     /// input order, so the results do not depend on the thread count.
     /// The chunk's rejects are moved to `rejects` before `f` sees it.
     /// Returns the time spent reading.
+    ///
+    /// Under a keeper policy other than `first` ([`Batch::run_ordered`])
+    /// use that instead: items are decided only once every one is read.
     pub fn run<F>(
         &mut self,
         inputs: &[Input],
@@ -453,37 +491,92 @@ impl Batch {
     where
         F: FnMut(&Batch, &Chunk, &[Outcome]) -> anyhow::Result<()>,
     {
+        debug_assert!(self.keep.is_first());
+        self.read(inputs, opts, rejects, |batch, chunk, pending| {
+            let outcomes = batch.insert_and_decide(pending)?;
+            f(batch, chunk, &outcomes)
+        })
+    }
+
+    /// Runs the inputs under the keeper policy: every record is read and
+    /// fingerprinted first, then items are inserted and decided in the
+    /// policy's order (ties in input order), in blocks; `f` sees each
+    /// block's outcomes in that order, `read` each chunk once it is read.
+    /// Returns the time spent reading.
+    pub fn run_ordered<F>(
+        &mut self,
+        inputs: &[Input],
+        opts: &ReadOptions,
+        rejects: &mut Vec<Reject>,
+        mut read: impl FnMut(&Chunk),
+        mut f: F,
+    ) -> anyhow::Result<f64>
+    where
+        F: FnMut(&Batch, &[Outcome]) -> anyhow::Result<()>,
+    {
+        let mut all: Vec<Pending> = Vec::new();
+        let read_s = self.read(inputs, opts, rejects, |_, chunk, pending| {
+            all.extend(pending);
+            read(chunk);
+            Ok(())
+        })?;
+        // Stable: equal keys keep input order.
+        all.sort_by_key(|p| p.order);
+        if self.keep.field().is_some() {
+            self.keep_missing = all.iter().filter(|p| p.order == u64::MAX).count() as u64;
+        }
+        let mut all = all.into_iter();
+        loop {
+            let block: Vec<Pending> = all.by_ref().take(ORDERED_BLOCK).collect();
+            if block.is_empty() {
+                break;
+            }
+            let outcomes = self.insert_and_decide(block)?;
+            f(self, &outcomes)?;
+        }
+        Ok(read_s)
+    }
+
+    /// Reads and fingerprints the inputs; `f` sees each chunk's accepted
+    /// records, in input order.
+    fn read<F>(
+        &mut self,
+        inputs: &[Input],
+        opts: &ReadOptions,
+        rejects: &mut Vec<Reject>,
+        mut f: F,
+    ) -> anyhow::Result<f64>
+    where
+        F: FnMut(&mut Batch, &Chunk, Vec<Pending>) -> anyhow::Result<()>,
+    {
         let fingerprinter = self.fingerprinter.clone();
         let (text_field, id_field) = (self.text_field.clone(), self.id_field.clone());
         let sources = self.sources.clone();
+        let keep = self.keep.clone();
         let (read_s, fingerprint_s) = fingerprint_all(
             &fingerprinter,
             &text_field,
             &id_field,
+            &keep,
             inputs,
             opts,
             sources.as_deref(),
             rejects,
             |chunk, parsed, rejects| {
-                let outcomes = self.apply(&chunk.lines, parsed, rejects)?;
-                f(self, chunk, &outcomes)
+                let pending = self.accept(chunk, parsed, rejects);
+                f(self, chunk, pending)
             },
         )?;
         self.timings.fingerprint_s += fingerprint_s;
         Ok(read_s)
     }
 
-    /// Inserts, verifies and decides one fingerprinted chunk; lines that
-    /// failed to parse go to `rejects`.
-    fn apply(&mut self, lines: &[Line], parsed: Parsed, rejects: &mut Vec<Reject>) -> anyhow::Result<Vec<Outcome>> {
-        // Insert in input order: ids grow with input position, so
-        // `candidates_before` can then ask, for every item at once, what an
-        // item-by-item pass would have seen.
-        let t1 = Instant::now();
-        let mut staged: Vec<(u32, u64, bool)> = Vec::with_capacity(lines.len());
-        let mut loader = self.index.loader();
-        for (line, result) in lines.iter().zip(parsed) {
-            let (id, fp) = match result {
+    /// The chunk's records that are items: lines that failed to parse, and
+    /// repeated ids, go to `rejects`.
+    fn accept(&mut self, chunk: &Chunk, parsed: Parsed, rejects: &mut Vec<Reject>) -> Vec<Pending> {
+        let mut staged = Vec::with_capacity(chunk.lines.len());
+        for (line, result) in chunk.lines.iter().zip(parsed) {
+            let Fingerprinted { id, fp, order } = match result {
                 Ok(x) => x,
                 Err(reason) => {
                     rejects.push(Reject::at(line.number, reason));
@@ -491,25 +584,41 @@ impl Batch {
                 }
             };
             let external = external_id(id, line.number, self.sources.as_deref());
-            if let Some(&first) = self.id_to_item.get(&external) {
-                let first_line = &self.ids[first as usize];
+            // The item is numbered when it is inserted; until then its id
+            // is held by a placeholder, so a repeat is found either way.
+            if self.id_to_item.contains_key(&external) {
                 rejects.push(Reject::at(
                     line.number,
-                    format!("duplicate item id {external:?} (first seen as item {first_line:?}); ids must be unique"),
+                    format!("duplicate item id {external:?} (first seen as item {external:?}); ids must be unique"),
                 ));
                 continue;
             }
+            self.id_to_item.insert(external.clone(), u32::MAX);
             self.bytes += line.len() as u64;
+            staged.push(Pending { external, fp, line: line.number, input: chunk.input as u32, order });
+        }
+        staged
+    }
+
+    /// Inserts, verifies and decides accepted records, in the order given.
+    fn insert_and_decide(&mut self, staged: Vec<Pending>) -> anyhow::Result<Vec<Outcome>> {
+        // Insert in order: ids grow with it, so `candidates_before` can
+        // then ask, for every item at once, what an item-by-item pass
+        // would have seen.
+        let t1 = Instant::now();
+        let mut items: Vec<(u32, u64, u32, bool)> = Vec::with_capacity(staged.len());
+        let mut loader = self.index.loader();
+        for Pending { external, fp, line, input, .. } in staged {
             let degraded = fp.degraded.is_some();
             let item = loader.insert(fp)?;
             self.id_to_item.insert(external.clone(), item);
             self.ids.push(external);
             self.uf.push();
-            staged.push((item, line.number, degraded));
+            items.push((item, line, input, degraded));
         }
-        // The chunk's postings, a table per job: on the pool when it has
-        // more than one thread (the tables share nothing, and each is filed
-        // in id order, so the buckets are the same either way), else here,
+        // The postings, a table per job: on the pool when it has more than
+        // one thread (the tables share nothing, and each is filed in id
+        // order, so the buckets are the same either way), else here,
         // beside the pool's fingerprinting of the chunks ahead.
         loader.file_with(|jobs| {
             if rayon::current_num_threads() > 1 {
@@ -524,12 +633,12 @@ impl Batch {
         let t2 = Instant::now();
         let index = &self.index;
         let looks: Vec<(CandidateSet, Vec<Match>)> =
-            staged.par_iter().map(|&(item, _, _)| Greedy::look(index, item)).collect();
+            items.par_iter().map(|&(item, ..)| Greedy::look(index, item)).collect();
         self.timings.verify_s += t2.elapsed().as_secs_f64();
 
         let t3 = Instant::now();
-        let mut out = Vec::with_capacity(staged.len());
-        for ((item, line, degraded), look) in staged.into_iter().zip(looks) {
+        let mut out = Vec::with_capacity(items.len());
+        for ((item, line, input, degraded), look) in items.into_iter().zip(looks) {
             self.candidate_counts.push(look.0.ids.len());
             let pairs = &mut self.candidate_pairs;
             if let Some(pairs) = pairs.as_mut() {
@@ -543,7 +652,7 @@ impl Batch {
             for m in &d.matches {
                 self.uf.union(item, m.id);
             }
-            out.push(Outcome { id: item, line, decided: d, degraded });
+            out.push(Outcome { id: item, line, input, decided: d, degraded });
         }
         self.timings.index_s += t3.elapsed().as_secs_f64();
         Ok(out)

@@ -236,6 +236,60 @@ fn every_format_gives_the_same_pairs_and_parquet_output_keeps_the_rows() {
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
 
+/// A keeper policy reads its field from every format alike: a nested
+/// integer (`meta.words`, a UInt32 in a struct column in Parquet) and a
+/// top-level Int64 give the same dropped items and kept rows in JSONL,
+/// compressed JSONL and flat and nested Parquet; a policy changes the
+/// decisions from `first` (but `min:n`, n being the position); a column that is not there is a usage error
+/// naming the columns.
+#[test]
+fn keeper_policies_read_their_field_from_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let shards = shards(dir.path(), 3000);
+    let folders = write_formats(dir.path(), &shards);
+    let mut first_dropped = None;
+    for policy in ["first", "max:meta.words", "min:n", "max:n"] {
+        let mut want: Option<(String, String)> = None;
+        for (format, folder) in &folders {
+            let tag = format!("{format}-{}", policy.replace(':', "-"));
+            let (dropped, kept) = (dir.path().join(format!("{tag}.tsv")), dir.path().join(format!("{tag}.jsonl")));
+            let glob = format!("{}/part-*.data", s(folder));
+            let mut args = vec!["dedup", &glob, "-q", "--keep", policy, "--dropped", s(&dropped), "-o", s(&kept)];
+            if *format == "nested" {
+                args.extend(["--text-field", "doc.body", "--id-field", "doc.key"]);
+            }
+            ok(&neardup(&args));
+            let ids: String = std::fs::read_to_string(&kept)
+                .unwrap()
+                .lines()
+                .map(|l| {
+                    let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                    let id = if *format == "nested" { &v["doc"]["key"] } else { &v["id"] };
+                    format!("{}\n", id.as_str().unwrap())
+                })
+                .collect();
+            let got = (std::fs::read_to_string(&dropped).unwrap(), ids);
+            match &want {
+                None => want = Some(got),
+                Some(w) => assert!(w == &got, "{policy}: {format} decides otherwise than jsonl"),
+            }
+        }
+        let (dropped, _) = want.unwrap();
+        assert!(dropped.lines().count() >= 20, "{policy}: only {} dropped", dropped.lines().count());
+        // n is the input position: `min:n` is `first`, `max:n` its reverse.
+        match &first_dropped {
+            None => first_dropped = Some(dropped),
+            Some(f) if policy == "min:n" => assert!(f == &dropped, "min:n decides otherwise than first"),
+            Some(f) => assert!(f != &dropped, "{policy} decides as first"),
+        }
+    }
+    // As for a missing --text-field column: the run stops naming the file.
+    let out = neardup(&["dedup", s(&folders[3].1), "-q", "--keep", "max:score"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("no column \"score\" (--keep)") && err.contains("columns: id, text, n, meta"), "{err}");
+}
+
 /// Pairs of a TSV file whose later item is in `ids`.
 fn pairs_into(tsv: &str, ids: &std::collections::HashSet<String>) -> Vec<String> {
     let mut v: Vec<String> =

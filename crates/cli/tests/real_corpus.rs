@@ -192,3 +192,120 @@ fn a_killed_bounded_run_continues_from_its_last_phase() {
     }
     assert!(folder().is_none(), "the work folder is removed once the outputs are written");
 }
+
+/// Exact Jaccard of two sorted, unique feature sets.
+fn jaccard(a: &[u64], b: &[u64]) -> f64 {
+    let (mut i, mut j, mut both) = (0, 0, 0usize);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => (i, j, both) = (i + 1, j + 1, both + 1),
+        }
+    }
+    let union = a.len() + b.len() - both;
+    if union == 0 {
+        1.0
+    } else {
+        both as f64 / union as f64
+    }
+}
+
+/// Each keeper policy against the exact oracle (#48): on the real corpus,
+/// with a score and a date (some records without either) added to each
+/// record, every dropped item verifies at or above the threshold — by
+/// features computed here, not the run's score — against a kept item that
+/// the policy prefers or ranks equal and that comes earlier in the input;
+/// the kept rows are every item not dropped, in input order. Each policy
+/// must also change some decision from `first`, so a policy that is
+/// ignored fails.
+#[test]
+fn each_keeper_policy_keeps_the_copy_it_prefers() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = dir.path().join("scored.jsonl");
+    let mut records = Vec::new();
+    let mut text = String::new();
+    for (n, line) in std::fs::read_to_string(corpus()).unwrap().lines().enumerate() {
+        let mut v: serde_json::Value = serde_json::from_str(line).unwrap();
+        let h = neardup_core::fmix64(n as u64 + 1);
+        if n % 11 != 3 {
+            v["quality"] = serde_json::json!((h % 1000) as f64 / 1000.0);
+        }
+        if n % 13 != 5 {
+            let day = 1 + (h >> 20) % 28;
+            v["meta"] = serde_json::json!({ "crawled": format!("20{:02}-{:02}-{day:02}T08:00:00Z", 10 + (h >> 10) % 15, 1 + (h >> 30) % 12) });
+        }
+        text.push_str(&v.to_string());
+        text.push('\n');
+        records.push(v);
+    }
+    std::fs::write(&input, text).unwrap();
+
+    let params = neardup_core::Config::default().resolve().unwrap();
+    let threshold = params.threshold();
+    let mut fpr = neardup_core::Fingerprinter::new(params).unwrap();
+    let id_of = |v: &serde_json::Value| v["id"].as_str().unwrap().to_owned();
+    let position: std::collections::HashMap<String, usize> =
+        records.iter().enumerate().map(|(i, v)| (id_of(v), i)).collect();
+    let features: Vec<Vec<u64>> =
+        records.iter().map(|v| fpr.fingerprint(v["text"].as_str().unwrap()).features).collect();
+    let seconds = |s: &str| -> f64 {
+        // Every date here is 20YY-MM-DDT08:00:00Z: ordered as text.
+        let (y, m, d): (f64, f64, f64) =
+            (s[0..4].parse().unwrap(), s[5..7].parse().unwrap(), s[8..10].parse().unwrap());
+        (y * 12.0 + m) * 31.0 + d
+    };
+    // The policy's preference: larger is kept first; None is no value.
+    type Pref = fn(&serde_json::Value, &dyn Fn(&str) -> f64) -> Option<f64>;
+    let policies: [(&str, Pref); 4] = [
+        ("first", |_, _| Some(0.0)),
+        ("longest", |v, _| Some(v["text"].as_str().unwrap().len() as f64)),
+        ("max:quality", |v, _| v["quality"].as_f64()),
+        ("min:meta.crawled", |v, s| v["meta"]["crawled"].as_str().map(|d| -s(d))),
+    ];
+    let mut firsts_keepers = None;
+    for (policy, pref) in policies {
+        let tag = policy.replace(':', "-");
+        let summary = dedup(&[&input], dir.path(), &tag, &["--keep", policy, "--memory-limit", "none"]);
+        assert_eq!(summary["keep"], policy, "{summary}");
+        let dropped = std::fs::read_to_string(dir.path().join(format!("{tag}.dropped"))).unwrap();
+        let kept: Vec<String> = std::fs::read_to_string(dir.path().join(format!("{tag}.jsonl")))
+            .unwrap()
+            .lines()
+            .map(|l| id_of(&serde_json::from_str(l).unwrap()))
+            .collect();
+        let kept_set: std::collections::HashSet<&str> = kept.iter().map(String::as_str).collect();
+        assert!(kept.windows(2).all(|w| position[&w[0]] < position[&w[1]]), "{policy}: kept rows out of input order");
+        let rank = |i: usize| (pref(&records[i], &seconds).map(|p| -p).unwrap_or(f64::INFINITY), i);
+        let mut keepers = Vec::new();
+        let mut later_kept = 0;
+        for line in dropped.lines() {
+            let mut f = line.split('\t');
+            let (item, keeper) = (f.next().unwrap(), f.next().unwrap());
+            let (d, k) = (position[item], position[keeper]);
+            assert!(kept_set.contains(keeper), "{policy}: {item} dropped for {keeper}, which is not kept");
+            assert!(!kept_set.contains(item), "{policy}: {item} is both kept and dropped");
+            let j = jaccard(&features[d], &features[k]);
+            assert!(j >= threshold, "{policy}: {item} dropped for {keeper} at exact Jaccard {j} < {threshold}");
+            assert!(rank(k) < rank(d), "{policy}: {keeper} {:?} kept over {item} {:?}", rank(k), rank(d));
+            later_kept += usize::from(k > d);
+            keepers.push((d, k));
+        }
+        assert!(keepers.len() >= 100, "{policy}: only {} dropped", keepers.len());
+        assert_eq!(kept.len() + keepers.len(), records.len(), "{policy}: kept and dropped are not every record");
+        match firsts_keepers.take() {
+            None => {
+                assert_eq!(later_kept, 0, "first keeps the earlier copy");
+                firsts_keepers = Some(keepers);
+            }
+            Some(first) => {
+                assert!(later_kept > 0, "{policy}: every keeper came first in the input, as under `first`");
+                assert_ne!(first, keepers, "{policy}: the same decisions as `first`");
+                firsts_keepers = Some(first);
+            }
+        }
+        if policy.contains("quality") || policy.contains("crawled") {
+            assert!(summary["keep_missing"].as_u64().unwrap() > 0, "{summary}");
+        }
+    }
+}

@@ -242,13 +242,14 @@ where
             &fingerprinter,
             setup.text_field,
             setup.id_field,
+            &crate::keep::Keep::First,
             setup.inputs,
             setup.opts,
             setup.sources,
             rejects,
             |chunk, parsed, rejects| {
                 for (line, result) in chunk.lines.iter().zip(parsed) {
-                    let (id, fp) = match result {
+                    let crate::pipeline::Fingerprinted { id, fp, .. } = match result {
                         Ok(x) => x,
                         Err(reason) => {
                             rejects.push(Reject::at(line.number, reason));
@@ -508,7 +509,7 @@ where
                     }
                     decisions.write_all(&decided.duplicate_of.map_or(u32::MAX, |m| m.id).to_le_bytes())?;
                     let degraded = rec.flags() & DEGRADED != 0;
-                    f(&store, &Outcome { id: *q, line: rec.line(), decided, degraded })?;
+                    f(&store, &Outcome { id: *q, line: rec.line(), input: rec.input(), decided, degraded })?;
                 }
                 Ok(())
             })();

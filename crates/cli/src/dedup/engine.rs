@@ -54,7 +54,15 @@ fn text_estimate(inputs: &[Input]) -> Option<u64> {
 }
 
 pub(super) fn choose_engine(a: &DedupArgs, inputs: &[Input]) -> anyhow::Result<Engine> {
-    let with_index = a.index.is_some() || a.reference.is_some();
+    // What runs in memory only, for now.
+    let in_memory_only = if a.index.is_some() || a.reference.is_some() {
+        Some("--index and --reference run in memory for now")
+    } else if !a.keep.is_first() {
+        Some("--keep other than `first` runs in memory for now")
+    } else {
+        None
+    };
+    let with_index = in_memory_only.is_some();
     let work_dir = a.work_dir.clone().unwrap_or_else(std::env::temp_dir);
     let limit = match a.memory_limit.as_str() {
         "none" => return Ok(Engine::Memory),
@@ -74,11 +82,8 @@ pub(super) fn choose_engine(a: &DedupArgs, inputs: &[Input]) -> anyhow::Result<E
             UsageError(format!("--memory-limit takes a size such as 512M or 4G, `auto` or `none`; got {s:?}"))
         })?,
     };
-    if with_index {
-        return Err(UsageError(
-            "--index and --reference run in memory for now: use --memory-limit none (or auto)".into(),
-        )
-        .into());
+    if let Some(why) = in_memory_only {
+        return Err(UsageError(format!("{why}: use --memory-limit none (or auto)")).into());
     }
     if limit < 64 << 20 && !a.quiet && !a.json {
         eprintln!(

@@ -11,6 +11,7 @@ use crate::args::{InputArgs, PipelineArgs};
 use crate::chunk::{Input, Kind, ReadOptions};
 use crate::input::Sources;
 use crate::jsonl::Reject;
+use crate::keep::Keep;
 use crate::pipeline::{Batch, Outcome, Timings};
 use crate::report::{ParamsOut, Percentiles};
 use crate::usage::UsageError;
@@ -37,6 +38,16 @@ pub struct DedupArgs {
     pub input: InputArgs,
     #[command(flatten)]
     pub pipeline: PipelineArgs,
+    /// Which copy of a group of near duplicates is kept: `first` (the
+    /// earliest in the input), `longest` (the most text), `max:FIELD` or
+    /// `min:FIELD` (the highest or lowest value of a numeric, date or
+    /// timestamp field or column, such as a quality score or a crawl date;
+    /// records without a value come last). Items are decided in that
+    /// order, ties in input order: a dropped item always has a kept near
+    /// duplicate that the policy prefers. Other than `first`, every record
+    /// is read before any is decided, in memory.
+    #[arg(long, value_name = "POLICY", default_value = "first", value_parser = Keep::parse, help_heading = "Decision")]
+    pub keep: Keep,
     /// Write kept records here, in input order; `-` for stdout. Parquet
     /// when the path ends in `.parquet`, or when every input is Parquet
     /// and the path has no JSONL extension (rows keep every column and
@@ -145,6 +156,12 @@ struct Summary {
     /// A run under a memory limit: the limit, the peak and each phase.
     #[serde(skip_serializing_if = "Option::is_none")]
     memory: Option<MemorySummary>,
+    /// The keeper policy (`--keep`).
+    keep: String,
+    /// Under `--keep max:FIELD` or `min:FIELD`: records without a value,
+    /// decided after every record with one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    keep_missing: Option<u64>,
 }
 
 /// What a run under `--memory-limit` used.
@@ -247,6 +264,8 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         Some("--annotate reads the inputs twice")
     } else if matches!(engine, Engine::Bounded(_)) && a.output.is_some() {
         Some("a run under --memory-limit writes --output in a second read of the inputs")
+    } else if !a.keep.is_first() && a.output.is_some() {
+        Some("--keep other than `first` writes --output in a second read of the inputs")
     } else {
         None
     };
@@ -292,7 +311,11 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     };
     let mut clusters_out = a.clusters.as_deref().map(|p| ClustersOut::create(p, report_parquet(p))).transpose()?;
     // Parquet rows are read whole only when they are written out.
-    let opts = ReadOptions { all_columns: rows_out.is_some(), ..a.input.read_options() };
+    let opts = ReadOptions {
+        all_columns: rows_out.is_some(),
+        key_field: a.keep.field().map(str::to_owned),
+        ..a.input.read_options()
+    };
     let sources = Sources::for_inputs(&inputs);
     let started = Instant::now();
     let mut rejects = Vec::new();
@@ -357,7 +380,23 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         inputs: per_input,
         index: run.index,
         memory: run.memory,
+        keep: a.keep.to_string(),
+        keep_missing: a.keep.field().map(|_| run.keep_missing),
     };
+    if let Some(field) = a.keep.field() {
+        if summary.records > 0 && run.keep_missing == summary.records {
+            eprintln!(
+                "neardup: warning: no record has a value for {field:?} (--keep {}): every record was decided in \
+                 input order",
+                a.keep
+            );
+        } else if run.keep_missing > 0 && !a.quiet && !a.json {
+            eprintln!(
+                "neardup: {} of {} records have no value for {field:?}; they were decided after the others",
+                run.keep_missing, summary.records
+            );
+        }
+    }
     for r in &summary.rejected {
         eprintln!("neardup: {}: {}", r.place(), r.reason);
     }
@@ -386,6 +425,7 @@ struct RunOut {
     timings: Timings,
     index: Option<IndexSummary>,
     memory: Option<MemorySummary>,
+    keep_missing: u64,
 }
 
 /// The run in memory: decided while reading.
@@ -400,6 +440,7 @@ fn run_in_memory(
     let Outs { rejects, tally, rows: rows_out, clusters: clusters_out, bar } = outs;
     let mut batch = Batch::new(params.clone(), &a.input.text_field, &a.input.id_field)?;
     batch.sources = sources.clone();
+    batch.keep = a.keep.clone();
 
     // The saved index.
     let index_dir: Option<&Path> = a.index.as_deref().or(a.reference.as_deref());
@@ -423,35 +464,57 @@ fn run_in_memory(
     let mut output_s = 0.0;
     // With --annotate: (record number, item, kept item it duplicates) per item.
     let mut notes: Vec<(u64, u32, u32)> = Vec::new();
-    let read_s = batch.run(inputs, opts, rejects, |batch, chunk, outcomes| {
-        let t = Instant::now();
-        let mut picks = Vec::new();
-        let mut line_at = 0usize;
-        for o in outcomes {
-            tally.add(&|i| batch.ids[i as usize].as_str(), o, chunk.input)?;
-            if a.annotate {
-                notes.push((o.line, o.id, o.decided.duplicate_of.map_or(u32::MAX, |m| m.id)));
-            } else if o.decided.kept && rows_out.is_some() {
-                while chunk.lines[line_at].number < o.line {
-                    line_at += 1;
+    let read_s = if a.keep.is_first() {
+        batch.run(inputs, opts, rejects, |batch, chunk, outcomes| {
+            let t = Instant::now();
+            let mut picks = Vec::new();
+            let mut line_at = 0usize;
+            for o in outcomes {
+                tally.add(&|i| batch.ids[i as usize].as_str(), o, o.input as usize)?;
+                if a.annotate {
+                    notes.push((o.line, o.id, o.decided.duplicate_of.map_or(u32::MAX, |m| m.id)));
+                } else if o.decided.kept && rows_out.is_some() {
+                    while chunk.lines[line_at].number < o.line {
+                        line_at += 1;
+                    }
+                    picks.push((line_at, None));
                 }
-                picks.push((line_at, None));
             }
-        }
-        if let Some(w) = rows_out.as_mut() {
-            w.write(chunk, &picks)?;
-        }
-        output_s += t.elapsed().as_secs_f64();
-        bar.inc(chunk.progress);
-        Ok(())
-    })?;
+            if let Some(w) = rows_out.as_mut() {
+                w.write(chunk, &picks)?;
+            }
+            output_s += t.elapsed().as_secs_f64();
+            bar.inc(chunk.progress);
+            Ok(())
+        })?
+    } else {
+        // Decided in the policy's order once every record is read; rows
+        // are written in input order by a second read.
+        let read_s = batch.run_ordered(
+            inputs,
+            opts,
+            rejects,
+            |chunk| bar.inc(chunk.progress),
+            |batch, outcomes| {
+                for o in outcomes {
+                    tally.add(&|i| batch.ids[i as usize].as_str(), o, o.input as usize)?;
+                    if rows_out.is_some() {
+                        notes.push((o.line, o.id, o.decided.duplicate_of.map_or(u32::MAX, |m| m.id)));
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        notes.sort_unstable_by_key(|n| n.0);
+        read_s
+    };
     bar.finish_and_clear();
     batch.timings.read_s = read_s;
-    if a.annotate {
+    if a.annotate || (!a.keep.is_first() && rows_out.is_some()) {
         let t = Instant::now();
-        let firsts = batch.cluster_firsts();
+        let firsts = a.annotate.then(|| batch.cluster_firsts());
         if let Some(w) = rows_out.as_mut() {
-            annotate(inputs, opts, &batch, &firsts, &notes, w, !a.quiet)?;
+            second_pass(inputs, opts, &batch, firsts.as_deref(), &notes, w, !a.quiet)?;
         }
         output_s += t.elapsed().as_secs_f64();
     }
@@ -480,6 +543,7 @@ fn run_in_memory(
         timings: batch.timings.clone(),
         index: index_summary,
         memory: None,
+        keep_missing: batch.keep_missing,
     };
     // The process ends soon, and the system takes the index back at exit
     // far faster than freeing its millions of allocations one by one
@@ -553,30 +617,40 @@ fn run_bounded(
             peak_rss_bytes: crate::bounded::peak_rss(),
             phases: done.phases.clone(),
         }),
+        keep_missing: 0,
     })
 }
 
-/// The second pass of `--annotate`: every record again, in order, with its
-/// cluster and the kept item it duplicates.
-fn annotate(
+/// The second read of the inputs, for `--annotate` (`firsts` given:
+/// every record with its cluster and the kept item it duplicates) or under
+/// a keeper policy (the kept records), in input order. `notes` holds
+/// (record number, item, kept item it duplicates) per item, by record.
+fn second_pass(
     inputs: &[Input],
     opts: &ReadOptions,
     batch: &Batch,
-    firsts: &[u32],
+    firsts: Option<&[u32]>,
     notes: &[(u64, u32, u32)],
     out: &mut RowsOut,
     progress: bool,
 ) -> anyhow::Result<()> {
-    let bar = crate::progress::bar(crate::input::total_size(inputs), true, "annotate", progress);
+    let name = if firsts.is_some() { "annotate" } else { "write" };
+    let bar = crate::progress::bar(crate::input::total_size(inputs), true, name, progress);
     crate::input::for_each_chunk(inputs, opts, None, |chunk| {
         let mut picks = Vec::new();
         for (i, line) in chunk.lines.iter().enumerate() {
             // Records rejected in the first pass have no item and are not written.
             let Ok(at) = notes.binary_search_by_key(&line.number, |n| n.0) else { continue };
             let (_, item, dup) = notes[at];
-            let cluster = batch.ids[firsts[item as usize] as usize].clone();
-            let duplicate_of = (dup != u32::MAX).then(|| batch.ids[dup as usize].clone());
-            picks.push((i, Some((cluster, duplicate_of))));
+            match firsts {
+                Some(firsts) => {
+                    let cluster = batch.ids[firsts[item as usize] as usize].clone();
+                    let duplicate_of = (dup != u32::MAX).then(|| batch.ids[dup as usize].clone());
+                    picks.push((i, Some((cluster, duplicate_of))));
+                }
+                None if batch.rule.is_kept(item) => picks.push((i, None)),
+                None => {}
+            }
         }
         out.write(&chunk, &picks)?;
         bar.inc(chunk.progress);
@@ -601,6 +675,9 @@ fn print_summary(s: &Summary) {
         "kept {}, dropped {} near-duplicates; {} verified pairs in {} clusters (threshold {}, {} bands x {} rows)",
         s.kept, s.dropped, s.verified_pairs, s.clusters, s.params.threshold, s.params.bands, s.params.rows
     );
+    if s.keep != "first" {
+        eprintln!("the copy kept of each group: --keep {}", s.keep);
+    }
     eprintln!(
         "candidates per item: p50 {}, p99 {}, max {}",
         s.candidates_per_query.p50, s.candidates_per_query.p99, s.candidates_per_query.max

@@ -95,8 +95,8 @@ pub enum Body {
     /// file, or a copy read from a stream.
     Json(Bytes),
     /// A Parquet row, by its position in the chunk's rows, with the values
-    /// of the id and text columns.
-    Row { row: usize, id: Option<String>, text: String },
+    /// of the id and text columns (and of the keeper policy's column).
+    Row { row: usize, id: Option<String>, text: String, key: Option<f64> },
 }
 
 impl Line {
@@ -104,8 +104,21 @@ impl Line {
     pub fn record(&self, text_field: &str, id_field: &str) -> Result<Record<'_>, String> {
         match &self.body {
             Body::Json(bytes) => parse_record(bytes, text_field, id_field),
-            Body::Row { id, text, .. } => {
-                Ok(Record { id: id.as_deref().map(Cow::Borrowed), text: Cow::Borrowed(text) })
+            Body::Row { .. } => self.record_keyed(text_field, id_field, None),
+        }
+    }
+
+    /// [`Line::record`], with the keeper policy's field when given.
+    pub fn record_keyed(
+        &self,
+        text_field: &str,
+        id_field: &str,
+        key_field: Option<&str>,
+    ) -> Result<Record<'_>, String> {
+        match &self.body {
+            Body::Json(bytes) => parse_record_keyed(bytes, text_field, id_field, key_field),
+            Body::Row { id, text, key, .. } => {
+                Ok(Record { id: id.as_deref().map(Cow::Borrowed), text: Cow::Borrowed(text), key: *key })
             }
         }
     }
@@ -150,6 +163,9 @@ impl Reject {
 pub struct Record<'a> {
     pub id: Option<Cow<'a, str>>,
     pub text: Cow<'a, str>,
+    /// The value of the keeper policy's field (`--keep max:FIELD`), when
+    /// one is asked for and the record has a usable one.
+    pub key: Option<f64>,
 }
 
 /// Extracts `text_field` and `id_field` from a JSON object line. A field
@@ -157,6 +173,18 @@ pub struct Record<'a> {
 /// `body` of the object under `meta`), unless the record has a key spelled
 /// exactly so.
 pub fn parse_record<'a>(line: &'a [u8], text_field: &str, id_field: &str) -> Result<Record<'a>, String> {
+    parse_record_keyed(line, text_field, id_field, None)
+}
+
+/// [`parse_record`], also reading `key_field` (a number, a string holding
+/// one, or an ISO 8601 date: [`crate::keep::value_of_text`]) when given.
+/// A key that is missing, null or of another kind is no key, not an error.
+pub fn parse_record_keyed<'a>(
+    line: &'a [u8],
+    text_field: &str,
+    id_field: &str,
+    key_field: Option<&str>,
+) -> Result<Record<'a>, String> {
     // A UTF-8 byte-order mark (editors put one before the first line) is not content.
     let line = line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line);
     // Validated with SIMD; std's validator, slower, only says where it fails.
@@ -165,11 +193,19 @@ pub fn parse_record<'a>(line: &'a [u8], text_field: &str, id_field: &str) -> Res
         Ok(_) => "invalid UTF-8".to_owned(),
     })?;
     let mut de = serde_json::Deserializer::from_str(s);
-    let extract = Extract { text: Some(text_field), id: Some(id_field), text_field, id_field, top: true };
-    let (id, text) = extract.deserialize(&mut de).map_err(|e| format!("malformed JSON: {e}"))?;
+    let extract = Extract {
+        text: Some(text_field),
+        id: Some(id_field),
+        key: key_field,
+        text_field,
+        id_field,
+        key_field: key_field.unwrap_or(""),
+        top: true,
+    };
+    let Fields { id, text, key } = extract.deserialize(&mut de).map_err(|e| format!("malformed JSON: {e}"))?;
     de.end().map_err(|e| format!("malformed JSON: {e}"))?;
     let text = text.ok_or_else(|| format!("missing string field {text_field:?}"))?;
-    Ok(Record { id, text })
+    Ok(Record { id, text, key: key.flatten() })
 }
 
 /// Looks for the text and the id in one object: `text` and `id` are what
@@ -177,12 +213,64 @@ pub fn parse_record<'a>(line: &'a [u8], text_field: &str, id_field: &str) -> Res
 struct Extract<'f> {
     text: Option<&'f str>,
     id: Option<&'f str>,
+    key: Option<&'f str>,
     text_field: &'f str,
     id_field: &'f str,
+    key_field: &'f str,
     top: bool,
 }
 
-type Fields<'a> = (Option<Cow<'a, str>>, Option<Cow<'a, str>>);
+/// What [`Extract`] found: `key` is `Some` once the key field was seen
+/// (holding `None` when its value is not usable).
+#[derive(Default)]
+struct Fields<'a> {
+    id: Option<Cow<'a, str>>,
+    text: Option<Cow<'a, str>>,
+    key: Option<Option<f64>>,
+}
+
+/// A keeper policy's value: a number, or a string holding a number or a
+/// date; anything else (null, a boolean, an object) is no value.
+struct KeyValue(Option<f64>);
+
+impl<'de> de::Deserialize<'de> for KeyValue {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = KeyValue;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_f64<E>(self, v: f64) -> Result<KeyValue, E> {
+                Ok(KeyValue(crate::keep::finite(v)))
+            }
+            fn visit_u64<E>(self, v: u64) -> Result<KeyValue, E> {
+                Ok(KeyValue(Some(v as f64)))
+            }
+            fn visit_i64<E>(self, v: i64) -> Result<KeyValue, E> {
+                Ok(KeyValue(Some(v as f64)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<KeyValue, E> {
+                Ok(KeyValue(crate::keep::value_of_text(v)))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<KeyValue, E> {
+                Ok(KeyValue(None))
+            }
+            fn visit_unit<E>(self) -> Result<KeyValue, E> {
+                Ok(KeyValue(None))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<KeyValue, A::Error> {
+                while seq.next_element::<IgnoredAny>()?.is_some() {}
+                Ok(KeyValue(None))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeyValue, A::Error> {
+                while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+                Ok(KeyValue(None))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
 
 impl<'de> DeserializeSeed<'de> for Extract<'_> {
     type Value = Fields<'de>;
@@ -235,13 +323,13 @@ impl<'de> Visitor<'de> for Extract<'_> {
         f.write_str("a JSON object")
     }
     fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
-        Ok((None, None))
+        Ok(Fields::default())
     }
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let (mut id, mut text): Fields<'de> = (None, None);
+        let Fields { mut id, mut text, mut key } = Fields::default();
         let twice = |field: &str| de::Error::custom(format!("field {field:?} appears twice"));
-        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
-            if self.text == Some(&*key) {
+        while let Some(name) = map.next_key::<Cow<'de, str>>()? {
+            if self.text == Some(&*name) {
                 if text.is_some() {
                     return Err(twice(self.text_field));
                 }
@@ -249,14 +337,33 @@ impl<'de> Visitor<'de> for Extract<'_> {
                     .next_value::<Option<Cow<'de, str>>>()?
                     .ok_or_else(|| de::Error::custom(format!("field {:?} is null", self.text_field)))?;
                 text = Some(v);
-            } else if self.id == Some(&*key) {
+            } else if self.id == Some(&*name) {
                 if id.is_some() {
                     return Err(twice(self.id_field));
                 }
                 id = Some(map.next_value::<IdValue<'de>>()?.0);
-            } else if below(self.text, &key).is_some() || below(self.id, &key).is_some() {
-                let nested = Extract { text: below(self.text, &key), id: below(self.id, &key), top: false, ..self };
-                let (i, t) = map.next_value_seed(nested)?;
+            } else if self.key == Some(&*name) {
+                if key.is_some() {
+                    return Err(twice(self.key_field));
+                }
+                key = Some(map.next_value::<KeyValue>()?.0);
+            } else if below(self.text, &name).is_some()
+                || below(self.id, &name).is_some()
+                || below(self.key, &name).is_some()
+            {
+                let nested = Extract {
+                    text: below(self.text, &name),
+                    id: below(self.id, &name),
+                    key: below(self.key, &name),
+                    top: false,
+                    ..self
+                };
+                let Fields { id: i, text: t, key: k } = map.next_value_seed(nested)?;
+                if let Some(k) = k {
+                    if key.replace(k).is_some() {
+                        return Err(twice(self.key_field));
+                    }
+                }
                 if let Some(t) = t {
                     if text.replace(t).is_some() {
                         return Err(twice(self.text_field));
@@ -271,7 +378,7 @@ impl<'de> Visitor<'de> for Extract<'_> {
                 map.next_value::<IgnoredAny>()?;
             }
         }
-        Ok((id, text))
+        Ok(Fields { id, text, key })
     }
 }
 
