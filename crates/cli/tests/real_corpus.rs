@@ -87,12 +87,21 @@ fn a_run_under_a_tiny_memory_limit_gives_the_in_memory_results() {
     let text = first["text"].as_str().unwrap();
     let lines = [
         serde_json::json!({"id": first["id"], "text": "a repeated id is rejected"}).to_string(),
+        // Rejected too, though `--keep longest` ranks it before the first.
+        serde_json::json!({"id": first["id"], "text": text.repeat(3)}).to_string(),
         "{not json".to_owned(),
         serde_json::json!({"text": text}).to_string(),
         serde_json::json!({"text": format!("{text} with a tail")}).to_string(),
     ];
     std::fs::write(&extra, lines.join("\n") + "\n").unwrap();
-    for (tag, args) in [("default", &[][..]), ("capped", &["--max-candidates", "5", "--max-bucket-read", "4"][..])] {
+    let capped = ["--max-candidates", "5", "--max-bucket-read", "4"];
+    for (tag, args) in [
+        ("default", &[][..]),
+        ("capped", &capped[..]),
+        // Under a keeper policy items are numbered in its order (a first
+        // read sorts the keys externally) and the store is written so.
+        ("longest", &[&["--keep", "longest"], &capped[..]].concat()[..]),
+    ] {
         let memory = dedup(
             &[corpus, &extra],
             dir.path(),
@@ -106,7 +115,7 @@ fn a_run_under_a_tiny_memory_limit_gives_the_in_memory_results() {
             &[&["--memory-limit", "256K"], args].concat(),
         );
         assert_eq!(memory, bounded, "{tag}: the summaries differ");
-        assert_eq!(memory["rejected"].as_array().unwrap().len(), 2, "{tag}: {}", memory["rejected"]);
+        assert_eq!(memory["rejected"].as_array().unwrap().len(), 3, "{tag}: {}", memory["rejected"]);
         assert!(memory["verified_pairs"].as_u64().unwrap() > 100, "{tag}: too few pairs to compare");
         if tag == "capped" {
             assert!(memory["capped_queries"].as_u64().unwrap() > 100, "{}", memory["capped_queries"]);
@@ -119,11 +128,16 @@ fn a_run_under_a_tiny_memory_limit_gives_the_in_memory_results() {
         }
     }
     // --annotate: every record with its cluster and kept item.
-    let memory = dedup(&[corpus], dir.path(), "annotate-memory", &["--memory-limit", "none", "--annotate"]);
-    let bounded = dedup(&[corpus], dir.path(), "annotate-bounded", &["--memory-limit", "256K", "--annotate"]);
-    assert_eq!(memory, bounded);
-    let read = |side: &str| std::fs::read(dir.path().join(format!("annotate-{side}.jsonl"))).unwrap();
-    assert!(read("memory") == read("bounded"), "--annotate differs");
+    for keep in ["first", "longest"] {
+        let run = |side: &str, limit: &str| {
+            let tag = format!("annotate-{keep}-{side}");
+            let summary = dedup(&[corpus], dir.path(), &tag, &["--memory-limit", limit, "--annotate", "--keep", keep]);
+            (summary, std::fs::read(dir.path().join(format!("{tag}.jsonl"))).unwrap())
+        };
+        let (memory, bounded) = (run("memory", "none"), run("bounded", "256K"));
+        assert_eq!(memory.0, bounded.0, "--keep {keep}");
+        assert!(memory.1 == bounded.1, "--annotate --keep {keep} differs");
+    }
 }
 
 /// A run under a memory limit killed (SIGKILL) in each phase continues,

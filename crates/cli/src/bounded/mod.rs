@@ -27,6 +27,13 @@
 //! 4. **Decide** in input order with [`Greedy`], the one decision rule; the
 //!    search further among kept items asks the same references again.
 //!
+//! Under a keeper policy (`--keep`, [`Keep`]) "input order" is the
+//! policy's: a first read gives every record its order key and sorts the
+//! keys externally, and items are numbered in that order — the store is
+//! written at each item's place — so every phase above runs unchanged and
+//! the in-memory run's numbering is met exactly. Records keep a 4-byte
+//! map from record to item (`ranks.bin`) for writing rows in input order.
+//!
 //! What stays resident per item: its content class (4 bytes), its
 //! union-find parent (4), the kept flag (1) and two bits (rejected, in a
 //! cluster): 9.25 bytes. Everything else is on disk, read through the page
@@ -49,6 +56,7 @@ use rayon::prelude::*;
 
 use crate::chunk::{Input, ReadOptions};
 use crate::jsonl::Reject;
+use crate::keep::Keep;
 use crate::pipeline::{external_id, fingerprint_all, Outcome, Timings};
 use refs::{be32, entry, ref_of, write_buckets, ItemLookup, Reader, Ref};
 use sort::Sorter;
@@ -95,6 +103,11 @@ pub struct Done {
     pub phases: Vec<Phase>,
     /// Clusters of more than one item.
     pub clusters: u64,
+    /// Under `--keep max:FIELD`/`min:FIELD`: records without a value.
+    pub keep_missing: u64,
+    /// Under a keeper policy: each record's item, by record number
+    /// (`u32::MAX`: none), since items are numbered in the policy's order.
+    ranks: Option<Mapped>,
     kept: Greedy,
     parents: Parents,
     rejected: Bits,
@@ -177,6 +190,8 @@ pub struct Setup<'a> {
     pub opts: &'a ReadOptions,
     pub sources: Option<&'a crate::input::Sources>,
     pub quiet: bool,
+    /// The keeper policy: items are numbered, and decided, in its order.
+    pub keep: &'a Keep,
 }
 
 /// Runs the batch in bounded memory: `progress` is told of input bytes
@@ -231,9 +246,21 @@ where
     let mut phases = Phases { list: Vec::new(), at: Instant::now(), quiet: setup.quiet };
     let mut timings = Timings::default();
 
-    // 1. Read and fingerprint.
+    // 1. Read and fingerprint (under a keeper policy, after a first read
+    // that numbers the records in its order).
     if manifest.phase < 1 {
-        let mut w = StoreWriter::create(&dir.0, layout)?;
+        let ranks = if setup.keep.is_first() {
+            None
+        } else {
+            let (ranks, items, missing) = number_in_order(setup, &dir.0, budget)?;
+            manifest.keep_missing = missing;
+            write_words(&dir.0.join("ranks.bin"), &ranks, |r: u32| r.to_le_bytes().to_vec())?;
+            Some((ranks, items))
+        };
+        let mut w = match &ranks {
+            Some((_, items)) => StoreWriter::create_numbered(&dir.0, layout, *items)?,
+            None => StoreWriter::create(&dir.0, layout)?,
+        };
         let mut bands = Sorter::<10>::new(&dir.0, "bands", budget / 2);
         let mut contents = Sorter::<20>::new(&dir.0, "contents", budget / 4);
         let mut ids = Sorter::<12>::new(&dir.0, "ids", budget / 4);
@@ -242,7 +269,7 @@ where
             &fingerprinter,
             setup.text_field,
             setup.id_field,
-            &crate::keep::Keep::First,
+            setup.keep,
             setup.inputs,
             setup.opts,
             setup.sources,
@@ -260,16 +287,29 @@ where
                     let (folded, sketch) = scale.row_of(&fp.band_keys, &fp.signature);
                     let flags =
                         if fp.degraded.is_some() { DEGRADED } else { 0 } | if folded.is_empty() { 0 } else { BANDED };
-                    let item = w.push(&NewItem {
-                        line: line.number,
-                        input: chunk.input as u32,
-                        text_len: line.len().min(u32::MAX as usize) as u32,
-                        id: &external,
-                        hash: fp.content_hash,
-                        flags,
-                        sketch: &sketch,
-                        features: &fp.features,
-                    })?;
+                    let at = match &ranks {
+                        Some((ranks, _)) => match ranks.get(line.number as usize) {
+                            Some(&r) if r != u32::MAX => Some(r),
+                            _ => anyhow::bail!(
+                                "record {} parsed on the second read but not the first: the input changed while read",
+                                line.number
+                            ),
+                        },
+                        None => None,
+                    };
+                    let item = w.push_at(
+                        at,
+                        &NewItem {
+                            line: line.number,
+                            input: chunk.input as u32,
+                            text_len: line.len().min(u32::MAX as usize) as u32,
+                            id: &external,
+                            hash: fp.content_hash,
+                            flags,
+                            sketch: &sketch,
+                            features: &fp.features,
+                        },
+                    )?;
                     for (b, key) in folded.iter().enumerate() {
                         let mut r = [0u8; 10];
                         r[0..2].copy_from_slice(&(b as u16).to_be_bytes());
@@ -335,6 +375,10 @@ where
             let mut key = None;
             let mut flush = |group: &mut Vec<u32>, rejects: &mut Vec<Reject>| {
                 if group.len() > 1 {
+                    // The first in the input keeps its id (items are
+                    // numbered in input order unless a keeper policy
+                    // numbers them in its own).
+                    group.sort_by_key(|&item| store.rec(item).line());
                     let mut first: std::collections::HashMap<&str, u32> = std::collections::HashMap::new();
                     for &item in group.iter() {
                         let id = store.id(item);
@@ -563,6 +607,8 @@ where
         candidate_counts: counts,
         phases: phases.list,
         clusters,
+        keep_missing: manifest.keep_missing,
+        ranks: if setup.keep.is_first() { None } else { Some(Mapped::open(&dir.0.join("ranks.bin"))?) },
         kept,
         parents,
         rejected,
@@ -571,6 +617,52 @@ where
         dir,
         budget,
     })
+}
+
+/// The first read under a keeper policy: every record that parses gets
+/// its order key ([`Keep::order`], from the same parse the fingerprinting
+/// does), the keys are sorted externally, and records are numbered in that
+/// order, ties in input order. Returns each record's number by record
+/// number (`u32::MAX`: it does not parse), how many there are, and how
+/// many have no value for the policy's field.
+fn number_in_order(setup: &Setup<'_>, dir: &std::path::Path, budget: usize) -> anyhow::Result<(Vec<u32>, u32, u64)> {
+    let bar = crate::progress::bar(crate::input::total_size(setup.inputs), true, "order", !setup.quiet);
+    let mut keys = Sorter::<12>::new(dir, "order", budget / 2);
+    let (mut last, mut missing) = (0u64, 0u64);
+    crate::input::for_each_chunk(setup.inputs, setup.opts, None, |chunk| {
+        let orders: Vec<(u64, u64)> = chunk
+            .lines
+            .par_iter()
+            .filter_map(|line| {
+                let r = line.record_keyed(setup.text_field, setup.id_field, setup.keep.field()).ok()?;
+                Some((line.number, setup.keep.order(r.text.len(), r.key)))
+            })
+            .collect();
+        for (line, order) in orders {
+            let line32 =
+                u32::try_from(line).map_err(|_| anyhow::anyhow!("more than 4,294,967,295 records in one run"))?;
+            missing += u64::from(order == u64::MAX);
+            last = last.max(line);
+            let mut r = [0u8; 12];
+            r[0..8].copy_from_slice(&order.to_be_bytes());
+            r[8..12].copy_from_slice(&line32.to_be_bytes());
+            keys.push(r)?;
+        }
+        bar.inc(chunk.progress);
+        Ok(())
+    })?;
+    bar.finish_and_clear();
+    let mut ranks = vec![u32::MAX; last as usize + 1];
+    let mut next = 0u32;
+    for r in keys.finish()? {
+        let r = r?;
+        ranks[be32(&r[8..12]) as usize] = next;
+        next += 1;
+    }
+    if setup.keep.field().is_none() {
+        missing = 0;
+    }
+    Ok((ranks, next, missing))
 }
 
 impl Done {
@@ -622,6 +714,14 @@ impl Done {
             self.store.release();
             self.decisions.release();
         }
+    }
+
+    /// Under a keeper policy, the item of record number `line` (`None`:
+    /// no policy, items are in input order; `Some(None)`: not an item).
+    pub fn item_of_record(&self, line: u64) -> Option<Option<u32>> {
+        let ranks = self.ranks.as_ref()?;
+        let item = entry(ranks.bytes(), line);
+        Some((item != u32::MAX && !self.rejected.get(item)).then_some(item))
     }
 
     /// Whether record `i` of the store is an item (not a rejected repeat).

@@ -3,7 +3,8 @@
 //! ids, and the canonical features as in memory: little-endian `u64`s, read
 //! in place. (Delta coding would save nothing: a document's few hundred
 //! 64-bit hashes lie ~2^55 apart, eight bytes of varint each.) Written
-//! once, in input order; then mapped and read where they lie.
+//! once, in input order (under a keeper policy, each record at its place in
+//! the policy's order); then mapped and read where they lie.
 //!
 //! Reading goes through the page cache: the mapping's pages are the
 //! kernel's to keep or drop, and [`Store::release`] takes them out of the
@@ -56,6 +57,9 @@ pub struct NewItem<'a> {
 pub struct StoreWriter {
     layout: Layout,
     items: BufWriter<File>,
+    /// With [`StoreWriter::create_numbered`]: records are written at their
+    /// number's place, not appended.
+    numbered: Option<File>,
     features: BufWriter<File>,
     ids: BufWriter<File>,
     feat_at: u64,
@@ -73,6 +77,7 @@ impl StoreWriter {
         Ok(StoreWriter {
             layout,
             items: open("items.bin")?,
+            numbered: None,
             features: open("features.bin")?,
             ids: open("ids.bin")?,
             feat_at: 0,
@@ -83,8 +88,21 @@ impl StoreWriter {
         })
     }
 
-    /// Appends an item; returns its number.
-    pub fn push(&mut self, item: &NewItem<'_>) -> io::Result<u32> {
+    /// A store of `count` items written in any order, each at the place
+    /// of the number it is given ([`StoreWriter::push_at`]): under a
+    /// keeper policy items are numbered in its order as they are read in
+    /// input order.
+    pub fn create_numbered(dir: &Path, layout: Layout, count: u32) -> io::Result<StoreWriter> {
+        let mut w = StoreWriter::create(dir, layout)?;
+        let file = std::fs::OpenOptions::new().write(true).open(dir.join("items.bin"))?;
+        file.set_len(u64::from(count) * layout.size as u64)?;
+        w.numbered = Some(file);
+        Ok(w)
+    }
+
+    /// Writes an item as number `at` (a store made by
+    /// [`StoreWriter::create_numbered`]) or the next one; returns its number.
+    pub fn push_at(&mut self, at: Option<u32>, item: &NewItem<'_>) -> io::Result<u32> {
         if self.count == u32::MAX {
             return Err(io::Error::other("more than 4,294,967,295 records in one run"));
         }
@@ -102,13 +120,23 @@ impl StoreWriter {
         r[52] = item.flags;
         r[56..60].copy_from_slice(&item.input.to_le_bytes());
         r[HEAD..HEAD + item.sketch.len()].copy_from_slice(item.sketch);
-        self.items.write_all(r)?;
+        let number = match (&self.numbered, at) {
+            (Some(file), Some(at)) => {
+                std::os::unix::fs::FileExt::write_all_at(file, r, u64::from(at) * self.layout.size as u64)?;
+                at
+            }
+            (None, None) => {
+                self.items.write_all(r)?;
+                self.count
+            }
+            _ => return Err(io::Error::other("an item numbered in a store that appends, or the other way round")),
+        };
         self.features.write_all(&self.raw)?;
         self.ids.write_all(item.id.as_bytes())?;
         self.feat_at += self.raw.len() as u64;
         self.id_at += item.id.len() as u64;
         self.count += 1;
-        Ok(self.count - 1)
+        Ok(number)
     }
 
     /// Bytes written so far.
@@ -270,7 +298,7 @@ mod tests {
                 sketch: if i == 0 { &[] } else { &[9, 8, 7, 6, 5] },
                 features: f,
             };
-            assert_eq!(w.push(&item).unwrap(), i as u32);
+            assert_eq!(w.push_at(None, &item).unwrap(), i as u32);
         }
         w.finish().unwrap();
         let s = Store::open(&dir, layout).unwrap();

@@ -82,6 +82,9 @@ pub(super) struct Manifest {
     pub(super) ids: Vec<PathBuf>,
     /// Phase 2's sorted runs of references.
     pub(super) refs: Vec<PathBuf>,
+    /// Under `--keep max:FIELD`/`min:FIELD`: records without a value.
+    #[serde(default)]
+    pub(super) keep_missing: u64,
     pub(super) timings: Timings,
     pub(super) phases: Vec<Phase>,
 }
@@ -127,6 +130,7 @@ pub(super) fn work_folder_name(setup: &Setup<'_>) -> anyhow::Result<String> {
         "text": setup.text_field,
         "id": setup.id_field,
         "max_line": setup.opts.max_line,
+        "keep": setup.keep.to_string(),
         "inputs": inputs,
     });
     let key = neardup_core::hash_bytes(serde_json::to_string(&what)?.as_bytes(), 0);

@@ -57,8 +57,6 @@ pub(super) fn choose_engine(a: &DedupArgs, inputs: &[Input]) -> anyhow::Result<E
     // What runs in memory only, for now.
     let in_memory_only = if a.index.is_some() || a.reference.is_some() {
         Some("--index and --reference run in memory for now")
-    } else if !a.keep.is_first() {
-        Some("--keep other than `first` runs in memory for now")
     } else {
         None
     };

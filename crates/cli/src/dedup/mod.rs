@@ -45,7 +45,8 @@ pub struct DedupArgs {
     /// records without a value come last). Items are decided in that
     /// order, ties in input order: a dropped item always has a kept near
     /// duplicate that the policy prefers. Other than `first`, every record
-    /// is read before any is decided, in memory.
+    /// is read before any is decided, and --output is written in a second
+    /// read of the inputs.
     #[arg(long, value_name = "POLICY", default_value = "first", value_parser = Keep::parse, help_heading = "Decision")]
     pub keep: Keep,
     /// Write kept records here, in input order; `-` for stdout. Parquet
@@ -264,8 +265,8 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         Some("--annotate reads the inputs twice")
     } else if matches!(engine, Engine::Bounded(_)) && a.output.is_some() {
         Some("a run under --memory-limit writes --output in a second read of the inputs")
-    } else if !a.keep.is_first() && a.output.is_some() {
-        Some("--keep other than `first` writes --output in a second read of the inputs")
+    } else if !a.keep.is_first() && (a.output.is_some() || matches!(engine, Engine::Bounded(_))) {
+        Some("--keep other than `first` reads the inputs twice (to order them, or to write --output)")
     } else {
         None
     };
@@ -333,6 +334,7 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
                 opts: &opts,
                 sources: sources.as_deref(),
                 quiet: a.quiet || a.json,
+                keep: &a.keep,
             };
             run_bounded(&a, &setup, &limits, outs)?
         }
@@ -568,16 +570,25 @@ fn run_bounded(
     let t = Instant::now();
     if let Some(w) = rows_out.as_mut() {
         let bar = crate::progress::bar(crate::input::total_size(setup.inputs), true, "write", !a.quiet);
-        let mut item = 0u32;
+        let mut next = 0u32;
         crate::input::for_each_chunk(setup.inputs, setup.opts, setup.sources, |chunk| {
             let mut picks = Vec::new();
             for (i, line) in chunk.lines.iter().enumerate() {
-                while item < done.store.count && done.store.rec(item).line() < line.number {
-                    item += 1;
-                }
-                if item >= done.store.count || done.store.rec(item).line() != line.number || !done.is_item(item) {
-                    continue;
-                }
+                let item = match done.item_of_record(line.number) {
+                    Some(Some(item)) => item,
+                    Some(None) => continue,
+                    // Items in input order: the next with this record number.
+                    None => {
+                        while next < done.store.count && done.store.rec(next).line() < line.number {
+                            next += 1;
+                        }
+                        if next >= done.store.count || done.store.rec(next).line() != line.number || !done.is_item(next)
+                        {
+                            continue;
+                        }
+                        next
+                    }
+                };
                 if a.annotate {
                     let first = done.cluster_first(item);
                     let cluster = done.store.id(first).to_owned();
@@ -617,7 +628,7 @@ fn run_bounded(
             peak_rss_bytes: crate::bounded::peak_rss(),
             phases: done.phases.clone(),
         }),
-        keep_missing: 0,
+        keep_missing: done.keep_missing,
     })
 }
 
