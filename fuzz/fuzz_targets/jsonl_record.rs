@@ -12,9 +12,6 @@ use libfuzzer_sys::fuzz_target;
 #[allow(dead_code, unused_imports)]
 #[path = "../../crates/cli/src/jsonl/mod.rs"]
 mod jsonl;
-#[allow(dead_code)]
-#[path = "../../crates/cli/src/keep.rs"]
-mod keep;
 
 use jsonl::{JsonlReader, Limits};
 

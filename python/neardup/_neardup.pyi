@@ -1,7 +1,7 @@
 import os
 
 import numpy
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 DEFAULT_SEED: int
 
@@ -43,6 +43,17 @@ class _Dedup:
     def add_many(
         self, items: Sequence[Tuple[str, str]]
     ) -> List[Tuple[bool, Optional[str], Optional[float], List[Tuple[str, float]]]]: ...
+
+class _Keep:
+    """A keeper policy of ``neardup dedup --keep`` (used by ``neardup.dedup``
+    and the Spark job): ``first``, ``longest``, ``max:FIELD`` or ``min:FIELD``."""
+
+    def __init__(self, policy: str) -> None: ...
+    @property
+    def field(self) -> Optional[str]: ...
+    @property
+    def is_first(self) -> bool: ...
+    def order(self, text: str, value: Any = None) -> int: ...
 
 class Index:
     def __init__(

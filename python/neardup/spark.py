@@ -106,9 +106,10 @@ def _key_batches(params: Dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[A
     return run
 
 
-def _decide_group(params: Dict[str, Any]) -> Callable[[Any], Any]:
+def _decide_group(params: Dict[str, Any], keep: str = "first") -> Callable[[Any], Any]:
     """``applyInArrow``'s function: one group's rows (``pos``, ``id``,
-    ``text``, an Arrow table) through the batch rule, in input order; returns
+    ``text``, ``keyval``, an Arrow table) through the batch rule, in input
+    order (under a keeper policy, in its order, ties in input order); returns
     the rows in a cluster (every dropped row is), with their cluster (the id
     of its first row) and their matches (``left``: the earlier ids,
     ``score``)."""
@@ -117,7 +118,15 @@ def _decide_group(params: Dict[str, Any]) -> Callable[[Any], Any]:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        table = table.take(pc.sort_indices(table, sort_keys=[("file", "ascending"), ("pos", "ascending")]))
+        sort_keys = [("file", "ascending"), ("pos", "ascending")]
+        policy = neardup._Keep(keep)
+        if not policy.is_first:
+            texts = [t if t is not None else "" for t in table.column("text").to_pylist()]
+            values = table.column("keyval").to_pylist() if policy.field is not None else [None] * len(texts)
+            orders = pa.array([policy.order(t, v) for t, v in zip(texts, values)], pa.uint64())
+            table = table.append_column("order", orders)
+            sort_keys.insert(0, ("order", "ascending"))
+        table = table.take(pc.sort_indices(table, sort_keys=sort_keys))
         pos, ids = table.column("pos").to_pylist(), table.column("id").to_pylist()
         file = table.column("file").to_pylist()
         texts = [t if t is not None else "" for t in table.column("text").to_pylist()]
@@ -155,6 +164,29 @@ def _decide_group(params: Dict[str, Any]) -> Callable[[Any], Any]:
         })
 
     return run
+
+
+def _key_column(df, field: str):
+    """The keeper policy's column as the command line reads it: numbers as
+    doubles, dates and timestamps as seconds since 1970 (UTC), strings as
+    they are (parsed by the policy: numbers or ISO 8601 dates)."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    try:
+        kind = df.select(F.col(field)).schema.fields[0].dataType
+    except Exception as e:  # AnalysisException: no such column
+        raise ValueError(f"no column {field!r} (--keep); columns: {', '.join(df.columns)}") from e
+    col = F.col(field)
+    if isinstance(kind, T.NumericType):
+        return col.cast("double")
+    if isinstance(kind, T.DateType):
+        return (F.datediff(col, F.lit("1970-01-01").cast("date")) * 86400).cast("double")
+    if isinstance(kind, T.TimestampType):
+        return col.cast("double")
+    if isinstance(kind, T.StringType):
+        return col
+    raise ValueError(f"column {field!r} is {kind.simpleString()}: --keep needs numbers, dates, timestamps or strings")
 
 
 def _checkpointer(spark) -> Callable[[Any], Any]:
@@ -216,6 +248,7 @@ def dedup(
     text_col: str = "text",
     threshold: float = 0.8,
     stats: Optional[dict] = None,
+    keep: str = "first",
     **params: Any,
 ):
     """Deduplicates DataFrame ``df`` as ``neardup dedup`` does; returns
@@ -229,6 +262,10 @@ def dedup(
     ``cluster`` (the id of the cluster's first item) for rows with a near
     duplicate; ``kept_df`` is ``df``'s kept rows with every column, in input
     order. ``stats``, when given, gets ``rounds`` (of connected components).
+    ``keep`` is ``neardup dedup --keep``'s keeper policy (``first``,
+    ``longest``, ``max:COLUMN``, ``min:COLUMN``; a dotted path reaches into
+    struct columns; numbers, numeric or ISO 8601 strings, dates and
+    timestamps), each group decided in its order.
     ``df`` is read more than once (positions, texts, kept rows) and must
     give the same rows in the same partitions each time, as a file scan
     does; checkpoint a DataFrame that comes out of a shuffle first.
@@ -242,6 +279,8 @@ def dedup(
     # Validate the configuration once, on the driver, with neardup's message.
     rule_params = dict(params, threshold=threshold)
     neardup.Index(**rule_params)
+    policy = neardup._Keep(keep)
+    keyval = _key_column(df, policy.field) if policy.field is not None else F.lit(None).cast("double")
     fp_params = {k: v for k, v in rule_params.items() if k not in ("max_candidates", "max_bucket_read")}
     checkpoint = _checkpointer(spark)
 
@@ -280,7 +319,8 @@ def dedup(
     members = groups.join(
         base.select(F.col("__pos").alias("pos"), F.col("__file").alias("file"),
                     F.col(id_col).cast("string").alias("id"),
-                    F.col(text_col).cast("string").alias("text")),
+                    F.col(text_col).cast("string").alias("text"),
+                    keyval.alias("keyval")),
         "pos",
     )
     decided_schema = T.StructType([
@@ -292,7 +332,7 @@ def dedup(
         T.StructField("left", T.ArrayType(T.StringType()), False),
         T.StructField("score", T.ArrayType(T.DoubleType()), False),
     ])
-    decided = checkpoint(members.groupBy("comp").applyInArrow(_decide_group(rule_params), decided_schema))
+    decided = checkpoint(members.groupBy("comp").applyInArrow(_decide_group(rule_params, keep), decided_schema))
 
     pairs_df = decided.select(F.explode(F.arrays_zip("left", "score")).alias("m"), F.col("id").alias("right")).select(
         F.col("m.left").alias("left"), "right", F.col("m.score").alias("score")
@@ -373,6 +413,9 @@ def main(argv: Optional[list] = None) -> int:
                    help="candidates verified per item, best estimated first (as neardup dedup)")
     p.add_argument("--max-bucket-read", type=int, default=1000,
                    help="entries of one LSH bucket a query reads (as neardup dedup)")
+    p.add_argument("--keep", default="first", metavar="POLICY",
+                   help="which copy of a group is kept, as neardup dedup --keep: first, longest, "
+                        "max:COLUMN or min:COLUMN (default: first)")
     p.add_argument("--checkpoint-dir", default=None,
                    help="reliable storage for checkpoints (HDFS, S3, ...; default: executors' local storage)")
     p.add_argument("--format", choices=["auto", "parquet", "json"], default="auto")
@@ -431,7 +474,7 @@ def main(argv: Optional[list] = None) -> int:
                 df, a.id_column, a.text_column, threshold=a.threshold, stats=stats,
                 normalizer=a.normalizer, shingle_width=a.shingle_width, num_perm=a.num_perm,
                 char_shingles=a.char_shingles, bands=a.bands, rows=a.rows, signature=a.signature, seed=a.seed,
-                max_candidates=a.max_candidates, max_bucket_read=a.max_bucket_read,
+                max_candidates=a.max_candidates, max_bucket_read=a.max_bucket_read, keep=a.keep,
             )
         except ValueError as e:
             print(f"neardup.spark: {e}", file=sys.stderr)

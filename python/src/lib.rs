@@ -508,12 +508,60 @@ impl Dedup {
     }
 }
 
+/// A keeper policy (`first`, `longest`, `max:FIELD`, `min:FIELD`) for
+/// `neardup.dedup` and the Spark job: the core's [`neardup_core::Keep`],
+/// so order keys are the command line's.
+#[pyclass(module = "neardup", name = "_Keep", frozen)]
+pub struct KeepPolicy(neardup_core::Keep);
+
+#[pymethods]
+impl KeepPolicy {
+    #[new]
+    fn new(policy: &str) -> PyResult<Self> {
+        neardup_core::Keep::parse(policy).map(KeepPolicy).map_err(value_error)
+    }
+
+    /// The field the policy reads (`max:FIELD`, `min:FIELD`), else None.
+    #[getter]
+    fn field(&self) -> Option<String> {
+        self.0.field().map(str::to_owned)
+    }
+
+    /// Whether records are decided in input order (`first`).
+    #[getter]
+    fn is_first(&self) -> bool {
+        self.0.is_first()
+    }
+
+    /// A record's order key (smaller is decided first; ties in input
+    /// order) from its text and its field's value: an int or float, a
+    /// string holding a number or an ISO 8601 date, or anything else
+    /// (None, a bool, ...) for no value.
+    #[pyo3(signature = (text, value=None))]
+    fn order(&self, text: &str, value: Option<&Bound<'_, PyAny>>) -> u64 {
+        use pyo3::types::{PyBool, PyFloat, PyInt, PyString};
+        let value = value.and_then(|v| {
+            if v.is_instance_of::<PyBool>() {
+                None
+            } else if v.is_instance_of::<PyInt>() || v.is_instance_of::<PyFloat>() {
+                v.extract::<f64>().ok().and_then(neardup_core::Keep::value_of_number)
+            } else if v.is_instance_of::<PyString>() {
+                v.extract::<String>().ok().and_then(|t| neardup_core::Keep::value_of_text(&t))
+            } else {
+                None
+            }
+        });
+        self.0.order(text.len(), value)
+    }
+}
+
 #[pymodule]
 fn _neardup(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Fingerprinter>()?;
     m.add_class::<Fingerprint_>()?;
     m.add_class::<Index>()?;
     m.add_class::<Dedup>()?;
+    m.add_class::<KeepPolicy>()?;
     m.add_function(wrap_pyfunction!(jaccard, m)?)?;
     m.add_function(wrap_pyfunction!(exact_pairs, m)?)?;
     m.add_function(wrap_pyfunction!(pair_score, m)?)?;

@@ -337,6 +337,43 @@ def test_dedup_keeps_and_drops_as_the_cli_does(tmp_path):
         list(neardup.dedup([{"body": "x"}]))
 
 
+def test_dedup_keeper_policies_decide_as_the_cli(tmp_path):
+    # Issue 48 item 6: the same policies as `neardup dedup --keep`, on dense
+    # look-alikes where the cap cuts, with a score, a nested date (as text)
+    # and records without either.
+    _, records = real_corpus(tmp_path, 100_000)
+    pages = look_alike_groups(records)
+    for n, page in enumerate(pages):
+        if n % 7 != 3:
+            page["quality"] = (n * 7919) % 1000 / 1000
+        if n % 5 != 1:
+            page["meta"] = {"crawled": f"20{10 + n * 31 % 15}-{1 + n * 17 % 12:02}-{1 + n * 13 % 28:02}T08:00:00Z"}
+    corpus = tmp_path / "pages.jsonl"
+    corpus.write_text("".join(json.dumps(p) + "\n" for p in pages))
+    first = None
+    for keep in ["first", "longest", "max:quality", "min:meta.crawled"]:
+        dropped_tsv = tmp_path / f"dropped-{keep.replace(':', '-')}.tsv"
+        cli = run_cli("dedup", str(corpus), "--keep", keep, "--dropped", str(dropped_tsv), "--json", "-q")
+        assert cli.returncode == 0, cli.stderr
+        want = {}
+        for line in dropped_tsv.read_text().splitlines():
+            item, kept_item, score = line.split("\t")
+            want[item] = (kept_item, float(score))
+        got, order = {}, []
+        for record, outcome in neardup.dedup(iter(pages), chunk=250, keep=keep):
+            order.append(record["id"])
+            if not outcome.kept:
+                got[outcome.id] = (outcome.duplicate_of, outcome.score)
+        assert order == [p["id"] for p in pages], "yielded in input order"
+        assert got == want, keep
+        if first is None:
+            first = want
+        else:
+            assert want != first, f"{keep} decides as first"
+    with pytest.raises(ValueError, match="use first, longest"):
+        list(neardup.dedup(iter(pages), keep="newest"))
+
+
 def test_save_and_load_share_the_cli_index_format(tmp_path):
     corpus, records = real_corpus(tmp_path, 1500)
     idx = neardup.Index(threshold=0.85)

@@ -180,7 +180,8 @@ def _free_port():
 def test_spark_job_on_a_standalone_cluster_of_a_master_and_two_workers(tmp_path):
     """A Spark standalone cluster started on loopback (pyspark's own jars):
     the job gives neardup dedup's pairs, kept set and clusters there too,
-    with capped queries."""
+    with capped queries and a keeper policy (each group decided in its
+    order, not the input's)."""
     import os
     import time
 
@@ -209,10 +210,13 @@ def test_spark_job_on_a_standalone_cluster_of_a_master_and_two_workers(tmp_path)
             time.sleep(0.5)
 
         corpus, _ = real_corpus(tmp_path, 600)
-        capped = ["--max-candidates", "3", "--max-bucket-read", "10"]
+        capped = ["--max-candidates", "3", "--max-bucket-read", "10", "--keep", "longest"]
         want, want_kept, want_clusters, summary = cli_results(tmp_path, corpus, *capped)
         assert summary["capped_queries"] >= 20, summary
         assert len(want) >= 20
+        # The policy matters here: another kept set than in input order.
+        first_kept = cli_results(tmp_path, corpus, *capped[:4])[1]
+        assert want_kept != first_kept
         out = tmp_path / "out"
         run = subprocess.run(
             [sys.executable, "-m", "neardup.spark", "--input", str(corpus), "--output", str(out),

@@ -29,7 +29,6 @@ mod eval;
 mod gen;
 mod input;
 mod jsonl;
-mod keep;
 mod output;
 mod parquet_io;
 mod pipeline;

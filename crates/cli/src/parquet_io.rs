@@ -109,13 +109,15 @@ fn text_values(array: &ArrayRef, path: &str) -> anyhow::Result<ArrayRef> {
 
 /// The keeper policy's column as numbers: numeric columns as they are,
 /// dates and timestamps as seconds since 1970 (UTC), strings through
-/// [`crate::keep::value_of_text`]; a value that is none of these is none.
+/// [`neardup_core::Keep::value_of_text`]; a value that is none of these is none.
 fn key_values(array: &ArrayRef, path: &str) -> anyhow::Result<Vec<Option<f64>>> {
     use arrow_schema::TimeUnit;
     let as_f64 = |a: &ArrayRef, scale: f64| -> anyhow::Result<Vec<Option<f64>>> {
         let c = arrow_cast::cast(a, &DataType::Float64)?;
         let c = c.as_primitive::<arrow_array::types::Float64Type>();
-        Ok((0..c.len()).map(|i| (!c.is_null(i)).then(|| c.value(i) * scale).and_then(crate::keep::finite)).collect())
+        Ok((0..c.len())
+            .map(|i| (!c.is_null(i)).then(|| c.value(i) * scale).and_then(neardup_core::Keep::value_of_number))
+            .collect())
     };
     let seconds_of = |a: &ArrayRef, scale: f64| -> anyhow::Result<Vec<Option<f64>>> {
         as_f64(&arrow_cast::cast(a, &DataType::Int64)?, scale)
@@ -128,7 +130,7 @@ fn key_values(array: &ArrayRef, path: &str) -> anyhow::Result<Vec<Option<f64>>> 
         DataType::Timestamp(TimeUnit::Microsecond, _) => seconds_of(array, 1e-6),
         DataType::Timestamp(TimeUnit::Nanosecond, _) => seconds_of(array, 1e-9),
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => Ok((0..array.len())
-            .map(|i| (!array.is_null(i)).then(|| string_at(array, i)).and_then(crate::keep::value_of_text))
+            .map(|i| (!array.is_null(i)).then(|| string_at(array, i)).and_then(neardup_core::Keep::value_of_text))
             .collect()),
         DataType::Dictionary(_, v) if matches!(**v, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View) => {
             key_values(&arrow_cast::cast(array, &DataType::Utf8)?, path)

@@ -26,7 +26,7 @@ use rayon::prelude::*;
 use crate::chunk::{Chunk, Input, ReadOptions};
 use crate::input::for_each_chunk;
 use crate::jsonl::{Line, Reject};
-use crate::keep::Keep;
+use neardup_core::Keep;
 use neardup_core::UnionFind;
 
 /// Where the time went, per phase (wall clock; phases overlap).

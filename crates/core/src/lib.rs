@@ -32,6 +32,7 @@ mod fingerprint;
 mod hash;
 mod highlight;
 mod index;
+mod keep;
 mod lsh;
 mod minhash;
 mod normalize;
@@ -62,6 +63,7 @@ pub use hash::{
 };
 pub use highlight::{segments_where, shared_segments};
 pub use index::{best_first, Loader, Match, MemoryIndex};
+pub use keep::Keep;
 pub use lsh::params::{candidate_probability, choose as choose_lsh_params, optimal_weighted, s_curve_svg};
 pub use lsh::{band_keys_into, LshParams, QueryLimits};
 pub use minhash::{estimate_jaccard, MinHasher, SignatureScheme};

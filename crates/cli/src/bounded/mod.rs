@@ -56,8 +56,8 @@ use rayon::prelude::*;
 
 use crate::chunk::{Input, ReadOptions};
 use crate::jsonl::Reject;
-use crate::keep::Keep;
 use crate::pipeline::{external_id, fingerprint_all, Outcome, Timings};
+use neardup_core::Keep;
 use refs::{be32, entry, ref_of, write_buckets, ItemLookup, Reader, Ref};
 use sort::Sorter;
 pub use store::Store;

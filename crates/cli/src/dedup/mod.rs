@@ -11,10 +11,10 @@ use crate::args::{InputArgs, PipelineArgs};
 use crate::chunk::{Input, Kind, ReadOptions};
 use crate::input::Sources;
 use crate::jsonl::Reject;
-use crate::keep::Keep;
 use crate::pipeline::{Batch, Outcome, Timings};
 use crate::report::{ParamsOut, Percentiles};
 use crate::usage::UsageError;
+use neardup_core::Keep;
 
 mod engine;
 mod outputs;

@@ -177,7 +177,7 @@ pub fn parse_record<'a>(line: &'a [u8], text_field: &str, id_field: &str) -> Res
 }
 
 /// [`parse_record`], also reading `key_field` (a number, a string holding
-/// one, or an ISO 8601 date: [`crate::keep::value_of_text`]) when given.
+/// one, or an ISO 8601 date: [`neardup_core::Keep::value_of_text`]) when given.
 /// A key that is missing, null or of another kind is no key, not an error.
 pub fn parse_record_keyed<'a>(
     line: &'a [u8],
@@ -242,7 +242,7 @@ impl<'de> de::Deserialize<'de> for KeyValue {
                 f.write_str("any JSON value")
             }
             fn visit_f64<E>(self, v: f64) -> Result<KeyValue, E> {
-                Ok(KeyValue(crate::keep::finite(v)))
+                Ok(KeyValue(neardup_core::Keep::value_of_number(v)))
             }
             fn visit_u64<E>(self, v: u64) -> Result<KeyValue, E> {
                 Ok(KeyValue(Some(v as f64)))
@@ -251,7 +251,7 @@ impl<'de> de::Deserialize<'de> for KeyValue {
                 Ok(KeyValue(Some(v as f64)))
             }
             fn visit_str<E>(self, v: &str) -> Result<KeyValue, E> {
-                Ok(KeyValue(crate::keep::value_of_text(v)))
+                Ok(KeyValue(neardup_core::Keep::value_of_text(v)))
             }
             fn visit_bool<E>(self, _: bool) -> Result<KeyValue, E> {
                 Ok(KeyValue(None))

@@ -1,4 +1,6 @@
-//! Keeper policies: which copy of a group of near duplicates survives.
+//! Keeper policies: which copy of a group of near duplicates survives, for
+//! every batch (the command line's two engines, the Python package, the
+//! Spark job).
 //!
 //! The greedy rule keeps an item unless it verifies against an item kept
 //! before it. A policy only says what "before" means: items are decided in
@@ -100,9 +102,21 @@ fn ordered_bits(v: f64) -> u64 {
     o.min(u64::MAX - 2)
 }
 
+impl Keep {
+    /// A field's value given as text: see [`value_of_text`].
+    pub fn value_of_text(s: &str) -> Option<f64> {
+        value_of_text(s)
+    }
+
+    /// A field's value given as a number: itself when finite.
+    pub fn value_of_number(v: f64) -> Option<f64> {
+        finite(v)
+    }
+}
+
 /// A field's value as a number: a finite number, a string holding one, or
 /// an ISO 8601 date or date-time (seconds since 1970-01-01T00:00:00Z).
-pub fn value_of_text(s: &str) -> Option<f64> {
+fn value_of_text(s: &str) -> Option<f64> {
     let s = s.trim();
     if let Ok(v) = s.parse::<f64>() {
         return v.is_finite().then_some(v);
@@ -111,7 +125,7 @@ pub fn value_of_text(s: &str) -> Option<f64> {
 }
 
 /// A finite number, else nothing.
-pub fn finite(v: f64) -> Option<f64> {
+fn finite(v: f64) -> Option<f64> {
     v.is_finite().then_some(v)
 }
 
