@@ -611,7 +611,10 @@ impl Batch {
         for Pending { external, fp, line, input, .. } in staged {
             let degraded = fp.degraded.is_some();
             let item = loader.insert(fp)?;
-            self.id_to_item.insert(external.clone(), item);
+            // The placeholder `accept` left takes the item's number.
+            if let Some(placeholder) = self.id_to_item.get_mut(&external) {
+                *placeholder = item;
+            }
             self.ids.push(external);
             self.uf.push();
             items.push((item, line, input, degraded));

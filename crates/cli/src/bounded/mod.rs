@@ -332,6 +332,14 @@ where
         )?;
         timings.read_s = read_s;
         timings.fingerprint_s = fingerprint_s;
+        if let Some((_, items)) = &ranks {
+            if w.count != *items {
+                anyhow::bail!(
+                    "{items} records parsed on the first read and {} on the second: the input changed while read",
+                    w.count
+                );
+            }
+        }
         let store_bytes = w.disk_bytes();
         w.finish()?;
         let sorted = bands.disk_bytes + contents.disk_bytes + ids.disk_bytes;

@@ -272,6 +272,66 @@ impl<'de> de::Deserialize<'de> for KeyValue {
     }
 }
 
+/// The keeper policy's key at `path` inside a value: `Some(value)` once
+/// found (`Some(None)`: found, not usable), `None` when the path is not
+/// there — whatever the value is (an object, or anything else).
+struct KeyAt<'f>(&'f str);
+
+impl<'de> DeserializeSeed<'de> for KeyAt<'_> {
+    type Value = Option<Option<f64>>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeyAt<'_> {
+    type Value = Option<Option<f64>>;
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_unit<E>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found: Option<Option<f64>> = None;
+        while let Some(name) = map.next_key::<Cow<'de, str>>()? {
+            let value = if *name == *self.0 {
+                Some(map.next_value::<KeyValue>()?.0)
+            } else if let Some(path) = below(Some(self.0), &name) {
+                map.next_value_seed(KeyAt(path))?
+            } else {
+                map.next_value::<IgnoredAny>()?;
+                None
+            };
+            if let Some(v) = value {
+                if found.replace(v).is_some() {
+                    return Err(de::Error::custom(format!("field {:?} appears twice", self.0)));
+                }
+            }
+        }
+        Ok(found)
+    }
+}
+
 impl<'de> DeserializeSeed<'de> for Extract<'_> {
     type Value = Fields<'de>;
     fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
@@ -347,10 +407,22 @@ impl<'de> Visitor<'de> for Extract<'_> {
                     return Err(twice(self.key_field));
                 }
                 key = Some(map.next_value::<KeyValue>()?.0);
-            } else if below(self.text, &name).is_some()
-                || below(self.id, &name).is_some()
-                || below(self.key, &name).is_some()
-            {
+            } else if below(self.text, &name).is_none() && below(self.id, &name).is_none() {
+                // Only the policy's key may lie below: a value that is not
+                // an object there is no key, not a malformed record.
+                match below(self.key, &name) {
+                    Some(path) => {
+                        if let Some(k) = map.next_value_seed(KeyAt(path))? {
+                            if key.replace(k).is_some() {
+                                return Err(twice(self.key_field));
+                            }
+                        }
+                    }
+                    None => {
+                        map.next_value::<IgnoredAny>()?;
+                    }
+                }
+            } else {
                 let nested = Extract {
                     text: below(self.text, &name),
                     id: below(self.id, &name),
@@ -374,8 +446,6 @@ impl<'de> Visitor<'de> for Extract<'_> {
                         return Err(twice(self.id_field));
                     }
                 }
-            } else {
-                map.next_value::<IgnoredAny>()?;
             }
         }
         Ok(Fields { id, text, key })
@@ -385,6 +455,41 @@ impl<'de> Visitor<'de> for Extract<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_the_keeper_policys_field_and_never_rejects_for_it() {
+        let key = |line: &[u8], field: &str| parse_record_keyed(line, "text", "id", Some(field)).map(|r| r.key);
+        assert_eq!(key(br#"{"text": "a", "q": 0.5}"#, "q"), Ok(Some(0.5)));
+        assert_eq!(key(br#"{"q": -3, "text": "a"}"#, "q"), Ok(Some(-3.0)));
+        assert_eq!(key(br#"{"text": "a", "q": "7"}"#, "q"), Ok(Some(7.0)));
+        assert_eq!(key(br#"{"text": "a", "q": "1970-01-02"}"#, "q"), Ok(Some(86_400.0)));
+        // Nested, beside the text, or only the key below a name.
+        assert_eq!(key(br#"{"meta": {"q": 2, "x": [1]}, "text": "a"}"#, "meta.q"), Ok(Some(2.0)));
+        let r = parse_record_keyed(br#"{"doc": {"body": "b", "q": 4}}"#, "doc.body", "id", Some("doc.q")).unwrap();
+        assert_eq!((&*r.text, r.key), ("b", Some(4.0)));
+        assert_eq!(key(br#"{"text": "a", "meta.q": 9}"#, "meta.q"), Ok(Some(9.0)));
+        // No usable value is no key, never a rejected record.
+        for line in [
+            &br#"{"text": "a"}"#[..],
+            br#"{"text": "a", "q": null}"#,
+            br#"{"text": "a", "q": true}"#,
+            br#"{"text": "a", "q": "soon"}"#,
+            br#"{"text": "a", "q": {"v": 1}}"#,
+            br#"{"text": "a", "q": [1, 2]}"#,
+        ] {
+            assert_eq!(key(line, "q"), Ok(None), "{}", String::from_utf8_lossy(line));
+        }
+        for line in [
+            &br#"{"text": "a", "meta": 5}"#[..],
+            br#"{"text": "a", "meta": "x"}"#,
+            br#"{"text": "a", "meta": [{"q": 1}]}"#,
+            br#"{"text": "a", "meta": null}"#,
+            br#"{"text": "a", "meta": {"r": 1}}"#,
+        ] {
+            assert_eq!(key(line, "meta.q"), Ok(None), "{}", String::from_utf8_lossy(line));
+        }
+        assert!(key(br#"{"text": "a", "q": 1, "q": 2}"#, "q").unwrap_err().contains("twice"));
+    }
 
     #[test]
     fn extracts_fields_and_reports_problems() {
