@@ -1,6 +1,7 @@
-//! The release bundle's documents (issue 49): `release/manifest.toml` and
-//! `release/security-review.md`. Reads files only; runs in well under a
-//! second.
+//! The release bundle's documents (issue 49): `release/manifest.toml`,
+//! `release/security-review.md`, `release/migrations.md` and
+//! `release/correctness.md`. Reads files, and runs the dossier's generator
+//! once.
 //!
 //! - Every `[[artifact]]` of the manifest has exactly the keys `path`,
 //!   `version`, `owner`, `command`, `reviewed` (a `YYYY-MM-DD` date) and
@@ -21,8 +22,14 @@
 //!   every row of its tables (a cell of the migration matrix) names, in its
 //!   last column, tests that exist as above, or says "no test yet".
 //!
-//! Not checked yet: that running an artifact's `command` again gives the
-//! same bytes (a stale artifact).
+//! - `release/correctness.md` is what `bench/correctness.py` gives now, in
+//!   every section that depends only on the binary and the repository (the
+//!   generator runs with this build's binary, in about 3 s).
+//!
+//! Stale artifacts elsewhere: `release/normalization.md` is held to its
+//! generator by `crates/core/tests/release_normalization.rs`, the event
+//! schemas by `crates/server/tests/events.rs`; benchmark results are
+//! measurements, not regenerated.
 
 mod common;
 
@@ -417,4 +424,59 @@ fn every_test_the_dossier_names_exists() {
     assert!(names.len() >= 3, "{DOSSIER}: only {} tests named", names.len());
     let problems: Vec<String> = names.iter().filter_map(named_test_problem).collect();
     assert!(problems.is_empty(), "{DOSSIER}:\n{}", problems.join("\n"));
+}
+
+/// `release/correctness.md` split at its `## ` headings: (heading, body).
+fn dossier_sections(text: &str) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for line in text.lines() {
+        match line.strip_prefix("## ") {
+            Some(h) => out.push((h.to_owned(), String::new())),
+            None => {
+                if let Some((_, body)) = out.last_mut() {
+                    body.push_str(line);
+                    body.push('\n');
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The dossier is not stale: its generator, run again now with this build's
+/// binary, gives the committed text in every section that depends only on
+/// the binary and the repository (the differential fixture, the labelled
+/// corpus, the kill campaigns, the demonstration, the reviewers'
+/// questions). The real corpus's section is left out: it is built from the
+/// documentation the machine has installed. A change to the algorithms that
+/// moves a figure fails here until the dossier is regenerated.
+#[test]
+fn the_correctness_dossier_is_what_its_generator_gives_now() {
+    let out = tempfile::NamedTempFile::new().unwrap();
+    let run = std::process::Command::new("python3")
+        .arg(root().join("bench/correctness.py"))
+        .arg("--no-real")
+        .arg("--out")
+        .arg(out.path())
+        .env("NEARDUP_BIN", env!("CARGO_BIN_EXE_neardup"))
+        .output()
+        .expect("python3 runs bench/correctness.py");
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let fresh = dossier_sections(&std::fs::read_to_string(out.path()).unwrap());
+    let committed = dossier_sections(&read(DOSSIER));
+    let headings = |s: &[(String, String)]| s.iter().map(|(h, _)| h.clone()).collect::<Vec<_>>();
+    assert_eq!(headings(&fresh), headings(&committed), "the dossier's sections changed");
+    let mut compared = 0;
+    for ((heading, now), (_, then)) in fresh.iter().zip(&committed) {
+        if heading.starts_with("3. ") {
+            continue;
+        }
+        compared += 1;
+        assert!(
+            now == then,
+            "release/correctness.md is stale in \"{heading}\": regenerate it with \
+             NEARDUP_BIN=target/release/neardup python3 bench/correctness.py\n--- committed\n{then}\n--- now\n{now}"
+        );
+    }
+    assert_eq!(compared, 5);
 }
