@@ -96,9 +96,18 @@ pub struct InputArgs {
     /// files, each recognised by its content; a folder stands for its files
     /// (recursively, sorted by path, hidden names skipped); a quoted glob
     /// pattern (`'shards/*.parquet'`) for the files it matches, sorted;
-    /// `-` reads standard input (JSONL).
+    /// `-` reads standard input (JSONL). `s3://bucket/key`, a prefix
+    /// (`s3://bucket/shards/`) or a glob (`'s3://bucket/shards/*.parquet'`)
+    /// reads objects from an S3-compatible store, in key order (see
+    /// --s3-endpoint).
     #[arg(default_value = "-", num_args = 1..)]
     pub inputs: Vec<String>,
+    /// The S3-compatible store of `s3://` inputs (default: the environment's
+    /// AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL or AWS_ENDPOINT, else AWS).
+    /// Credentials come from AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY and
+    /// AWS_SESSION_TOKEN, the region from AWS_REGION (default us-east-1).
+    #[arg(long, value_name = "URL", help_heading = "Input")]
+    pub s3_endpoint: Option<String>,
     /// Field (or Parquet column) holding the text; a dotted path reaches
     /// into nested objects and struct columns (`meta.body`).
     #[arg(long, default_value = "text", help_heading = "Input")]
@@ -138,6 +147,14 @@ pub struct InputArgs {
 }
 
 impl InputArgs {
+    /// The run's inputs, expanded ([`crate::input::expand`]).
+    pub fn expand(&self) -> anyhow::Result<Vec<crate::chunk::Input>> {
+        if let Some(endpoint) = &self.s3_endpoint {
+            crate::remote::set_endpoint(endpoint);
+        }
+        crate::input::expand(&self.inputs)
+    }
+
     /// How to read the inputs when no row is written out.
     pub fn read_options(&self) -> crate::chunk::ReadOptions {
         crate::chunk::ReadOptions {

@@ -64,7 +64,7 @@ pub fn run(a: EvalArgs) -> anyhow::Result<ExitCode> {
     crate::usage::init_threads(a.input.threads)?;
     let params = a.pipeline.config()?.resolve()?;
     let base_t = params.threshold();
-    let inputs = crate::input::expand(&a.input.inputs)?;
+    let inputs = a.input.expand()?;
     let opts = a.input.read_options();
     let mut batch = Batch::new(params.clone(), &a.input.text_field, &a.input.id_field)?;
     let sources = crate::input::Sources::for_inputs(&inputs);

@@ -17,11 +17,17 @@ use crate::parquet_io::ParquetInput;
 /// stands for its files (recursively, sorted by path, names starting with
 /// `.` skipped); a path that does not exist but holds `*`, `?` or `[` is a
 /// glob pattern, expanded to the sorted paths it matches; `-` is standard
-/// input, once at most. Each file is recognised by its first bytes.
+/// input, once at most; an `s3://` URL is an object, a prefix or a glob
+/// in an object store ([`crate::remote::list`], key order). Each file is
+/// recognised by its first bytes.
 pub fn expand(given: &[String]) -> anyhow::Result<Vec<Input>> {
     let mut files: Vec<PathBuf> = Vec::new();
     let mut stdin = false;
     for p in given {
+        if crate::remote::is_remote(p) {
+            files.extend(crate::remote::list(p)?.into_iter().map(|(url, _)| PathBuf::from(url)));
+            continue;
+        }
         if p == "-" {
             if stdin {
                 anyhow::bail!("standard input (-) can be read only once");
@@ -86,6 +92,12 @@ fn recognise(path: &Path) -> anyhow::Result<Input> {
     let name = path.to_string_lossy().into_owned();
     if name == "-" {
         return Ok(Input { name, kind: Kind::Jsonl, size: None });
+    }
+    if crate::remote::is_remote(&name) {
+        let object = crate::remote::Object::open(&name)?;
+        let head = object.range(0, object.size.min(4) as usize).with_context(|| format!("cannot read {name}"))?;
+        let kind = if Head::of(&head) == Head::Parquet { Kind::Parquet } else { Kind::Jsonl };
+        return Ok(Input { name, kind, size: Some(object.size) });
     }
     // Asked of the path, not of an open file: a pipe or a FIFO (`<(zcat
     // f)`, `/dev/stdin`) is opened once, by its reader. Opened here to look
@@ -235,7 +247,12 @@ fn read_one(
     match input.kind {
         Kind::Jsonl => {
             let counter = Arc::new(AtomicU64::new(0));
-            let mut reader = JsonlReader::open(&input.name, opts.mmap, Arc::clone(&counter))?;
+            let mut reader = if crate::remote::is_remote(&input.name) {
+                let stream = crate::remote::Object::open(&input.name)?.stream()?;
+                JsonlReader::from_read(stream, Arc::clone(&counter), &input.name)?
+            } else {
+                JsonlReader::open(&input.name, opts.mmap, Arc::clone(&counter))?
+            };
             let (mut reported, base) = (0u64, *next);
             let mut shift = RAMP_SHIFT;
             loop {

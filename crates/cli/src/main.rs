@@ -33,6 +33,7 @@ mod output;
 mod parquet_io;
 mod pipeline;
 mod progress;
+mod remote;
 mod report;
 mod saved;
 mod scan;

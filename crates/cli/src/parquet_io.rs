@@ -8,10 +8,10 @@
 //! also sizes its batches (`limits.rs`).
 
 mod limits;
+mod source;
 mod thrift;
 
-use std::fs::File;
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -20,6 +20,7 @@ use arrow_array::builder::{Float64Builder, ListBuilder, StringBuilder, UInt64Bui
 use arrow_array::cast::AsArray;
 use arrow_array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray, StructArray};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use bytes::Bytes;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReader, ParquetRecordBatchReaderBuilder,
 };
@@ -31,6 +32,7 @@ use parquet::file::properties::WriterProperties;
 use crate::chunk::{Chunk, Input, ReadOptions};
 use crate::jsonl::{Body, Line, Reject};
 use limits::{Budget, Plan};
+use source::Source;
 
 /// A row group being written is flushed at this many bytes.
 const ROW_GROUP_BYTES: usize = 128 << 20;
@@ -41,7 +43,7 @@ const MAX_SCHEMA_DEPTH: usize = 64;
 /// A Parquet file being read.
 pub struct ParquetInput {
     name: String,
-    file: Arc<File>,
+    source: Source,
     file_len: u64,
     metadata: ArrowReaderMetadata,
     mask: ProjectionMask,
@@ -151,7 +153,7 @@ impl ParquetInput {
     /// Opens a Parquet file: reads its footer and checks the text column.
     pub fn open(input: &Input, opts: &ReadOptions) -> anyhow::Result<ParquetInput> {
         let name = input.name.clone();
-        let (file, file_len, metadata) = open_footer(&name)?;
+        let (source, file_len, metadata) = open_footer(&name)?;
         let schema = Arc::clone(metadata.schema());
         let Some(text_root) = root_of(&schema, &opts.text_field) else {
             let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
@@ -177,7 +179,7 @@ impl ParquetInput {
         let text_leaf = metadata.parquet_schema().columns().iter().position(|c| c.path().string() == opts.text_field);
         Ok(ParquetInput {
             name,
-            file,
+            source,
             file_len,
             metadata,
             mask,
@@ -278,10 +280,11 @@ impl ParquetInput {
     /// the budget, decoding as many rows at a time as the budget allows.
     fn open_group(&self, group: usize) -> anyhow::Result<(usize, ParquetRecordBatchReader, Plan)> {
         let name = &self.name;
-        let plan = limits::plan(&self.file, self.file_len, self.metadata.metadata(), group, &self.mask, self.budget)
+        // The last row group's held column chunks are read.
+        self.source.release();
+        let plan = limits::plan(&self.source, self.file_len, self.metadata.metadata(), group, &self.mask, self.budget)
             .map_err(|why| anyhow::anyhow!("{name}: {why}"))?;
-        let file = self.file.try_clone().with_context(|| format!("cannot open {name}"))?;
-        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(file, self.metadata.clone())
+        let reader = ParquetRecordBatchReaderBuilder::new_with_metadata(self.source.clone(), self.metadata.clone())
             .with_row_groups(vec![group])
             .with_batch_size(plan.batch_rows)
             .with_projection(self.mask.clone())
@@ -336,14 +339,13 @@ fn caught<T>(f: impl FnOnce() -> T) -> anyhow::Result<T> {
 }
 
 /// The footer of a Parquet file (its Thrift `FileMetaData`), read as bytes.
-fn read_footer(mut file: &File, path: &str) -> anyhow::Result<(u64, Vec<u8>)> {
-    let len = file.metadata().with_context(|| format!("cannot open {path}"))?.len();
+fn read_footer(source: &Source, path: &str) -> anyhow::Result<(u64, Bytes)> {
+    let len = source.size().with_context(|| format!("cannot open {path}"))?;
     let not = |why: String| anyhow::anyhow!("{path}: not a readable Parquet file ({why})");
     if len < 12 {
         return Err(not(format!("{len} bytes, too few for one")));
     }
-    let mut tail = [0u8; 8];
-    file.seek(SeekFrom::Start(len - 8)).and_then(|_| file.read_exact(&mut tail)).with_context(|| path.to_owned())?;
+    let tail = source.bytes(len - 8, 8).with_context(|| path.to_owned())?;
     match &tail[4..] {
         b"PAR1" => {}
         b"PARE" => return Err(not("its footer is encrypted, which this neardup does not read".into())),
@@ -353,19 +355,16 @@ fn read_footer(mut file: &File, path: &str) -> anyhow::Result<(u64, Vec<u8>)> {
     if footer + 12 > len {
         return Err(not(format!("a footer of {footer} bytes in a file of {len}")));
     }
-    let mut bytes = vec![0u8; footer as usize];
-    file.seek(SeekFrom::Start(len - 8 - footer))
-        .and_then(|_| file.read_exact(&mut bytes))
-        .with_context(|| path.to_owned())?;
+    let bytes = source.bytes(len - 8 - footer, footer as usize).with_context(|| path.to_owned())?;
     Ok((len, bytes))
 }
 
 /// Opens a Parquet file and reads its footer: the schema's depth is checked
 /// before anything builds it, and a decoder panic on a damaged footer is an
 /// error naming the file. Returns the file, its length and its metadata.
-fn open_footer(path: &str) -> anyhow::Result<(Arc<File>, u64, ArrowReaderMetadata)> {
-    let file = File::open(path).with_context(|| format!("cannot open {path}"))?;
-    let (len, footer) = read_footer(&file, path)?;
+fn open_footer(path: &str) -> anyhow::Result<(Source, u64, ArrowReaderMetadata)> {
+    let source = Source::open(path)?;
+    let (len, footer) = read_footer(&source, path)?;
     thrift::check_footer(&footer, MAX_SCHEMA_DEPTH).map_err(|e| anyhow::anyhow!("{path}: cannot read it: {e}"))?;
     let metadata = caught(|| {
         let metadata = ParquetMetaDataReader::decode_metadata(&footer)?;
@@ -373,7 +372,7 @@ fn open_footer(path: &str) -> anyhow::Result<(Arc<File>, u64, ArrowReaderMetadat
     })
     .and_then(|r| r.map_err(anyhow::Error::from))
     .with_context(|| format!("{path}: not a readable Parquet file"))?;
-    Ok((Arc::new(file), len, metadata))
+    Ok((source, len, metadata))
 }
 
 /// The Arrow schema of a Parquet file.

@@ -257,7 +257,21 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     if a.json && a.output.as_deref() == Some("-") {
         return Err(UsageError("--json and --output - both want stdout; write one to a file".into()).into());
     }
-    let inputs = crate::input::expand(&a.input.inputs)?;
+    let paths =
+        [("--output", &a.output), ("--pairs", &a.pairs), ("--clusters", &a.clusters), ("--dropped", &a.dropped)];
+    let folders = [("--index", &a.index), ("--reference", &a.reference), ("--work-dir", &a.work_dir)];
+    let remote_out = paths
+        .iter()
+        .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p.to_owned())))
+        .chain(folders.iter().filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p.display().to_string()))))
+        .find(|(_, p)| crate::remote::is_remote(p));
+    if let Some((flag, p)) = remote_out {
+        return Err(UsageError(format!(
+            "{flag} {p}: neardup reads s3:// inputs but writes only local files for now; write locally and upload"
+        ))
+        .into());
+    }
+    let inputs = a.input.expand()?;
     let engine = choose_engine(&a, &inputs)?;
     // A stream (standard input, a pipe, a FIFO, a device) has no size: it
     // can be read once.

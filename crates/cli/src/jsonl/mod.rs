@@ -63,6 +63,16 @@ impl JsonlReader {
         Ok(JsonlReader::Stream(read::stream(file, read, path)?))
     }
 
+    /// A stream of lines from `raw` (an object store's GET), decompressed
+    /// as [`JsonlReader::open`] decompresses a file; errors name `name`.
+    pub fn from_read(
+        raw: impl std::io::Read + Send + 'static,
+        read: Arc<AtomicU64>,
+        name: &str,
+    ) -> anyhow::Result<JsonlReader> {
+        Ok(JsonlReader::Stream(read::stream(raw, read, name)?))
+    }
+
     /// Reads a chunk of lines into `out` (empty), up to `limits`, skipping
     /// over-long lines (reported in `rejects`) and blank ones; lines are
     /// numbered on from `next_line`. Returns false at end of input.

@@ -18,8 +18,7 @@
 //!
 //! The budget is the larger of 1 GiB and 4 × `--max-line-bytes`.
 
-use std::fs::File;
-use std::io::{BufReader, Seek, SeekFrom};
+use std::io::{Seek, SeekFrom};
 use std::sync::Arc;
 
 use parquet::arrow::ProjectionMask;
@@ -28,6 +27,7 @@ use parquet::column::page::{Page, PageReader};
 use parquet::file::metadata::{ColumnChunkMetaData, ParquetMetaData};
 use parquet::file::serialized_reader::SerializedPageReader;
 
+use super::source::Source;
 use super::thrift::{self, Compact};
 
 /// Rows decoded at a time, at most.
@@ -127,13 +127,12 @@ fn sat(v: u128) -> u64 {
 
 /// Walks the page headers of a column chunk, checking each page against
 /// the chunk's byte range and the budget.
-fn walk_pages(file: &File, file_len: u64, column: &ColumnChunkMetaData, budget: Budget) -> Result<Pages, String> {
+fn walk_pages(source: &Source, file_len: u64, column: &ColumnChunkMetaData, budget: Budget) -> Result<Pages, String> {
     let (start, len) = column.byte_range();
     let end = start.checked_add(len).filter(|&e| e <= file_len).ok_or_else(|| {
         format!("its pages ({len} bytes at {start}) lie outside the file ({file_len} bytes): the file is damaged")
     })?;
-    let mut r = BufReader::with_capacity(1 << 10, file);
-    r.seek(SeekFrom::Start(start)).map_err(|e| e.to_string())?;
+    let mut r = source.chunk(start, len).map_err(|e| e.to_string())?;
     let mut pages = Pages::default();
     let mut at = start;
     while at < end {
@@ -175,7 +174,7 @@ fn walk_pages(file: &File, file_len: u64, column: &ColumnChunkMetaData, budget: 
             }
             _ => {}
         }
-        r.seek_relative(compressed as i64).map_err(|e| e.to_string())?;
+        r.seek(SeekFrom::Current(compressed as i64)).map_err(|e| e.to_string())?;
         at = next;
     }
     Ok(pages)
@@ -225,7 +224,7 @@ fn window_bound(pages: &[DataPage], rows: u64, entry: u64) -> u64 {
 /// The longest entry of a column's dictionary, read from its dictionary
 /// page (already checked against the budget).
 fn longest_entry(
-    file: &Arc<File>,
+    source: &Source,
     column: &ColumnChunkMetaData,
     rows: usize,
     dictionary_bytes: u64,
@@ -244,7 +243,7 @@ fn longest_entry(
         return Ok(dictionary_bytes);
     }
     let read = || -> parquet::errors::Result<Option<Page>> {
-        SerializedPageReader::new(Arc::clone(file), column, rows, None)?.get_next_page()
+        SerializedPageReader::new(Arc::new(source.clone()), column, rows, None)?.get_next_page()
     };
     let page = super::caught(read).map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
     let Some(Page::DictionaryPage { buf, num_values, .. }) = page else {
@@ -269,7 +268,7 @@ const RAISE: &str = " (the larger of 1 GiB and 4 × --max-line-bytes; raise --ma
 /// Checks row group `group` of a file against the budget and chooses its
 /// batch size. An error names the column and says why.
 pub(super) fn plan(
-    file: &Arc<File>,
+    source: &Source,
     file_len: u64,
     metadata: &ParquetMetaData,
     group: usize,
@@ -287,9 +286,9 @@ pub(super) fn plan(
         }
         let name = column.column_path().string();
         let at = |why: String| format!("row group {group}, column {name:?}: {why}");
-        let pages = walk_pages(file, file_len, column, budget).map_err(at)?;
+        let pages = walk_pages(source, file_len, column, budget).map_err(at)?;
         let entry = match pages.dictionary {
-            Some(bytes) if pages.dictionary_values > 0 => longest_entry(file, column, rows, bytes).map_err(at)?,
+            Some(bytes) if pages.dictionary_values > 0 => longest_entry(source, column, rows, bytes).map_err(at)?,
             _ => 0,
         };
         let repeated = column.column_descr().max_rep_level() > 0;
