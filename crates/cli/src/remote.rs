@@ -107,13 +107,16 @@ pub fn list(url: &str) -> anyhow::Result<Vec<(String, u64)>> {
     let (name, key) = split(url)?;
     let store = bucket(name)?;
     let under = |prefix: &str| -> anyhow::Result<Vec<(String, u64)>> {
-        let prefix = (!prefix.is_empty()).then(|| ObjectPath::from(prefix.trim_end_matches('/')));
-        let listed = block_on(store.list(prefix.as_ref()).collect::<Vec<_>>());
+        let prefix = prefix.trim_end_matches('/');
+        let path = (!prefix.is_empty()).then(|| ObjectPath::from(prefix));
+        let listed = block_on(store.list(path.as_ref()).collect::<Vec<_>>());
         let mut out = Vec::new();
         for meta in listed {
             let meta = meta.with_context(|| format!("cannot list {url}"))?;
             let k = meta.location.to_string();
-            if k.split('/').any(|part| part.starts_with('.')) {
+            // Hidden below the prefix given, as in a local folder.
+            let below = k.strip_prefix(prefix).unwrap_or(&k);
+            if below.split('/').any(|part| part.starts_with('.')) {
                 continue;
             }
             out.push((k, meta.size));

@@ -76,6 +76,13 @@ fn s3_inputs_give_what_the_same_files_give_locally() {
         let want: Vec<String> = (0..4).map(|i| format!("s3://docs/{format}/part-{i}.data")).collect();
         assert_eq!(names, want, "{remote}: inputs in key order, the hidden object left out");
     }
+    // A hidden prefix named outright is read (only names below it are
+    // skipped).
+    let one = std::fs::read(folders[0].1.join("part-0.data")).unwrap();
+    rt.block_on(weed.put("docs", ".staging/part-0.data", &one, "application/octet-stream"));
+    let summary: serde_json::Value =
+        serde_json::from_str(&ok(&neardup_s3(&weed, &["dedup", "s3://docs/.staging/", "-q", "--json"]))).unwrap();
+    assert_eq!(summary["records"].as_u64().unwrap(), shards[0].len() as u64, "{summary}");
     // What is not there is an error that names it.
     for (url, says) in [
         ("s3://docs/nothing/", "no object s3://docs/nothing/"),
