@@ -224,10 +224,29 @@ fn scrape_servers() -> Exported {
     let mut exported = Exported::default();
 
     let dir = tempfile::tempdir().unwrap();
-    let server = start_with(dir.path(), &["--fsync", "os", "--checkpoint-interval-secs", "1"]);
+    // A content store that does not answer (the discard port): a read of
+    // it fails, so its failure series is exported.
+    let (stores, creds) = (dir.path().join("stores.toml"), dir.path().join("creds.toml"));
+    std::fs::write(&creds, "access_key_id = \"a\"\nsecret_access_key = \"b\"\n").unwrap();
+    std::fs::write(
+        &stores,
+        format!(
+            "[[store]]\nname = \"corpus\"\nendpoint = \"http://127.0.0.1:9\"\nbucket = \"docs\"\n\
+             credentials_file = {:?}\ntimeout_ms = 2000\ntenants = [\"t\"]\n",
+            creds.display().to_string()
+        ),
+    )
+    .unwrap();
+    let server = start_with(
+        dir.path(),
+        &["--fsync", "os", "--checkpoint-interval-secs", "1", "--content-stores", stores.to_str().unwrap()],
+    );
     let addr = server.addr.clone();
     let (s, v) = call(&addr, "POST", "/v1/tenants", Some(ADMIN), Some(json!({"tenant_id": "t"})));
     assert_eq!(s, 201, "{v}");
+    let (s, v) =
+        call(&addr, "PUT", "/v1/tenants/t/items/u", Some(ADMIN), Some(json!({"content_uri": "s3://docs/a.txt"})));
+    assert_eq!(s, 503, "{v}");
     let text = |i: u32| format!("the red fox runs very fast over the hill, item {i} of the series");
     for i in 0..4 {
         let (s, v) =
@@ -331,6 +350,7 @@ fn alert_rules_and_dashboards_use_only_exported_metrics_and_labels() {
         "neardup_tombstone_seconds_bucket",
         "neardup_snapshot_age_seconds",
         "neardup_http_responses_total",
+        "neardup_content_read_failures_total",
     ] {
         assert!(all.contains(name), "no query uses {name}");
     }
