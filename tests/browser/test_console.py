@@ -248,6 +248,35 @@ def test_a_hostile_item_renders_as_text(server, browser):
     assert not csp_violations(d)
 
 
+def test_compare_says_why_a_tenant_without_content_shows_no_text(server, browser):
+    """A tenant with retain_content: false keeps no text; the compare view
+    shows the service's content_note for each side (sent inline: nothing
+    to read again) instead of text."""
+    status, created = server["admin"].call("POST", "/v1/tenants", {
+        "tenant_id": "private",
+        "config": {"normalizer": "seed", "shingle_width": 2, "threshold": 0.75, "retain_content": False}})
+    assert status == 201, created
+    api = Api(server["url"], created["api_key"])
+    for item_id, content in [("p-a", "red fox runs very fast"), ("p-b", "red fox runs very fast today")]:
+        status, out = api.call("PUT", f"/v1/tenants/private/items/{item_id}", {"content": content})
+        assert status in (200, 201), out
+    d = browser
+    sign_in(d, server["url"], "private", created["api_key"])
+    d.get(server["url"] + "/console/#tenant=private&view=compare&left=p-b&right=p-a")
+
+    def shown(d):
+        if d.execute_script("return !!document.body.dataset.loading"):
+            return False
+        return [e.text for e in d.find_elements(By.CSS_SELECTOR, ".side .item-id")] == ["p-b", "p-a"]
+
+    WebDriverWait(d, 30).until(shown)
+    notes = [e.text for e in d.find_elements(By.CSS_SELECTOR, ".side .content-note")]
+    assert notes == ["the tenant does not retain content, and the item was sent inline"] * 2, notes
+    assert not d.find_elements(By.CSS_SELECTOR, ".side mark"), "no text, so nothing marked"
+    no_alert(d)
+    assert not csp_violations(d)
+
+
 @pytest.fixture(scope="module")
 def triage(server):
     """A tenant of its own for the queue and the compare view's other

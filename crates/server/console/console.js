@@ -388,10 +388,14 @@
 
   function textOf(side) {
     const box = el('div', { class: 'text' });
+    // A tenant that does not retain content: the note says whether the
+    // text was read again from its object (an audited read) or why not.
+    const note = side.content_note || 'This tenant does not retain content (retain_content: false).';
     if (!side.segments) {
-      box.appendChild(el('span', { class: 'muted', text: 'This tenant does not store content (store_content: false).' }));
+      box.appendChild(el('span', { class: 'muted content-note', text: note }));
       return box;
     }
+    if (side.content_note) box.appendChild(el('p', { class: 'muted content-note', text: side.content_note }));
     for (const run of side.segments) box.appendChild(run.shared ? el('mark', { class: 'shared', text: run.text }) : document.createTextNode(run.text));
     return box;
   }

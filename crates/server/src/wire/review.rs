@@ -64,7 +64,8 @@ pub struct SideView {
     pub item: ItemView,
     /// The stored content as runs that concatenate to it, each marked when
     /// covered by a shingle the other side shares; absent when the tenant
-    /// does not store content (`store_content: false`).
+    /// does not retain content (`retain_content: false`) and it was not
+    /// read again.
     pub segments: Option<Vec<TextRunView>>,
     /// Where the text shown came from when the tenant does not retain it:
     /// read again from the item's object for this review (an audited
