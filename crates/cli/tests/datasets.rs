@@ -498,6 +498,44 @@ fn a_deeply_nested_parquet_schema_is_refused() {
 /// A dictionary bomb: one text of `len` bytes in the dictionary, referenced
 /// by `rows` rows (a file of about `len` bytes that decodes to `rows` ×
 /// `len`).
+/// Text column as pyarrow writes it: one row group, dictionary-encoded,
+/// holding `texts` (one long document among many short ones).
+fn dictionary_encoded(texts: &[String]) -> Vec<u8> {
+    use parquet::arrow::arrow_writer::ArrowWriterOptions;
+    let values = Arc::new(arrow_array::StringArray::from(texts.to_vec())) as ArrayRef;
+    let schema = Arc::new(Schema::new(vec![Field::new("text", DataType::Utf8, false)]));
+    let batch = RecordBatch::try_new(Arc::clone(&schema), vec![values]).unwrap();
+    let props = WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::SNAPPY)
+        .set_dictionary_page_size_limit(16 << 20)
+        .set_data_page_size_limit(64 << 10)
+        .build();
+    let options = ArrowWriterOptions::new().with_properties(props);
+    let mut out = Vec::new();
+    let mut w = ArrowWriter::try_new_with_options(&mut out, schema, options).unwrap();
+    w.write(&batch).unwrap();
+    w.close().unwrap();
+    out
+}
+
+/// Legitimate dictionary-encoded text is read, however long one entry is:
+/// 700 documents, one of 2 MB, all referencing the dictionary, once counted
+/// as 700 × 2 MB and refused (a pyarrow file of a real corpus was); what
+/// the references reference is counted now.
+#[test]
+fn a_dictionary_with_one_long_entry_is_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("pyarrow-like.parquet");
+    let long: String =
+        (0..2 << 20).map(|i| if i % 7 == 6 { ' ' } else { char::from(b'a' + (i * 31 % 26) as u8) }).collect();
+    let mut texts: Vec<String> = (0..699).map(|i| format!("a short document, number {i} of the set")).collect();
+    texts.insert(3, long);
+    std::fs::write(&path, dictionary_encoded(&texts)).unwrap();
+    let out = neardup_limited(2048, &["dedup", s(&path), "-q", "--json"]);
+    let summary: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
+    assert_eq!(summary["records"], 700, "{summary}");
+}
+
 fn dictionary_bomb(len: usize, rows: usize) -> Vec<u8> {
     use arrow_array::types::Int32Type;
     use parquet::arrow::arrow_writer::ArrowWriterOptions;

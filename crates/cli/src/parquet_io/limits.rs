@@ -249,17 +249,148 @@ fn longest_entry(
     let Some(Page::DictionaryPage { buf, num_values, .. }) = page else {
         return Err("its dictionary page is not where its metadata says".into());
     };
-    let (mut at, mut longest) = (0usize, 0u64);
+    Ok(entry_lengths(&buf, num_values)?.into_iter().max().map_or(0, u64::from))
+}
+
+/// The lengths of a PLAIN-encoded byte-array dictionary's entries.
+fn entry_lengths(buf: &[u8], num_values: u32) -> Result<Vec<u32>, String> {
+    let mut lens = Vec::with_capacity((num_values as usize).min(buf.len() / 4));
+    let mut at = 0usize;
     for _ in 0..num_values {
         let len = buf
             .get(at..at + 4)
             .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
             .filter(|&n| at + 4 + n <= buf.len())
             .ok_or("its dictionary page is damaged")?;
-        longest = longest.max(len as u64);
+        lens.push(len as u32);
         at += 4 + len;
     }
-    Ok(longest)
+    Ok(lens)
+}
+
+/// What the values of a byte-array column chunk that reference its
+/// dictionary decode to, exactly: each page read in turn (decompressed, one
+/// at a time, each already checked against the budget), its dictionary
+/// indices decoded and each counted at its entry's length — no value is
+/// built. Asked only when counting every reference at the longest entry
+/// would pass what the column may decode to: pyarrow dictionary-encodes a
+/// row group's first values, and one long document among them made that
+/// bound gigabytes for a file of megabytes. `None` where a page's levels
+/// are in the deprecated BIT_PACKED encoding (the bound then stands).
+fn referenced_bytes(source: &Source, column: &ColumnChunkMetaData, rows: usize) -> Result<Option<u64>, String> {
+    use parquet::basic::Encoding;
+    let descr = column.column_descr();
+    let (repeated, defined) = (descr.max_rep_level() > 0, descr.max_def_level() > 0);
+    let damaged = |e: parquet::errors::ParquetError| e.to_string();
+    let mut reader = super::caught(|| SerializedPageReader::new(Arc::new(source.clone()), column, rows, None))
+        .map_err(|e| e.to_string())?
+        .map_err(damaged)?;
+    let dictionary = |e: Encoding| matches!(e, Encoding::PLAIN_DICTIONARY | Encoding::RLE_DICTIONARY);
+    let (mut lens, mut total) = (Vec::new(), 0u64);
+    loop {
+        let page = super::caught(|| reader.get_next_page()).map_err(|e| e.to_string())?.map_err(damaged)?;
+        let (buf, at, count) = match page {
+            None => return Ok(Some(total)),
+            Some(Page::DictionaryPage { buf, num_values, .. }) => {
+                lens = entry_lengths(&buf, num_values)?;
+                continue;
+            }
+            Some(Page::DataPage { buf, num_values, encoding, def_level_encoding, rep_level_encoding, .. }) => {
+                if !dictionary(encoding) {
+                    continue;
+                }
+                // Repetition, then definition levels, each RLE-encoded
+                // after a 4-byte length.
+                let mut at = 0usize;
+                for (present, enc) in [(repeated, rep_level_encoding), (defined, def_level_encoding)] {
+                    if !present {
+                        continue;
+                    }
+                    if enc != Encoding::RLE {
+                        return Ok(None);
+                    }
+                    let n = buf
+                        .get(at..at + 4)
+                        .map(|b| u32::from_le_bytes(b.try_into().expect("4 bytes")) as usize)
+                        .ok_or("a data page's levels are damaged")?;
+                    at += 4 + n;
+                }
+                (buf, at, num_values)
+            }
+            Some(Page::DataPageV2 {
+                buf,
+                num_values,
+                num_nulls,
+                encoding,
+                def_levels_byte_len,
+                rep_levels_byte_len,
+                ..
+            }) => {
+                if !dictionary(encoding) {
+                    continue;
+                }
+                (buf, (def_levels_byte_len + rep_levels_byte_len) as usize, num_values.saturating_sub(num_nulls))
+            }
+        };
+        let values = buf.get(at..).ok_or("a data page's levels run past its end")?;
+        total = total.saturating_add(indices_bytes(values, count, &lens)?);
+    }
+}
+
+/// The bytes that up to `count` dictionary indices of an RLE/bit-packed
+/// hybrid run (after its one-byte bit width) reference, at `lens`.
+fn indices_bytes(data: &[u8], count: u32, lens: &[u32]) -> Result<u64, String> {
+    let bad = || "a data page's dictionary indices are damaged".to_owned();
+    let len_of = |i: u64| lens.get(usize::try_from(i).unwrap_or(usize::MAX)).map(|&l| u64::from(l)).ok_or_else(bad);
+    let (&width, mut rest) = data.split_first().ok_or_else(bad)?;
+    if width > 32 {
+        return Err(bad());
+    }
+    let (width, mut left, mut total) = (u32::from(width), u64::from(count), 0u64);
+    while left > 0 && !rest.is_empty() {
+        // The run's header, an unsigned LEB128.
+        let (mut header, mut shift) = (0u64, 0u32);
+        loop {
+            let (&b, r) = rest.split_first().ok_or_else(bad)?;
+            rest = r;
+            header |= u64::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+            if shift > 56 {
+                return Err(bad());
+            }
+        }
+        if header & 1 == 0 {
+            // A run of one value repeated.
+            let bytes = width.div_ceil(8) as usize;
+            let v = rest.get(..bytes).ok_or_else(bad)?;
+            rest = &rest[bytes..];
+            let value = v.iter().rev().fold(0u64, |acc, &b| acc << 8 | u64::from(b));
+            let n = (header >> 1).min(left);
+            total = total.saturating_add(n.saturating_mul(len_of(value)?));
+            left -= n;
+        } else {
+            // Groups of eight values, bit-packed least significant bit first.
+            let values = (header >> 1).saturating_mul(8);
+            let bytes = usize::try_from((header >> 1).saturating_mul(u64::from(width))).map_err(|_| bad())?;
+            let packed = rest.get(..bytes).unwrap_or(rest);
+            rest = &rest[packed.len()..];
+            for i in 0..values.min(left) {
+                let bit = i * u64::from(width);
+                let mut value = 0u64;
+                for b in 0..u64::from(width) {
+                    let at = bit + b;
+                    let byte = *packed.get((at / 8) as usize).ok_or_else(bad)?;
+                    value |= u64::from(byte >> (at % 8) & 1) << b;
+                }
+                total = total.saturating_add(len_of(value)?);
+            }
+            left -= values.min(left);
+        }
+    }
+    Ok(total)
 }
 
 /// How to raise the budget, for messages.
@@ -299,10 +430,24 @@ pub(super) fn plan(
         // batch size bounds what the others decode at a time.)
         let repeated_values =
             if repeated { pages.delta.saturating_add(pages.values.saturating_mul(PER_REPEATED_VALUE)) } else { 0 };
-        let expands = sat(u128::from(pages.dictionary_values) * u128::from(entry)).saturating_add(repeated_values);
+        let mut expands = sat(u128::from(pages.dictionary_values) * u128::from(entry)).saturating_add(repeated_values);
         let allowed = budget.bytes.saturating_add(pages.stored.saturating_mul(EXPANSION));
+        // Every reference at the longest entry is a bound; past it, count
+        // what the references do reference.
+        let mut referenced = None;
+        if expands > allowed
+            && pages.dictionary_values > 0
+            && column.column_descr().physical_type() == PhysicalType::BYTE_ARRAY
+        {
+            referenced = referenced_bytes(source, column, rows).map_err(at)?;
+            if let Some(r) = referenced {
+                expands = r.saturating_add(repeated_values);
+            }
+        }
         if expands > allowed {
-            let why = if pages.dictionary_values > 0 && entry > 0 {
+            let why = if let Some(r) = referenced {
+                format!("{} values reference {r} bytes of dictionary entries", pages.dictionary_values)
+            } else if pages.dictionary_values > 0 && entry > 0 {
                 format!("{} values reference a dictionary entry of up to {entry} bytes", pages.dictionary_values)
             } else {
                 format!("{} values in {} bytes of pages", pages.values, pages.stored)
@@ -338,6 +483,22 @@ pub(super) fn plan(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dictionary_indices_are_counted_at_their_entries() {
+        let lens = [10, 1000, 7, 3];
+        // Bit width 2; a run of five 1s; a bit-packed group of eight
+        // (0, 1, 2, 3, 3, 2, 1, 0), least significant bit first.
+        let data = [2u8, 5 << 1, 1, 0b11, 0b1110_0100, 0b0001_1011];
+        let want = 5 * 1000 + (10 + 1000 + 7 + 3 + 3 + 7 + 1000 + 10);
+        assert_eq!(indices_bytes(&data, 13, &lens), Ok(want));
+        // Fewer values than the runs hold: only those are counted.
+        assert_eq!(indices_bytes(&data, 6, &lens), Ok(5 * 1000 + 10));
+        // An index past the dictionary, a bit width over 32, a cut run.
+        assert!(indices_bytes(&[2, 1 << 1, 3], 1, &lens[..2]).is_err());
+        assert!(indices_bytes(&[33, 2, 0], 1, &lens).is_err());
+        assert!(indices_bytes(&[16, 4 << 1, 1], 4, &lens).is_err());
+    }
 
     fn page(values: u32, bytes: u32, kind: Values) -> DataPage {
         DataPage { values, bytes, kind }
