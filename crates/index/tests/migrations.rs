@@ -54,7 +54,7 @@ fn a_log_segment_of_another_format_version_refuses_to_open() {
     let crc = crc32(&bytes[..20]);
     bytes[20..24].copy_from_slice(&crc.to_le_bytes());
     std::fs::write(last, &bytes).unwrap();
-    let err = Engine::open(dir.path(), opts(StoreKind::Memory)).err().expect("a newer log must not open");
+    let Err(err) = Engine::open(dir.path(), opts(StoreKind::Memory)) else { panic!("a newer log must not open") };
     assert_eq!(err.code(), "unsupported_format", "{err}");
     assert!(err.to_string().contains("command log segment format version 2"), "{err}");
     // Nothing was cut or removed.
