@@ -180,6 +180,9 @@ impl Object {
     /// else fetched.
     pub fn range(&self, start: u64, len: usize) -> io::Result<Bytes> {
         let end = start + len as u64;
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
         if let Some(b) = self.held().iter().find_map(|(at, b)| {
             (*at <= start && end <= at + b.len() as u64).then(|| b.slice((start - at) as usize..(end - at) as usize))
         }) {
