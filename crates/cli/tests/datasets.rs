@@ -495,27 +495,60 @@ fn a_deeply_nested_parquet_schema_is_refused() {
     assert_eq!(summary["records"], 1, "{summary}");
 }
 
-/// A dictionary bomb: one text of `len` bytes in the dictionary, referenced
-/// by `rows` rows (a file of about `len` bytes that decodes to `rows` ×
-/// `len`).
-/// Text column as pyarrow writes it: one row group, dictionary-encoded,
-/// holding `texts` (one long document among many short ones).
-fn dictionary_encoded(texts: &[String]) -> Vec<u8> {
+/// A Parquet file of one non-null column, `text`, holding `values`,
+/// written with `props` (with the Arrow schema in its footer or without).
+fn text_file(values: ArrayRef, props: WriterProperties, arrow_schema: bool) -> Vec<u8> {
     use parquet::arrow::arrow_writer::ArrowWriterOptions;
-    let values = Arc::new(arrow_array::StringArray::from(texts.to_vec())) as ArrayRef;
-    let schema = Arc::new(Schema::new(vec![Field::new("text", DataType::Utf8, false)]));
+    let schema = Arc::new(Schema::new(vec![Field::new("text", values.data_type().clone(), false)]));
     let batch = RecordBatch::try_new(Arc::clone(&schema), vec![values]).unwrap();
-    let props = WriterProperties::builder()
-        .set_compression(parquet::basic::Compression::SNAPPY)
-        .set_dictionary_page_size_limit(16 << 20)
-        .set_data_page_size_limit(64 << 10)
-        .build();
-    let options = ArrowWriterOptions::new().with_properties(props);
+    let options = ArrowWriterOptions::new().with_properties(props).with_skip_arrow_metadata(!arrow_schema);
     let mut out = Vec::new();
     let mut w = ArrowWriter::try_new_with_options(&mut out, schema, options).unwrap();
     w.write(&batch).unwrap();
     w.close().unwrap();
     out
+}
+
+/// A dictionary bomb: one text of `len` bytes in the dictionary, referenced
+/// by `rows` rows (a file of about `len` bytes that decodes to `rows` ×
+/// `len`).
+fn dictionary_bomb(len: usize, rows: usize) -> Vec<u8> {
+    use arrow_array::types::Int32Type;
+    use parquet::file::properties::EnabledStatistics;
+    let mut x = 0x9E37_79B9_7F4A_7C15u64;
+    let text: String = (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            if x.is_multiple_of(6) {
+                ' '
+            } else {
+                char::from(b'a' + (x % 26) as u8)
+            }
+        })
+        .collect();
+    let values = Arc::new(arrow_array::StringArray::from(vec![text]));
+    let keys = arrow_array::Int32Array::from(vec![0; rows]);
+    let dict = arrow_array::DictionaryArray::<Int32Type>::new(keys, values);
+    let props = WriterProperties::builder()
+        .set_dictionary_page_size_limit(len * 2)
+        .set_statistics_enabled(EnabledStatistics::None)
+        .build();
+    // Without the Arrow schema in the footer, the column reads back as
+    // plain strings: the reader expands the dictionary.
+    text_file(Arc::new(dict), props, false)
+}
+
+/// Text as pyarrow writes it: one row group, dictionary-encoded, holding
+/// `texts` (one long document among many short ones).
+fn dictionary_encoded(texts: &[String]) -> Vec<u8> {
+    let props = WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::SNAPPY)
+        .set_dictionary_page_size_limit(16 << 20)
+        .set_data_page_size_limit(64 << 10)
+        .build();
+    text_file(Arc::new(arrow_array::StringArray::from(texts.to_vec())), props, true)
 }
 
 /// Legitimate dictionary-encoded text is read, however long one entry is:
@@ -534,43 +567,6 @@ fn a_dictionary_with_one_long_entry_is_read() {
     let out = neardup_limited(2048, &["dedup", s(&path), "-q", "--json"]);
     let summary: serde_json::Value = serde_json::from_str(&ok(&out)).unwrap();
     assert_eq!(summary["records"], 700, "{summary}");
-}
-
-fn dictionary_bomb(len: usize, rows: usize) -> Vec<u8> {
-    use arrow_array::types::Int32Type;
-    use parquet::arrow::arrow_writer::ArrowWriterOptions;
-    use parquet::file::properties::EnabledStatistics;
-    let mut x = 0x9E37_79B9_7F4A_7C15u64;
-    let text: String = (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            if x.is_multiple_of(6) {
-                ' '
-            } else {
-                char::from(b'a' + (x % 26) as u8)
-            }
-        })
-        .collect();
-    let values = Arc::new(arrow_array::StringArray::from(vec![text]));
-    let keys = arrow_array::Int32Array::from(vec![0; rows]);
-    let dict = arrow_array::DictionaryArray::<Int32Type>::new(keys, values);
-    // Without the Arrow schema in the footer, the column reads back as
-    // plain strings: the reader expands the dictionary.
-    let field = Field::new("text", arrow_array::Array::data_type(&dict).clone(), false);
-    let schema = Arc::new(Schema::new(vec![field]));
-    let batch = RecordBatch::try_new(Arc::clone(&schema), vec![Arc::new(dict)]).unwrap();
-    let props = WriterProperties::builder()
-        .set_dictionary_page_size_limit(len * 2)
-        .set_statistics_enabled(EnabledStatistics::None)
-        .build();
-    let options = ArrowWriterOptions::new().with_properties(props).with_skip_arrow_metadata(true);
-    let mut out = Vec::new();
-    let mut w = ArrowWriter::try_new_with_options(&mut out, schema, options).unwrap();
-    w.write(&batch).unwrap();
-    w.close().unwrap();
-    out
 }
 
 /// A small file whose dictionary expands to gigabytes is refused before it
