@@ -11,7 +11,19 @@ cd "$(dirname "$0")/.."
 BIN=${NEARDUP_BIN:-target/release/neardup}
 ROUNDS=${ROUNDS:-3}
 work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+weed_pid=""
+ports=()
+stop() {
+    # A scratch store: killed outright (it may not stop on SIGTERM), and
+    # the Unix sockets it leaves in /tmp removed.
+    if [ -n "$weed_pid" ]; then
+        kill -9 "$weed_pid" 2>/dev/null || true
+        wait "$weed_pid" 2>/dev/null || true
+        for port in "${ports[@]}"; do rm -f /tmp/seaweedfs-*-"$port".sock; done
+    fi
+    rm -rf "$work"
+}
+trap stop EXIT
 
 python3 bench/corpus/real.py "$work/real.jsonl" --dense >/dev/null
 mkdir -p "$work/jsonl" "$work/parquet"
@@ -43,6 +55,7 @@ weed server -dir="$work/weed" -ip=127.0.0.1 -ip.bind=127.0.0.1 -filer -s3 -maste
     -master.port="${ports[0]}" -master.port.grpc="${ports[1]}" -volume.port="${ports[2]}" \
     -volume.port.grpc="${ports[3]}" -filer.port="${ports[4]}" -filer.port.grpc="${ports[5]}" \
     -s3.port="${ports[6]}" -s3.port.grpc="${ports[7]}" -s3.config="$work/ids.json" >"$work/weed.log" 2>&1 &
+weed_pid=$!
 for _ in $(seq 1 300); do
     curl -s -o /dev/null "http://127.0.0.1:${ports[4]}/" && break
     sleep 0.2
