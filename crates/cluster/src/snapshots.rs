@@ -129,11 +129,12 @@ pub async fn bucket(
         Err(_) => create_bucket(js, replicas, &name).await?,
     };
     // An object store is the stream `OBJ_{bucket}` (the JetStream object
-    // store convention every client follows).
-    let stream = js
-        .get_stream(format!("OBJ_{name}"))
+    // store convention every client follows). Retried like every set-up
+    // step: nodes started together all ask the servers at once, and a
+    // request timed out there (seen once in six runs of three nodes).
+    let stream = until_answered(|| async { js.get_stream(format!("OBJ_{name}")).await.map_err(|e| e.to_string()) })
         .await
-        .map_err(|e| ClusterError::jetstream("reading the snapshot bucket", e))?;
+        .map_err(|last| ClusterError::jetstream("reading the snapshot bucket", last))?;
     Ok(SetBucket { objects, stream, name, js: js.clone(), partition, seal })
 }
 
