@@ -522,9 +522,7 @@ impl Batch {
         })?;
         // Stable: equal keys keep input order.
         all.sort_by_key(|p| p.order);
-        if self.keep.field().is_some() {
-            self.keep_missing = all.iter().filter(|p| p.order == u64::MAX).count() as u64;
-        }
+        self.keep_missing = all.iter().filter(|p| p.order == u64::MAX).count() as u64;
         let mut all = all.into_iter();
         loop {
             let block: Vec<Pending> = all.by_ref().take(ORDERED_BLOCK).collect();

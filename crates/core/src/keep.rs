@@ -71,7 +71,8 @@ impl Keep {
 
     /// The order key of a record (smaller is decided first; ties in input
     /// order): from its text's length for `longest`, from its field's value
-    /// otherwise. `u64::MAX` for a record without a usable value.
+    /// otherwise. `u64::MAX` only for a record without a usable value of
+    /// the policy's field (`first` and `longest` never give it).
     pub fn order(&self, text_len: usize, value: Option<f64>) -> u64 {
         match self {
             Keep::First => 0,

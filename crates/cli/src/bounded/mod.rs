@@ -667,9 +667,6 @@ fn number_in_order(setup: &Setup<'_>, dir: &std::path::Path, budget: usize) -> a
         ranks[be32(&r[8..12]) as usize] = next;
         next += 1;
     }
-    if setup.keep.field().is_none() {
-        missing = 0;
-    }
     Ok((ranks, next, missing))
 }
 
