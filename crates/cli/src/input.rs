@@ -22,10 +22,15 @@ use crate::parquet_io::ParquetInput;
 /// recognised by its first bytes.
 pub fn expand(given: &[String]) -> anyhow::Result<Vec<Input>> {
     let mut files: Vec<PathBuf> = Vec::new();
+    // Objects' sizes as their listing gave them (no second request).
+    let mut listed: std::collections::HashMap<PathBuf, u64> = std::collections::HashMap::new();
     let mut stdin = false;
     for p in given {
         if crate::remote::is_remote(p) {
-            files.extend(crate::remote::list(p)?.into_iter().map(|(url, _)| PathBuf::from(url)));
+            for (url, size) in crate::remote::list(p)? {
+                listed.insert(PathBuf::from(&url), size);
+                files.push(PathBuf::from(url));
+            }
             continue;
         }
         if p == "-" {
@@ -56,7 +61,7 @@ pub fn expand(given: &[String]) -> anyhow::Result<Vec<Input>> {
     if files.is_empty() {
         anyhow::bail!("no input files in {}", given.join(", "));
     }
-    files.into_iter().map(|f| recognise(&f)).collect()
+    files.into_iter().map(|f| recognise(&f, listed.get(&f).copied())).collect()
 }
 
 fn push_path(path: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
@@ -88,13 +93,16 @@ fn walk_files(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 }
 
 /// Opens `path` far enough to tell what it holds.
-fn recognise(path: &Path) -> anyhow::Result<Input> {
+fn recognise(path: &Path, listed_size: Option<u64>) -> anyhow::Result<Input> {
     let name = path.to_string_lossy().into_owned();
     if name == "-" {
         return Ok(Input { name, kind: Kind::Jsonl, size: None });
     }
     if crate::remote::is_remote(&name) {
-        let object = crate::remote::Object::open(&name)?;
+        let object = match listed_size {
+            Some(size) => crate::remote::Object::sized(&name, size)?,
+            None => crate::remote::Object::open(&name)?,
+        };
         let head = object.range(0, object.size.min(4) as usize).with_context(|| format!("cannot read {name}"))?;
         let kind = if Head::of(&head) == Head::Parquet { Kind::Parquet } else { Kind::Jsonl };
         return Ok(Input { name, kind, size: Some(object.size) });
@@ -248,7 +256,7 @@ fn read_one(
         Kind::Jsonl => {
             let counter = Arc::new(AtomicU64::new(0));
             let mut reader = if crate::remote::is_remote(&input.name) {
-                let stream = crate::remote::Object::open(&input.name)?.stream()?;
+                let stream = crate::remote::Object::sized(&input.name, input.size.unwrap_or(0))?.stream()?;
                 JsonlReader::from_read(stream, Arc::clone(&counter), &input.name)?
             } else {
                 JsonlReader::open(&input.name, opts.mmap, Arc::clone(&counter))?

@@ -167,13 +167,23 @@ impl std::fmt::Debug for Object {
 }
 
 impl Object {
-    /// The object at `url`, with its size.
+    /// The object at `url`, with its size (one HEAD request).
     pub fn open(url: &str) -> anyhow::Result<Object> {
+        let object = Object::sized(url, 0)?;
+        let meta = block_on(object.store.head(&object.path)).with_context(|| format!("cannot open {url}"))?;
+        Ok(Object { size: meta.size, ..object })
+    }
+
+    /// The object at `url` of a size already known (from its listing).
+    pub fn sized(url: &str, size: u64) -> anyhow::Result<Object> {
         let (name, key) = split(url)?;
-        let store = bucket(name)?;
-        let path = ObjectPath::from(key);
-        let meta = block_on(store.head(&path)).with_context(|| format!("cannot open {url}"))?;
-        Ok(Object { store, path, url: url.to_owned(), size: meta.size, held: Mutex::default() })
+        Ok(Object {
+            store: bucket(name)?,
+            path: ObjectPath::from(key),
+            url: url.to_owned(),
+            size,
+            held: Mutex::default(),
+        })
     }
 
     /// Bytes `start..start + len`: from a held range when one covers them,
