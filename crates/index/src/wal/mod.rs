@@ -301,8 +301,21 @@ impl Wal {
             FsyncPolicy::EveryMs(ms) => {
                 let (w, d, s) = (Arc::clone(&writer), Arc::clone(&durability), Arc::clone(&stop));
                 Some(std::thread::spawn(move || {
-                    while !s.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(ms));
+                    let every = Duration::from_millis(ms);
+                    loop {
+                        // Parked, not asleep: dropping the log unparks this
+                        // thread, so a drop does not wait out the interval.
+                        let due = std::time::Instant::now() + every;
+                        while !s.load(Ordering::Relaxed) {
+                            let now = std::time::Instant::now();
+                            if now >= due {
+                                break;
+                            }
+                            std::thread::park_timeout(due - now);
+                        }
+                        if s.load(Ordering::Relaxed) {
+                            break;
+                        }
                         let handle = match w.lock() {
                             Ok(mut g) if g.dirty => {
                                 g.dirty = false;
@@ -528,6 +541,7 @@ impl Drop for Wal {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
         if let Some(h) = self.flusher.take() {
+            h.thread().unpark();
             let _ = h.join();
         }
         // The syncer answers every callback still waiting before it stops.
@@ -624,6 +638,25 @@ mod tests {
             assert_eq!(recs2.len(), want);
             assert!(rep2.cuts.is_empty(), "{rep2:?}");
         }
+    }
+
+    /// Dropping a log under a long `EveryMs` interval does not wait out the
+    /// interval (the flusher is woken), and what was appended is on disk.
+    /// The interval is an hour; the guard of 60 s only stops a hang, so a
+    /// slow machine cannot make this fail while the flusher is woken.
+    #[test]
+    fn drop_wakes_the_flusher() {
+        let d = tempfile::tempdir().unwrap();
+        let wal = Wal::open(d.path(), 1, FsyncPolicy::EveryMs(3_600_000)).unwrap();
+        wal.append(&[vec![7]]).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            drop(wal);
+            let _ = tx.send(());
+        });
+        rx.recv_timeout(Duration::from_secs(60)).expect("dropping the log waited for the flusher's interval");
+        let (recs, _) = collect(d.path());
+        assert_eq!(recs.iter().map(|r| r.0).collect::<Vec<_>>(), [1]);
     }
 
     #[test]
