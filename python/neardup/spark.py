@@ -18,15 +18,19 @@ Stages:
    ``monotonically_increasing_id()`` (increasing in the order read).
 2. Keys (``mapInArrow``, Rust): each row's LSH band keys and its content
    hash — the only keys a query of the single-machine index looks rows up
-   by. Arrow batches in and out; the keys leave as one Arrow list column.
-3. Groups: rows linked by a shared key (a band bucket, or equal content),
-   as connected components, computed by alternating large-star and
+   by. Arrow batches in and out (the texts read from the Arrow buffers,
+   with no Python object per row); the keys leave as one Arrow list column.
+3. Groups: rows linked by a shared key (a band bucket, or equal content:
+   each row to its bucket's first, in one window over the bucket), as
+   connected components, computed by alternating large-star and
    small-star rounds (the rounds grow with the log of a component's size,
    not its diameter); each round's edges are checkpointed (``--checkpoint-dir``,
    else ``localCheckpoint``), so the plan stays one round long. A row that
    shares no key with another is kept and in no cluster, with no more work.
-4. Decisions per group (``groupBy(...).applyInArrow``, Rust): a group's rows,
-   in input order, go through the batch rule — candidates among the earlier
+4. Decisions per group (``groupBy(...).applyInArrow``, Rust): the grouped
+   rows' texts are read again (the input filtered where it is read by a
+   broadcast join when at most ``BROADCAST_ROWS`` rows are grouped, else a
+   shuffle join); a group's rows, in input order, go through the batch rule — candidates among the earlier
    rows sharing a band (each bucket read up to ``max_bucket_read``), ranked
    by the sketch estimate and capped at ``max_candidates``, verified
    exactly; the look further among kept rows where the cap cut close. Every
@@ -35,10 +39,12 @@ Stages:
    (connected components of the verified pairs, named by their first row)
    lie within a group, and are found there too.
 5. Output: the pairs and clusters from the groups' rows; the kept rows are
-   the input less the dropped ones.
+   the input less the dropped ones (a broadcast anti join under the same
+   bound), sorted into input order.
 
-The driver holds the configuration and counts; everything proportional to
-the data stays on the executors.
+The driver holds the configuration, counts and at most ``BROADCAST_ROWS``
+positions of a broadcast join; everything proportional to the data stays on
+the executors.
 
 The limit: a group is decided in one task, sequentially (the greedy rule is
 sequential). On templated data LSH buckets link rows far beyond their near
@@ -90,20 +96,41 @@ def _key_batches(params: Dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[A
 
         f = neardup.Fingerprinter(**params)
         for batch in batches:
-            texts = [t if t is not None else "" for t in batch.column(1).to_pylist()]
-            fps = f.fingerprint_many(texts)
-            keys = [fp.band_keys for fp in fps]
-            offsets = np.zeros(len(keys) + 1, dtype=np.int32)
-            np.cumsum([len(k) for k in keys], out=offsets[1:])
-            flat = np.concatenate(keys).view(np.int64) if keys else np.empty(0, dtype=np.int64)
-            # The band keys are u64: their bits, as Spark's signed longs.
-            hkeys = np.array([int(fp.content_hash[:16], 16) for fp in fps], dtype=np.uint64).view(np.int64)
+            offsets, data = _text_buffers(batch.column(1))
+            key_offsets, keys, hkeys = f._band_keys_arrow(offsets, data)
+            # The band keys and hashes are u64: their bits, as Spark's signed longs.
             yield pa.RecordBatch.from_arrays(
-                [batch.column(0), pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat)), pa.array(hkeys)],
+                [batch.column(0),
+                 pa.ListArray.from_arrays(pa.array(key_offsets), pa.array(keys.view(np.int64))),
+                 pa.array(hkeys.view(np.int64))],
                 names=["pos", "keys", "hkey"],
             )
 
     return run
+
+
+def _text_buffers(column: Any) -> Any:
+    """An Arrow string column as (``offsets``: ``int64``, n + 1 positions into
+    ``data``; ``data``: ``uint8``), without a Python object per text; a null
+    is an empty text."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if column.null_count:
+        column = pc.fill_null(column, "")
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        column = column.cast(pa.large_string())  # a string view, say
+    wide = pa.types.is_large_string(column.type)
+    _, offset_buf, data_buf = column.buffers()
+    n = len(column)
+    offsets = np.frombuffer(offset_buf, dtype=np.int64 if wide else np.int32)[column.offset:column.offset + n + 1]
+    offsets = offsets.astype(np.int64)
+    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, dtype=np.uint8)
+    if n:
+        data = data[offsets[0]:offsets[-1]]
+        offsets -= offsets[0]
+    return offsets, data
 
 
 def _decide_group(params: Dict[str, Any], keep: str = "first") -> Callable[[Any], Any]:
@@ -274,6 +301,7 @@ def dedup(
     """
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
+    from pyspark.sql.window import Window
 
     spark = df.sparkSession
     # Validate the configuration once, on the driver, with neardup's message.
@@ -308,21 +336,22 @@ def dedup(
     exploded = keys.select("pos", F.posexplode("keys").alias("band", "key")).unionByName(
         keys.select("pos", F.lit(-1).alias("band"), F.col("hkey").alias("key"))
     )
-    firsts = (
-        exploded.groupBy("band", "key").agg(F.min("pos").alias("first"), F.count(F.lit(1)).alias("n"))
+    # One shuffle: each row of a bucket with the bucket's first row and size.
+    bucket = Window.partitionBy("band", "key")
+    edges = (
+        exploded.select("pos", F.min("pos").over(bucket).alias("first"), F.count(F.lit(1)).over(bucket).alias("n"))
         .where(F.col("n") > 1)
-        .drop("n")
+        .select(F.col("pos").alias("a"), F.col("first").alias("b"))
     )
-    edges = exploded.join(firsts, ["band", "key"]).select(F.col("pos").alias("a"), F.col("first").alias("b"))
-    groups = connected_components(edges, checkpoint, stats)
+    groups = checkpoint(connected_components(edges, checkpoint, stats))
 
-    members = groups.join(
-        base.select(F.col("__pos").alias("pos"), F.col("__file").alias("file"),
-                    F.col(id_col).cast("string").alias("id"),
-                    F.col(text_col).cast("string").alias("text"),
-                    keyval.alias("keyval")),
-        "pos",
-    )
+    # The grouped rows' texts: when the groups are few enough, the input is
+    # filtered where it is read (a broadcast join), else both are shuffled.
+    rows = base.select(F.col("__pos").alias("pos"), F.col("__file").alias("file"),
+                       F.col(id_col).cast("string").alias("id"),
+                       F.col(text_col).cast("string").alias("text"),
+                       keyval.alias("keyval"))
+    members = rows.join(_small(groups), "pos")
     decided_schema = T.StructType([
         T.StructField("pos", T.LongType(), False),
         T.StructField("file", T.IntegerType(), False),
@@ -339,8 +368,22 @@ def dedup(
     )
     clusters_df = decided.orderBy("file", "pos").select("id", "cluster")
     dropped = decided.where(~F.col("kept")).select(F.col("pos").alias("__pos"))
-    kept_df = base.join(dropped, "__pos", "left_anti").orderBy("__file", "__pos").select(*df.columns)
+    kept_df = base.join(_small(dropped), "__pos", "left_anti").orderBy("__file", "__pos").select(*df.columns)
     return pairs_df, clusters_df, kept_df
+
+
+# The most rows of positions (a long or two each) that a join broadcasts:
+# ~50 MB on the driver and on each executor, whatever the input's size.
+BROADCAST_ROWS = 2_000_000
+
+
+def _small(df):
+    """``df`` marked for a broadcast join when it has at most
+    ``BROADCAST_ROWS`` rows (counted: ``df`` should be checkpointed), else
+    ``df`` as it is (a shuffle join)."""
+    from pyspark.sql import functions as F
+
+    return F.broadcast(df) if df.limit(BROADCAST_ROWS + 1).count() <= BROADCAST_ROWS else df
 
 
 def _is_local(master: str) -> bool:

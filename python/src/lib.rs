@@ -13,7 +13,7 @@ use neardup_core::{
     Config, Fingerprint, Fingerprinter as CoreFingerprinter, Match, MemoryIndex, Normalizer, Params, ShingleKind,
     SignatureScheme,
 };
-use numpy::{PyArray1, ToPyArray};
+use numpy::{PyArray1, PyReadonlyArray1, ToPyArray};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -171,6 +171,31 @@ impl Fingerprinter {
         py.detach(|| texts.iter().map(|t| inner.fingerprint(t).into()).collect())
     }
 
+    /// The LSH band keys and the first 64 bits of the content hash of many
+    /// texts, read from an Arrow string array's two buffers with no Python
+    /// object per text (the Spark job's key stage). `offsets` (`int64`,
+    /// n + 1 non-decreasing positions into `data`) and `data` (`uint8`,
+    /// UTF-8) are Arrow's; a null text is passed as an empty one. Returns
+    /// `(key_offsets, keys, hashes)`: text `i`'s keys are
+    /// `keys[key_offsets[i]:key_offsets[i + 1]]` (`int32` offsets, `uint64`
+    /// keys), its hash `hashes[i]` (`uint64`, the digest's first 8 bytes
+    /// big-endian, i.e. `int(content_hash[:16], 16)`).
+    #[allow(clippy::type_complexity)]
+    fn _band_keys_arrow<'py>(
+        &mut self,
+        py: Python<'py>,
+        offsets: PyReadonlyArray1<'py, i64>,
+        data: PyReadonlyArray1<'py, u8>,
+    ) -> PyResult<(Bound<'py, PyArray1<i32>>, Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<u64>>)> {
+        // Copied while the GIL is held: the work below runs without it, and
+        // nothing can change these copies meanwhile.
+        let offsets = offsets.as_slice().map_err(value_error)?.to_vec();
+        let data = data.as_slice().map_err(value_error)?.to_vec();
+        let inner = &mut self.inner;
+        let (key_offsets, keys, hashes) = py.detach(|| band_keys_of(inner, &offsets, &data))?;
+        Ok((key_offsets.to_pyarray(py), keys.to_pyarray(py), hashes.to_pyarray(py)))
+    }
+
     /// The configuration's fingerprint version: equal strings, compatible fingerprints.
     #[getter]
     fn fingerprint_version(&self) -> String {
@@ -187,6 +212,39 @@ impl Fingerprinter {
     fn rows(&self) -> u32 {
         self.inner.params().lsh().rows
     }
+}
+
+/// [`Fingerprinter::_band_keys_arrow`]'s work, checked: offsets inside
+/// `data` and in order, every text UTF-8, the key count within `int32`.
+fn band_keys_of(f: &mut CoreFingerprinter, offsets: &[i64], data: &[u8]) -> PyResult<(Vec<i32>, Vec<u64>, Vec<u64>)> {
+    let n = offsets.len().saturating_sub(1);
+    let mut key_offsets = Vec::with_capacity(n + 1);
+    let mut keys = Vec::new();
+    let mut hashes = Vec::with_capacity(n);
+    key_offsets.push(0i32);
+    for (i, w) in offsets.windows(2).enumerate() {
+        let (start, end) = (usize::try_from(w[0]), usize::try_from(w[1]));
+        let bytes = match (start, end) {
+            (Ok(a), Ok(b)) if a <= b && b <= data.len() => &data[a..b],
+            _ => {
+                return Err(value_error(format!(
+                    "text {i}: offsets {}..{} outside the {} bytes of data",
+                    w[0],
+                    w[1],
+                    data.len()
+                )))
+            }
+        };
+        let text = std::str::from_utf8(bytes).map_err(|e| value_error(format!("text {i}: not UTF-8: {e}")))?;
+        let fp = f.fingerprint(text);
+        keys.extend_from_slice(&fp.band_keys);
+        let at = i32::try_from(keys.len()).map_err(|_| value_error("more than 2^31 band keys in one call"))?;
+        key_offsets.push(at);
+        let mut first = [0u8; 8];
+        first.copy_from_slice(&fp.content_hash.0[..8]);
+        hashes.push(u64::from_be_bytes(first));
+    }
+    Ok((key_offsets, keys, hashes))
 }
 
 /// A near-duplicate index: MinHash-LSH candidates, every candidate verified

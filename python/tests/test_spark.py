@@ -11,6 +11,8 @@ import sys
 
 import pytest
 
+import neardup
+
 from test_neardup import real_corpus, run_cli
 
 
@@ -59,6 +61,37 @@ def spark_results(spark, out):
     kept = pq.read_table(str(out / "kept")).column("id").to_pylist()
     clusters = {r["id"]: r["cluster"] for r in spark.read.parquet(str(out / "clusters")).collect()}
     return got, kept, clusters
+
+
+def test_key_stage_reads_arrow_buffers_as_fingerprint_many_reads_strings(tmp_path):
+    """The key stage's band keys and content hashes, read from an Arrow
+    column's buffers (sliced, with nulls, wide offsets, non-ASCII), equal
+    `Fingerprinter.fingerprint_many`'s; bad buffers are a ValueError."""
+    import numpy as np
+    import pyarrow as pa
+    from neardup.spark import _text_buffers
+
+    texts = [d["text"] for d in real_corpus(tmp_path, 60)[1]] + ["", "Grüße aus Köln — 東京の天気", None, "a b"]
+    f = neardup.Fingerprinter(threshold=0.8)
+    want = f.fingerprint_many([t or "" for t in texts])
+    for column in (pa.array(texts, pa.string()), pa.array(texts, pa.large_string())):
+        for part in (column, column.slice(7, 50), column.slice(58)):
+            offsets, data = _text_buffers(part)
+            key_offsets, keys, hashes = f._band_keys_arrow(offsets, data)
+            start = 0 if part is column else (7 if len(part) == 50 else 58)
+            assert len(key_offsets) == len(part) + 1 and len(hashes) == len(part)
+            for i in range(len(part)):
+                fp = want[start + i]
+                assert list(keys[key_offsets[i]:key_offsets[i + 1]]) == list(fp.band_keys)
+                assert int(hashes[i]) == int(fp.content_hash[:16], 16)
+    ok = np.array([0, 3], dtype=np.int64)
+    with pytest.raises(ValueError, match="outside"):
+        f._band_keys_arrow(np.array([0, 9], dtype=np.int64), np.frombuffer(b"abc", dtype=np.uint8))
+    with pytest.raises(ValueError, match="outside"):
+        f._band_keys_arrow(np.array([2, 1], dtype=np.int64), np.frombuffer(b"abc", dtype=np.uint8))
+    with pytest.raises(ValueError, match="UTF-8"):
+        f._band_keys_arrow(ok, np.frombuffer(b"a\xffc", dtype=np.uint8))
+    assert [len(a) for a in f._band_keys_arrow(np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint8))] == [1, 0, 0]
 
 
 def test_spark_job_gives_the_cli_pairs_clusters_and_kept_set_with_capped_queries(tmp_path, capsys):
