@@ -85,6 +85,11 @@ from typing import Any, Callable, Dict, Iterator, Optional
 
 import neardup
 
+# The most rows of positions (a long or two each) that a join broadcasts
+# by default: ~50 MB on the driver and on each executor, whatever the
+# input's size (``--broadcast-rows``).
+BROADCAST_ROWS = 2_000_000
+
 
 def _key_batches(params: Dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """``mapInArrow``'s function: (``pos``, text) batches to (``pos``, ``keys``:
@@ -276,6 +281,7 @@ def dedup(
     threshold: float = 0.8,
     stats: Optional[dict] = None,
     keep: str = "first",
+    broadcast_rows: int = BROADCAST_ROWS,
     **params: Any,
 ):
     """Deduplicates DataFrame ``df`` as ``neardup dedup`` does; returns
@@ -293,6 +299,8 @@ def dedup(
     ``longest``, ``max:COLUMN``, ``min:COLUMN``; a dotted path reaches into
     struct columns; numbers, numeric or ISO 8601 strings, dates and
     timestamps), each group decided in its order.
+    ``broadcast_rows`` bounds the positions a broadcast join may hold (on
+    the driver and each executor); past it, and at 0, joins shuffle.
     ``df`` is read more than once (positions, texts, kept rows) and must
     give the same rows in the same partitions each time, as a file scan
     does; checkpoint a DataFrame that comes out of a shuffle first.
@@ -351,7 +359,7 @@ def dedup(
                        F.col(id_col).cast("string").alias("id"),
                        F.col(text_col).cast("string").alias("text"),
                        keyval.alias("keyval"))
-    members = rows.join(_small(groups), "pos")
+    members = rows.join(_small(groups, broadcast_rows), "pos")
     decided_schema = T.StructType([
         T.StructField("pos", T.LongType(), False),
         T.StructField("file", T.IntegerType(), False),
@@ -368,22 +376,19 @@ def dedup(
     )
     clusters_df = decided.orderBy("file", "pos").select("id", "cluster")
     dropped = decided.where(~F.col("kept")).select(F.col("pos").alias("__pos"))
-    kept_df = base.join(_small(dropped), "__pos", "left_anti").orderBy("__file", "__pos").select(*df.columns)
+    kept_df = base.join(_small(dropped, broadcast_rows), "__pos", "left_anti").orderBy("__file", "__pos").select(*df.columns)
     return pairs_df, clusters_df, kept_df
 
 
-# The most rows of positions (a long or two each) that a join broadcasts:
-# ~50 MB on the driver and on each executor, whatever the input's size.
-BROADCAST_ROWS = 2_000_000
-
-
-def _small(df):
-    """``df`` marked for a broadcast join when it has at most
-    ``BROADCAST_ROWS`` rows (counted: ``df`` should be checkpointed), else
-    ``df`` as it is (a shuffle join)."""
+def _small(df, most: int):
+    """``df`` marked for a broadcast join when it has at most ``most`` rows
+    (counted: ``df`` should be checkpointed), else ``df`` as it is (a
+    shuffle join)."""
     from pyspark.sql import functions as F
 
-    return F.broadcast(df) if df.limit(BROADCAST_ROWS + 1).count() <= BROADCAST_ROWS else df
+    if most > 0 and df.limit(most + 1).count() <= most:
+        return F.broadcast(df)
+    return df
 
 
 def _is_local(master: str) -> bool:
@@ -459,6 +464,9 @@ def main(argv: Optional[list] = None) -> int:
     p.add_argument("--keep", default="first", metavar="POLICY",
                    help="which copy of a group is kept, as neardup dedup --keep: first, longest, "
                         "max:COLUMN or min:COLUMN (default: first)")
+    p.add_argument("--broadcast-rows", type=int, default=BROADCAST_ROWS, metavar="N",
+                   help="most row positions a broadcast join may hold on the driver and each executor "
+                        f"(~24 bytes each; default {BROADCAST_ROWS:,}); past it, or at 0, joins shuffle")
     p.add_argument("--checkpoint-dir", default=None,
                    help="reliable storage for checkpoints (HDFS, S3, ...; default: executors' local storage)")
     p.add_argument("--format", choices=["auto", "parquet", "json"], default="auto")
@@ -518,6 +526,7 @@ def main(argv: Optional[list] = None) -> int:
                 normalizer=a.normalizer, shingle_width=a.shingle_width, num_perm=a.num_perm,
                 char_shingles=a.char_shingles, bands=a.bands, rows=a.rows, signature=a.signature, seed=a.seed,
                 max_candidates=a.max_candidates, max_bucket_read=a.max_bucket_read, keep=a.keep,
+                broadcast_rows=a.broadcast_rows,
             )
         except ValueError as e:
             print(f"neardup.spark: {e}", file=sys.stderr)

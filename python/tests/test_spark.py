@@ -214,7 +214,8 @@ def test_spark_job_on_a_standalone_cluster_of_a_master_and_two_workers(tmp_path)
     """A Spark standalone cluster started on loopback (pyspark's own jars):
     the job gives neardup dedup's pairs, kept set and clusters there too,
     with capped queries and a keeper policy (each group decided in its
-    order, not the input's)."""
+    order, not the input's), and with every join a shuffle join (the path
+    past the broadcast bound)."""
     import os
     import time
 
@@ -253,7 +254,8 @@ def test_spark_job_on_a_standalone_cluster_of_a_master_and_two_workers(tmp_path)
         out = tmp_path / "out"
         run = subprocess.run(
             [sys.executable, "-m", "neardup.spark", "--input", str(corpus), "--output", str(out),
-             "--master", master_url, *capped],
+             "--master", master_url, *capped, "--broadcast-rows", "0",
+             "--conf", "spark.sql.autoBroadcastJoinThreshold=-1"],
             capture_output=True, text=True, timeout=600, env=env,
         )
         assert run.returncode == 0, run.stderr[-3000:]
