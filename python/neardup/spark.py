@@ -24,9 +24,10 @@ Stages:
    each row to its bucket's first, in one window over the bucket), as
    connected components, computed by alternating large-star and
    small-star rounds (the rounds grow with the log of a component's size,
-   not its diameter); each round's edges are checkpointed (``--checkpoint-dir``,
-   else ``localCheckpoint``), so the plan stays one round long. A row that
-   shares no key with another is kept and in no cluster, with no more work.
+   not its diameter); each round's edges are checkpointed
+   (``--checkpoint-dir``, else ``localCheckpoint`` on the executors'
+   disks), so the plan stays one round long. A row that shares no key with
+   another is kept and in no cluster, with no more work.
 4. Decisions per group (``groupBy(...).applyInArrow``, Rust): the grouped
    rows' texts are read again (the input filtered where it is read by a
    broadcast join when at most ``BROADCAST_ROWS`` rows are grouped, else a
@@ -223,10 +224,15 @@ def _key_column(df, field: str):
 
 def _checkpointer(spark) -> Callable[[Any], Any]:
     """Cuts a DataFrame's lineage: a reliable checkpoint when the context has
-    a checkpoint folder, else a local one (executor storage)."""
+    a checkpoint folder, else a local one (executors' local disks)."""
+    from pyspark import StorageLevel
+
     if spark.sparkContext.getCheckpointDir():
         return lambda d: d.checkpoint(eager=True)
-    return lambda d: d.localCheckpoint(eager=True)
+    # On disk, not in the executors' heap: a checkpoint held in memory there
+    # leaves too little for reading the input again (a million documents
+    # ran out of Spark's default 1 GiB heap reading their texts).
+    return lambda d: d.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
 
 
 def connected_components(edges, checkpoint: Optional[Callable[[Any], Any]] = None, stats: Optional[dict] = None):
@@ -396,6 +402,38 @@ def _is_local(master: str) -> bool:
     return master == "local" or master.startswith(("local[", "local-cluster["))
 
 
+def _driver_memory_set(conf) -> bool:
+    """Whether the user chose the driver's memory: ``--conf``, Spark's
+    environment, or a ``spark-defaults.conf``."""
+    if any(key == "spark.driver.memory" for key, _ in conf):
+        return True
+    if os.environ.get("SPARK_DRIVER_MEMORY") or "--driver-memory" in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+        return True
+    folders = [os.environ.get("SPARK_CONF_DIR")]
+    if os.environ.get("SPARK_HOME"):
+        folders.append(os.path.join(os.environ["SPARK_HOME"], "conf"))
+    for folder in filter(None, folders):
+        try:
+            with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8") as f:
+                if any(line.split()[:1] == ["spark.driver.memory"] for line in f):
+                    return True
+        except OSError:
+            pass
+    return False
+
+
+def _local_heap() -> str:
+    """The heap for a local master's JVM (the driver and its executors in
+    one): a quarter of the machine's memory, between 1 and 8 GiB. Spark's
+    own default, 1 GiB, runs out reading Parquet row groups of ~100 MB of
+    text (two tasks each hold a whole column chunk) at a million documents."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return "1g"
+    return f"{min(max(total // 4, 1 << 30), 8 << 30) >> 20}m"
+
+
 _SHIP_ADVICE = """\
 The workers run PYSPARK_PYTHON ({python}), which must import neardup (and NumPy, PyArrow).
 On a local master this command runs them with its own interpreter unless PYSPARK_PYTHON is set.
@@ -468,7 +506,7 @@ def main(argv: Optional[list] = None) -> int:
                    help="most row positions a broadcast join may hold on the driver and each executor "
                         f"(~24 bytes each; default {BROADCAST_ROWS:,}); past it, or at 0, joins shuffle")
     p.add_argument("--checkpoint-dir", default=None,
-                   help="reliable storage for checkpoints (HDFS, S3, ...; default: executors' local storage)")
+                   help="reliable storage for checkpoints (HDFS, S3, ...; default: the executors' local disks)")
     p.add_argument("--format", choices=["auto", "parquet", "json"], default="auto")
     p.add_argument("--master", default=None, help="Spark master URL (default: Spark's own)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
@@ -493,6 +531,11 @@ def main(argv: Optional[list] = None) -> int:
     # not activated. On a local master the workers are on this machine: run
     # them with this interpreter. (PySpark reads the variable when the
     # context starts, so it is set before.)
+    if a.master and _is_local(a.master) and not _driver_memory_set(conf):
+        heap = _local_heap()
+        builder = builder.config("spark.driver.memory", heap)
+        print(f"neardup.spark: Spark's heap on this machine: {heap} (a quarter of its memory, 1-8 GiB; "
+              "--conf spark.driver.memory=SIZE to choose)", file=sys.stderr)
     own_python = "PYSPARK_PYTHON" not in os.environ
     if own_python and a.master and _is_local(a.master):
         os.environ["PYSPARK_PYTHON"] = sys.executable
