@@ -13,10 +13,16 @@ command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz --version 
 cp Cargo.lock fuzz/Cargo.lock
 cd fuzz
 export RUSTC_BOOTSTRAP=1
-FLAGS=(-O --sanitizer none)
-cargo fuzz build "${FLAGS[@]}"
-status=0
-for target in $(cargo fuzz list); do
+# Release (libFuzzer needs speed), no sanitizer: a panic aborts the run.
+# Word-split on purpose where used.
+export FUZZ_FLAGS="-O --sanitizer none"
+# shellcheck disable=SC2086
+cargo fuzz build $FUZZ_FLAGS
+# One target per core at a time (libFuzzer runs one process per target);
+# each one's report is printed whole, in the order the targets end.
+JOBS="${FUZZ_JOBS:-$(nproc)}"
+fuzz_one() {
+    local target=$1 corpus max_len
     corpus=$(mktemp -d)
     [ -d "seeds/$target" ] && cp -r "seeds/$target/." "$corpus/"
     # The repository's small document fixtures seed the text targets too.
@@ -28,19 +34,25 @@ for target in $(cargo fuzz list); do
         parse_document | snapshot | saved_index | command_log) max_len=16384 ;;
         *) max_len=4096 ;;
     esac
-    echo "== fuzz $target (${SECS}s, max_len $max_len, $(ls "$corpus" | wc -l) seeds)"
-    if ! cargo fuzz run "${FLAGS[@]}" "$target" "$corpus" -- \
+    local ok=0 report
+    report="== fuzz $target (${SECS}s, max_len $max_len, $(ls "$corpus" | wc -l) seeds)"$'\n'
+    # shellcheck disable=SC2086
+    if cargo fuzz run $FUZZ_FLAGS "$target" "$corpus" -- \
         -max_total_time="$SECS" -max_len="$max_len" -rss_limit_mb=3072 -timeout=25 -print_final_stats=1 \
         2>"$corpus.log"; then
-        status=1
-        tail -40 "$corpus.log"
-        for a in artifacts/"$target"/*; do
-            [ -f "$a" ] && { echo "-- $a (base64):"; base64 -w0 "$a"; echo; }
-        done
+        report+="$(grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$corpus.log" | tr '\n' ' ')"
     else
-        grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$corpus.log" | tr '\n' ' '
-        echo
+        ok=1
+        report+="$(tail -40 "$corpus.log")"
+        for a in artifacts/"$target"/*; do
+            [ -f "$a" ] && report+=$'\n'"-- $a (base64):"$'\n'"$(base64 -w0 "$a")"
+        done
     fi
     rm -rf "$corpus" "$corpus.log"
-done
-exit $status
+    printf '%s\n' "$report"
+    return $ok
+}
+export -f fuzz_one
+export SECS
+# xargs exits non-zero when any target failed.
+cargo fuzz list | xargs -P "$JOBS" -I{} bash -c 'fuzz_one "$1"' _ {}
