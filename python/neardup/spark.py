@@ -31,11 +31,11 @@ Stages:
 4. Decisions per group (``groupBy(...).applyInArrow``, Rust): the grouped
    rows' texts are read again (the input filtered where it is read by a
    broadcast join when at most ``BROADCAST_ROWS`` rows are grouped, else a
-   shuffle join); a group's rows, in input order, go through the batch rule — candidates among the earlier
-   rows sharing a band (each bucket read up to ``max_bucket_read``), ranked
-   by the sketch estimate and capped at ``max_candidates``, verified
-   exactly; the look further among kept rows where the cap cut close. Every
-   row any query of a group's rows could read is in the group, so each
+   shuffle join); a group's rows, in input order, go through the batch
+   rule — candidates among the earlier rows sharing a band (each bucket
+   read up to ``max_bucket_read``), ranked by the sketch estimate and
+   capped at ``max_candidates``, verified exactly; the look further among
+   kept rows where the cap cut close. Every row any query of a group's rows could read is in the group, so each
    decision is the one a run over the whole input makes. Clusters
    (connected components of the verified pairs, named by their first row)
    lie within a group, and are found there too.
@@ -82,7 +82,7 @@ import argparse
 import os
 import sys
 import time
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 import neardup
 
@@ -115,7 +115,7 @@ def _key_batches(params: Dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[A
     return run
 
 
-def _text_buffers(column: Any) -> Any:
+def _text_buffers(column: Any) -> Tuple[Any, Any]:
     """An Arrow string column as (``offsets``: ``int64``, n + 1 positions into
     ``data``; ``data``: ``uint8``), without a Python object per text; a null
     is an empty text."""
@@ -382,7 +382,11 @@ def dedup(
     )
     clusters_df = decided.orderBy("file", "pos").select("id", "cluster")
     dropped = decided.where(~F.col("kept")).select(F.col("pos").alias("__pos"))
-    kept_df = base.join(_small(dropped, broadcast_rows), "__pos", "left_anti").orderBy("__file", "__pos").select(*df.columns)
+    kept_df = (
+        base.join(_small(dropped, broadcast_rows), "__pos", "left_anti")
+        .orderBy("__file", "__pos")
+        .select(*df.columns)
+    )
     return pairs_df, clusters_df, kept_df
 
 

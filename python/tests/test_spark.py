@@ -94,6 +94,28 @@ def test_key_stage_reads_arrow_buffers_as_fingerprint_many_reads_strings(tmp_pat
     assert [len(a) for a in f._band_keys_arrow(np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint8))] == [1, 0, 0]
 
 
+def test_a_local_master_gets_a_share_of_the_machine_unless_memory_was_chosen(tmp_path, monkeypatch):
+    """The driver's heap on a local master: a quarter of the machine's
+    memory within 1-8 GiB, unless the user chose it by --conf, Spark's
+    environment or a spark-defaults.conf."""
+    from neardup import spark as job
+
+    for var in ("SPARK_DRIVER_MEMORY", "PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR", "SPARK_HOME"):
+        monkeypatch.delenv(var, raising=False)
+    assert not job._driver_memory_set([("spark.executor.memory", "2g")])
+    assert job._driver_memory_set([("spark.driver.memory", "2g")])
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--driver-memory 3g pyspark-shell")
+    assert job._driver_memory_set([])
+    monkeypatch.delenv("PYSPARK_SUBMIT_ARGS")
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
+    (tmp_path / "spark-defaults.conf").write_text("spark.executor.memory 2g\n")
+    assert not job._driver_memory_set([])
+    (tmp_path / "spark-defaults.conf").write_text("# heap\nspark.driver.memory   5g\n")
+    assert job._driver_memory_set([])
+    total_mib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20
+    assert job._local_heap() == f"{min(max(total_mib // 4, 1024), 8192)}m"
+
+
 def test_spark_job_gives_the_cli_pairs_clusters_and_kept_set_with_capped_queries(tmp_path, capsys):
     sub, records = real_corpus(tmp_path, 3000)
     # A folder of two files, the larger second: the command line takes
