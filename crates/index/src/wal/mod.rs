@@ -313,9 +313,10 @@ impl Wal {
                             }
                             std::thread::park_timeout(due - now);
                         }
-                        if s.load(Ordering::Relaxed) {
-                            break;
-                        }
+                        // One more flush when stopping too: `Wal::sync` in
+                        // `Drop` does nothing for a log that refuses writes,
+                        // whose last records the next start must replay.
+                        let stopping = s.load(Ordering::Relaxed);
                         let handle = match w.lock() {
                             Ok(mut g) if g.dirty => {
                                 g.dirty = false;
@@ -331,6 +332,9 @@ impl Wal {
                                     st.fsyncs += 1;
                                 }
                             }
+                        }
+                        if stopping {
+                            break;
                         }
                     }
                 }))
@@ -649,14 +653,29 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let wal = Wal::open(d.path(), 1, FsyncPolicy::EveryMs(3_600_000)).unwrap();
         wal.append(&[vec![7]]).unwrap();
+        let durability = Arc::clone(&wal.durability);
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             drop(wal);
             let _ = tx.send(());
         });
         rx.recv_timeout(Duration::from_secs(60)).expect("dropping the log waited for the flusher's interval");
+        assert_eq!(durability.0.lock().unwrap().synced, 1, "the appended record was not fsynced");
         let (recs, _) = collect(d.path());
         assert_eq!(recs.iter().map(|r| r.0).collect::<Vec<_>>(), [1]);
+    }
+
+    /// A log that refuses writes (after a failed apply) is still fsynced
+    /// when dropped: its last records are what the next start replays.
+    #[test]
+    fn a_refusing_log_is_fsynced_on_drop() {
+        let d = tempfile::tempdir().unwrap();
+        let wal = Wal::open(d.path(), 1, FsyncPolicy::EveryMs(3_600_000)).unwrap();
+        wal.append(&[vec![7]]).unwrap();
+        wal.refuse_writes("an apply failed".into());
+        let durability = Arc::clone(&wal.durability);
+        drop(wal);
+        assert_eq!(durability.0.lock().unwrap().synced, 1, "the refusing log's record was not fsynced");
     }
 
     #[test]
