@@ -127,15 +127,16 @@ def _text_buffers(column: Any) -> Tuple[Any, Any]:
         column = pc.fill_null(column, "")
     if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
         column = column.cast(pa.large_string())  # a string view, say
+    n = len(column)
+    if n == 0:  # its buffers may be absent
+        return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint8)
     wide = pa.types.is_large_string(column.type)
     _, offset_buf, data_buf = column.buffers()
-    n = len(column)
     offsets = np.frombuffer(offset_buf, dtype=np.int64 if wide else np.int32)[column.offset:column.offset + n + 1]
     offsets = offsets.astype(np.int64)
     data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, dtype=np.uint8)
-    if n:
-        data = data[offsets[0]:offsets[-1]]
-        offsets -= offsets[0]
+    data = data[offsets[0]:offsets[-1]]
+    offsets -= offsets[0]
     return offsets, data
 
 
@@ -306,7 +307,9 @@ def dedup(
     struct columns; numbers, numeric or ISO 8601 strings, dates and
     timestamps), each group decided in its order.
     ``broadcast_rows`` bounds the positions a broadcast join may hold (on
-    the driver and each executor); past it, and at 0, joins shuffle.
+    the driver and each executor); past it, and at 0, the job asks for no
+    broadcast (Spark may still broadcast a side smaller than its
+    ``spark.sql.autoBroadcastJoinThreshold``).
     ``df`` is read more than once (positions, texts, kept rows) and must
     give the same rows in the same partitions each time, as a file scan
     does; checkpoint a DataFrame that comes out of a shuffle first.
@@ -408,32 +411,64 @@ def _is_local(master: str) -> bool:
 
 def _driver_memory_set(conf) -> bool:
     """Whether the user chose the driver's memory: ``--conf``, Spark's
-    environment, or a ``spark-defaults.conf``."""
+    environment (``SPARK_DRIVER_MEMORY``, ``PYSPARK_SUBMIT_ARGS`` with
+    ``--driver-memory`` or a ``--properties-file``), or a
+    ``spark-defaults.conf`` (``SPARK_CONF_DIR``, ``SPARK_HOME/conf`` or
+    pyspark's own ``conf``)."""
+    import re
+
     if any(key == "spark.driver.memory" for key, _ in conf):
         return True
-    if os.environ.get("SPARK_DRIVER_MEMORY") or "--driver-memory" in os.environ.get("PYSPARK_SUBMIT_ARGS", ""):
+    submit = os.environ.get("PYSPARK_SUBMIT_ARGS", "")
+    if os.environ.get("SPARK_DRIVER_MEMORY") or "--driver-memory" in submit or "--properties-file" in submit:
         return True
     folders = [os.environ.get("SPARK_CONF_DIR")]
-    if os.environ.get("SPARK_HOME"):
-        folders.append(os.path.join(os.environ["SPARK_HOME"], "conf"))
+    homes = [os.environ.get("SPARK_HOME")]
+    try:
+        import pyspark  # pip's pyspark is its own Spark home
+
+        homes.append(os.path.dirname(pyspark.__file__))
+    except ImportError:
+        pass
+    folders += [os.path.join(h, "conf") for h in homes if h]
+    # Java properties: `key value`, `key=value` or `key: value`.
+    line = re.compile(r"^\s*spark\.driver\.memory\s*[=:\s]")
     for folder in filter(None, folders):
         try:
             with open(os.path.join(folder, "spark-defaults.conf"), encoding="utf-8") as f:
-                if any(line.split()[:1] == ["spark.driver.memory"] for line in f):
+                if any(line.match(text) for text in f):
                     return True
         except OSError:
             pass
     return False
 
 
-def _local_heap() -> str:
-    """The heap for a local master's JVM (the driver and its executors in
-    one): a quarter of the machine's memory, between 1 and 8 GiB. Spark's
-    own default, 1 GiB, runs out reading Parquet row groups of ~100 MB of
-    text (two tasks each hold a whole column chunk) at a million documents."""
+def _memory_limit() -> Optional[int]:
+    """This process's memory: the machine's, or its container's (cgroup v2
+    ``memory.max``, v1 ``memory.limit_in_bytes``) when that is less."""
     try:
         total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
+        return None
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path, encoding="ascii") as f:
+                limit = f.read().strip()
+        except OSError:
+            continue
+        if limit.isdigit():
+            total = min(total, int(limit))
+    return total
+
+
+def _local_heap() -> str:
+    """The heap for a local master's JVM (the driver and its executors in
+    one): a quarter of the memory this process may use (the machine's, or
+    its container's), between 1 and 8 GiB. Spark's own default, 1 GiB,
+    runs out reading Parquet row groups of ~100 MB of text (two tasks each
+    hold a whole column chunk) at a million documents."""
+    total = _memory_limit()
+    if total is None:
         return "1g"
     return f"{min(max(total // 4, 1 << 30), 8 << 30) >> 20}m"
 
@@ -508,7 +543,7 @@ def main(argv: Optional[list] = None) -> int:
                         "max:COLUMN or min:COLUMN (default: first)")
     p.add_argument("--broadcast-rows", type=int, default=BROADCAST_ROWS, metavar="N",
                    help="most row positions a broadcast join may hold on the driver and each executor "
-                        f"(~24 bytes each; default {BROADCAST_ROWS:,}); past it, or at 0, joins shuffle")
+                        f"(~24 bytes each; default {BROADCAST_ROWS:,}); past it, or at 0, none is asked for")
     p.add_argument("--checkpoint-dir", default=None,
                    help="reliable storage for checkpoints (HDFS, S3, ...; default: the executors' local disks)")
     p.add_argument("--format", choices=["auto", "parquet", "json"], default="auto")
@@ -535,10 +570,11 @@ def main(argv: Optional[list] = None) -> int:
     # not activated. On a local master the workers are on this machine: run
     # them with this interpreter. (PySpark reads the variable when the
     # context starts, so it is set before.)
-    if a.master and _is_local(a.master) and not _driver_memory_set(conf):
+    master = a.master or next((value for key, value in conf if key == "spark.master"), None)
+    if master and _is_local(master) and not _driver_memory_set(conf):
         heap = _local_heap()
         builder = builder.config("spark.driver.memory", heap)
-        print(f"neardup.spark: Spark's heap on this machine: {heap} (a quarter of its memory, 1-8 GiB; "
+        print(f"neardup.spark: Spark's heap on this machine: {heap} (a quarter of the memory, 1-8 GiB; "
               "--conf spark.driver.memory=SIZE to choose)", file=sys.stderr)
     own_python = "PYSPARK_PYTHON" not in os.environ
     if own_python and a.master and _is_local(a.master):

@@ -110,10 +110,45 @@ def test_a_local_master_gets_a_share_of_the_machine_unless_memory_was_chosen(tmp
     monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path))
     (tmp_path / "spark-defaults.conf").write_text("spark.executor.memory 2g\n")
     assert not job._driver_memory_set([])
-    (tmp_path / "spark-defaults.conf").write_text("# heap\nspark.driver.memory   5g\n")
+    for form in ("spark.driver.memory   5g", "spark.driver.memory=5g", "  spark.driver.memory: 5g"):
+        (tmp_path / "spark-defaults.conf").write_text(f"# heap\n{form}\n")
+        assert job._driver_memory_set([]), form
+    (tmp_path / "spark-defaults.conf").unlink()
+    monkeypatch.setenv("PYSPARK_SUBMIT_ARGS", "--properties-file /etc/spark.conf pyspark-shell")
     assert job._driver_memory_set([])
-    total_mib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 20
-    assert job._local_heap() == f"{min(max(total_mib // 4, 1024), 8192)}m"
+    # A quarter of what this process may use, within 1-8 GiB.
+    gib = 1 << 30
+    for memory, heap in ((64 * gib, "8192m"), (16 * gib, "4096m"), (2 * gib, "1024m"), (None, "1g")):
+        monkeypatch.setattr(job, "_memory_limit", lambda m=memory: m)
+        assert job._local_heap() == heap, memory
+    monkeypatch.undo()
+    assert 0 < job._memory_limit() <= os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def test_broadcast_rows_chooses_the_join(tmp_path):
+    """Under --broadcast-rows the dropped rows are taken out of the input by
+    a broadcast join; at 0 (and with Spark's own broadcasts off) by a
+    shuffle join. Both give the same kept rows."""
+    from pyspark.sql import SparkSession
+
+    import neardup.spark
+
+    corpus, _ = real_corpus(tmp_path, 120)
+    spark = (SparkSession.builder.master("local[2]").appName("neardup-test-broadcast")
+             .config("spark.sql.shuffle.partitions", "4").getOrCreate())
+    try:
+        df = spark.read.json(str(corpus))
+        kept = {}
+        for rows in (neardup.spark.BROADCAST_ROWS, 0):
+            spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "10485760" if rows else "-1")
+            _, _, kept_df = neardup.spark.dedup(df, threshold=0.5, broadcast_rows=rows)
+            plan = kept_df._jdf.queryExecution().executedPlan().toString()
+            join = "BroadcastHashJoin" if rows else "SortMergeJoin"
+            assert any(join in line and "LeftAnti" in line for line in plan.splitlines()), plan
+            kept[rows] = [r["id"] for r in kept_df.collect()]
+    finally:
+        spark.stop()
+    assert kept[0] == kept[neardup.spark.BROADCAST_ROWS] and len(kept[0]) < 120
 
 
 def test_spark_job_gives_the_cli_pairs_clusters_and_kept_set_with_capped_queries(tmp_path, capsys):
