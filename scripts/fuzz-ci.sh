@@ -20,7 +20,9 @@ export FUZZ_FLAGS="-O --sanitizer none"
 cargo fuzz build $FUZZ_FLAGS
 # One target per core at a time (libFuzzer runs one process per target);
 # each one's report is printed whole, in the order the targets end.
-JOBS="${FUZZ_JOBS:-$(nproc)}"
+# Each may take up to its 3 GiB RSS limit: no more jobs than 4 GiB each allows.
+mem_jobs=$(awk '/^MemTotal:/ { n = int($2 / 4194304); print (n < 1 ? 1 : n) }' /proc/meminfo)
+JOBS="${FUZZ_JOBS:-$(( $(nproc) < mem_jobs ? $(nproc) : mem_jobs ))}"
 fuzz_one() {
     local target=$1 corpus max_len
     corpus=$(mktemp -d)
@@ -49,10 +51,14 @@ fuzz_one() {
         done
     fi
     rm -rf "$corpus" "$corpus.log"
-    printf '%s\n' "$report"
+    # One report at a time: a failure's (its log and inputs) is larger than
+    # a pipe writes at once, and two would interleave.
+    { flock 9; printf '%s\n' "$report"; } 9>>"$REPORT_LOCK"
     return $ok
 }
 export -f fuzz_one
-export SECS
+REPORT_LOCK=$(mktemp)
+trap 'rm -f "$REPORT_LOCK"' EXIT
+export SECS REPORT_LOCK
 # xargs exits non-zero when any target failed.
 cargo fuzz list | xargs -P "$JOBS" -I{} bash -c 'fuzz_one "$1"' _ {}
