@@ -35,8 +35,16 @@ Stages:
    rule — candidates among the earlier rows sharing a band (each bucket
    read up to ``max_bucket_read``), ranked by the sketch estimate and
    capped at ``max_candidates``, verified exactly; the look further among
-   kept rows where the cap cut close. Every row any query of a group's rows could read is in the group, so each
-   decision is the one a run over the whole input makes. Clusters
+   kept rows where the cap cut close. Every row any query of a group's
+   rows could read is in the group, so each decision is the one a run
+   over the whole input makes — with one exception: the single-machine
+   index files rows under 32-bit posting keys (band keys folded, the
+   content hash's first four bytes), the groups are linked by 64-bit
+   ones; two different keys of one band share a posting key with
+   probability 2^-32, and only where that list is read partially or the
+   cap cuts can the row outside the group change a decision. Linking by
+   the 32-bit keys would remove it, but would join unrelated rows into
+   one group at a few hundred million documents. Clusters
    (connected components of the verified pairs, named by their first row)
    lie within a group, and are found there too.
 5. Output: the pairs and clusters from the groups' rows; the kept rows are

@@ -71,7 +71,8 @@ def test_key_stage_reads_arrow_buffers_as_fingerprint_many_reads_strings(tmp_pat
     import pyarrow as pa
     from neardup.spark import _text_buffers
 
-    texts = [d["text"] for d in real_corpus(tmp_path, 60)[1]] + ["", "Grüße aus Köln — 東京の天気", None, "a b"]
+    texts = [d["text"] for d in real_corpus(tmp_path, 60)[1]]
+    texts += ["", "Grüße aus Köln — 東京の天気", None, "a b"]
     f = neardup.Fingerprinter(threshold=0.8)
     want = f.fingerprint_many([t or "" for t in texts])
     for column in (pa.array(texts, pa.string()), pa.array(texts, pa.large_string())):
