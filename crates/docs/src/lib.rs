@@ -58,10 +58,12 @@ mod store;
 mod walk;
 
 pub use cache::{ParseCache, CACHE_FORMAT_VERSION};
+#[cfg(feature = "local-embed")]
+pub use embed::LocalEmbedder;
 pub use embed::{
     chunk_words, cosine, document_chunks, embed_document, embed_documents, embedder_from_model, mean_pool,
-    mean_pool_weighted, normalize, Embedder, LocalEmbedder, OllamaEmbedder, OpenAiEmbedder, ProviderConfig,
-    DEFAULT_CHUNK_WORDS, DEFAULT_MAX_CHUNKS,
+    mean_pool_weighted, normalize, Embedder, OllamaEmbedder, OpenAiEmbedder, ProviderConfig, DEFAULT_CHUNK_WORDS,
+    DEFAULT_MAX_CHUNKS,
 };
 pub use error::{Error, ErrorKind};
 pub use format::Format;

@@ -17,8 +17,10 @@
 //! weighted by their words ([`embed_documents`]). Chunks of many documents
 //! are embedded together, longest first, in batches run on every core.
 
+#[cfg(feature = "local-embed")]
 mod bert;
 mod http;
+#[cfg(feature = "local-embed")]
 mod local;
 mod ollama;
 mod openai;
@@ -27,6 +29,7 @@ use std::time::Duration;
 
 use crate::error::Error;
 
+#[cfg(feature = "local-embed")]
 pub use local::LocalEmbedder;
 pub use ollama::OllamaEmbedder;
 pub use openai::OpenAiEmbedder;
@@ -145,7 +148,14 @@ pub fn embedder_from_model(model: &str, config: &ProviderConfig) -> Result<Optio
     Ok(Some(match provider {
         "ollama" => Box::new(OllamaEmbedder::new(name, config)?),
         "openai" => Box::new(OpenAiEmbedder::new(name, config)?),
+        #[cfg(feature = "local-embed")]
         "local" => Box::new(LocalEmbedder::load(name.as_ref(), config.batch_size)?),
+        #[cfg(not(feature = "local-embed"))]
+        "local" => {
+            return Err(Error::config(format!(
+                "embedding model {model:?}: this build of neardup has no local: provider (feature local-embed)"
+            )))
+        }
         other => {
             return Err(Error::config(format!(
                 "unknown embedding provider {other:?} in {model:?}; known: ollama, openai, local"
