@@ -79,6 +79,16 @@ Before any work, a small probe job checks that the workers import
 neardup; when they cannot, the command says so, with this advice, and exits
 with status 1.
 
+Incremental runs (``--index-in``, ``--index-out``; ``dedup_with_index``):
+an earlier run's index rows (``neardup._spark_index``) join the groups as
+rows before every row of the input, already decided, linked by the
+32-bit keys the single-machine index files items under (folded band keys,
+the content hash's first four bytes) and each to its cluster's first row;
+this run's rows are linked by the same keys, so each group holds every row
+a query of the command line reads, and the decisions are its own. The new
+index is the earlier rows (their clusters as they now are) and this run's
+rows, fingerprinted again with their decisions.
+
 Where it differs from ``neardup dedup``: rows whose text is missing are
 deduplicated as empty text (the command line rejects them); ids are not
 checked for uniqueness (the command line rejects a repeated id); and files
@@ -93,6 +103,7 @@ import time
 from typing import Any, Callable, Dict, Iterator, Optional, Tuple
 
 import neardup
+from neardup._spark_graph import _checkpointer, connected_components  # noqa: F401 (public here)
 
 # The most rows of positions (a long or two each) that a join broadcasts
 # by default: ~50 MB on the driver and on each executor, whatever the
@@ -100,9 +111,11 @@ import neardup
 BROADCAST_ROWS = 2_000_000
 
 
-def _key_batches(params: Dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[Any]]:
+def _key_batches(params: Dict[str, Any], posting: bool = False) -> Callable[[Iterator[Any]], Iterator[Any]]:
     """``mapInArrow``'s function: (``pos``, text) batches to (``pos``, ``keys``:
-    the band keys, ``hkey``: 64 bits of the content hash), in Rust."""
+    the band keys, ``hkey``: 64 bits of the content hash), in Rust; with
+    ``posting``, the 32-bit keys the single-machine index files rows under
+    (what an earlier run's index rows hold)."""
 
     def run(batches):
         import numpy as np
@@ -111,7 +124,7 @@ def _key_batches(params: Dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[A
         f = neardup.Fingerprinter(**params)
         for batch in batches:
             offsets, data = _text_buffers(batch.column(1))
-            key_offsets, keys, hkeys = f._band_keys_arrow(offsets, data)
+            key_offsets, keys, hkeys = f._band_keys_arrow(offsets, data, posting)
             # The band keys and hashes are u64: their bits, as Spark's signed longs.
             yield pa.RecordBatch.from_arrays(
                 [batch.column(0),
@@ -124,21 +137,24 @@ def _key_batches(params: Dict[str, Any]) -> Callable[[Iterator[Any]], Iterator[A
 
 
 def _text_buffers(column: Any) -> Tuple[Any, Any]:
-    """An Arrow string column as (``offsets``: ``int64``, n + 1 positions into
-    ``data``; ``data``: ``uint8``), without a Python object per text; a null
-    is an empty text."""
+    """An Arrow string (or binary) column as (``offsets``: ``int64``, n + 1
+    positions into ``data``; ``data``: ``uint8``), without a Python object
+    per value; a null is an empty value."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    binary = pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
     if column.null_count:
-        column = pc.fill_null(column, "")
-    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        column = pc.fill_null(column, b"" if binary else "")
+    if not binary and not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
         column = column.cast(pa.large_string())  # a string view, say
     n = len(column)
     if n == 0:  # its buffers may be absent
         return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint8)
-    wide = pa.types.is_large_string(column.type)
+    wide = pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type)
     _, offset_buf, data_buf = column.buffers()
     offsets = np.frombuffer(offset_buf, dtype=np.int64 if wide else np.int32)[column.offset:column.offset + n + 1]
     offsets = offsets.astype(np.int64)
@@ -148,35 +164,63 @@ def _text_buffers(column: Any) -> Tuple[Any, Any]:
     return offsets, data
 
 
-def _decide_group(params: Dict[str, Any], keep: str = "first") -> Callable[[Any], Any]:
+def _decide_group(params: Dict[str, Any], keep: str = "first", run_no: int = 0,
+                  incremental: bool = False) -> Callable[[Any], Any]:
     """``applyInArrow``'s function: one group's rows (``pos``, ``id``,
     ``text``, ``keyval``, an Arrow table) through the batch rule, in input
     order (under a keeper policy, in its order, ties in input order); returns
     the rows in a cluster (every dropped row is), with their cluster (the id
     of its first row) and their matches (``left``: the earlier ids,
-    ``score``)."""
+    ``score``). With ``incremental``, rows with ``prior`` set are an earlier
+    run's index rows: they go first, in their order, already decided, as
+    ``neardup dedup --index`` loads them; those whose cluster gains a row of
+    this run are returned too (``prior`` set), with their cluster now. An
+    earlier row's ``pos`` is its node in the groups, ``at`` its position in
+    its run."""
 
     def run(table):
         import pyarrow as pa
         import pyarrow.compute as pc
 
+        prior = None
+        if incremental:
+            is_prior = table.column("prior")
+            prior = table.filter(is_prior)
+            table = table.filter(pc.invert(is_prior))
+            prior = prior.take(pc.sort_indices(prior, sort_keys=[
+                ("run", "ascending"), ("order", "ascending"), ("file", "ascending"), ("at", "ascending")]))
         sort_keys = [("file", "ascending"), ("pos", "ascending")]
         policy = neardup._Keep(keep)
         if not policy.is_first:
             texts = [t if t is not None else "" for t in table.column("text").to_pylist()]
             values = table.column("keyval").to_pylist() if policy.field is not None else [None] * len(texts)
             orders = pa.array([policy.order(t, v) for t, v in zip(texts, values)], pa.uint64())
-            table = table.append_column("order", orders)
-            sort_keys.insert(0, ("order", "ascending"))
+            table = table.append_column("policy_order", orders)
+            sort_keys.insert(0, ("policy_order", "ascending"))
         table = table.take(pc.sort_indices(table, sort_keys=sort_keys))
         pos, ids = table.column("pos").to_pylist(), table.column("id").to_pylist()
         file = table.column("file").to_pylist()
         texts = [t if t is not None else "" for t in table.column("text").to_pylist()]
-        # Named by their place in the group: ids need not be unique.
+        # Named by their place in the group (earlier runs' rows first): ids
+        # need not be unique.
         rule = neardup._Dedup(neardup.Index(**params))
-        outcomes = rule.add_many([(str(k), t) for k, t in enumerate(texts)])
+        p = prior.num_rows if prior is not None else 0
+        order = [0] * (p + len(ids))
+        prior_kept, prior_cluster = [], []
+        if p:
+            from neardup._spark_index import image_columns
+
+            prior_kept = prior.column("kept").to_pylist()
+            prior_cluster = prior.column("cluster").to_pylist()
+            rule._add_prior([str(k) for k in range(p)], prior_kept, *image_columns(prior))
+            pos = prior.column("pos").to_pylist() + pos
+            ids = prior.column("id").to_pylist() + ids
+            file = prior.column("file").to_pylist() + file
+            order = prior.column("order").to_pylist() + [0] * (len(ids) - p)
+        outcomes = rule.add_many([(str(p + k), t) for k, t in enumerate(texts)])
         del texts
-        parent = list(range(len(outcomes)))
+        n = p + len(outcomes)
+        parent = list(range(n))
 
         def find(x: int) -> int:
             while parent[x] != x:
@@ -184,25 +228,43 @@ def _decide_group(params: Dict[str, Any], keep: str = "first") -> Callable[[Any]
                 x = parent[x]
             return x
 
+        def union(x: int, y: int) -> None:
+            a, b = find(x), find(y)
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+
+        # Earlier runs' clusters, as the saved index records them (each row
+        # names its cluster's first row, which is in the group: rows of a
+        # cluster are linked).
+        first_of = {ids[k]: k for k in range(p) if prior_cluster[k] == ids[k]}
+        for k in range(p):
+            if prior_cluster[k] is not None and prior_cluster[k] in first_of:
+                union(k, first_of[prior_cluster[k]])
         for k, (_, _, _, matches) in enumerate(outcomes):
             for j, _ in matches:
-                a, b = find(k), find(int(j))
-                if a != b:
-                    parent[max(a, b)] = min(a, b)
+                union(p + k, int(j))
         # The root of a component is its smallest member: its first row.
-        roots = [find(k) for k in range(len(outcomes))]
+        roots = [find(k) for k in range(n)]
         size: Dict[int, int] = {}
-        for r in roots:
+        fresh: Dict[int, bool] = {}
+        for k, r in enumerate(roots):
             size[r] = size.get(r, 0) + 1
-        rows = [k for k in range(len(outcomes)) if size[roots[k]] > 1]
+            fresh[r] = fresh.get(r, False) or k >= p
+        # This run's rows in a cluster, and earlier rows whose cluster has one.
+        rows = [k for k in range(n) if size[roots[k]] > 1 and fresh[roots[k]]]
+        kept = prior_kept + [o[0] for o in outcomes]
+        matches = [[]] * p + [o[3] for o in outcomes]
         return pa.table({
             "pos": pa.array([pos[k] for k in rows], pa.int64()),
             "file": pa.array([file[k] for k in rows], pa.int32()),
             "id": pa.array([ids[k] for k in rows], pa.string()),
-            "kept": pa.array([outcomes[k][0] for k in rows], pa.bool_()),
+            "kept": pa.array([kept[k] for k in rows], pa.bool_()),
             "cluster": pa.array([ids[roots[k]] for k in rows], pa.string()),
-            "left": pa.array([[ids[int(j)] for j, _ in outcomes[k][3]] for k in rows], pa.list_(pa.string())),
-            "score": pa.array([[s for _, s in outcomes[k][3]] for k in rows], pa.list_(pa.float64())),
+            "left": pa.array([[ids[int(j)] for j, _ in matches[k]] for k in rows], pa.list_(pa.string())),
+            "score": pa.array([[s for _, s in matches[k]] for k in rows], pa.list_(pa.float64())),
+            "prior": pa.array([k < p for k in rows], pa.bool_()),
+            "run": pa.array([prior.column("run")[k].as_py() if k < p else run_no for k in rows], pa.int32()),
+            "order": pa.array([order[k] for k in rows], pa.int64()),
         })
 
     return run
@@ -231,64 +293,6 @@ def _key_column(df, field: str):
     raise ValueError(f"column {field!r} is {kind.simpleString()}: --keep needs numbers, dates, timestamps or strings")
 
 
-def _checkpointer(spark) -> Callable[[Any], Any]:
-    """Cuts a DataFrame's lineage: a reliable checkpoint when the context has
-    a checkpoint folder, else a local one (executors' local disks)."""
-    from pyspark import StorageLevel
-
-    if spark.sparkContext.getCheckpointDir():
-        return lambda d: d.checkpoint(eager=True)
-    # On disk, not in the executors' heap: a checkpoint held in memory there
-    # leaves too little for reading the input again (a million documents
-    # ran out of Spark's default 1 GiB heap reading their texts).
-    return lambda d: d.localCheckpoint(eager=True, storageLevel=StorageLevel.DISK_ONLY)
-
-
-def connected_components(edges, checkpoint: Optional[Callable[[Any], Any]] = None, stats: Optional[dict] = None):
-    """Connected components of the undirected graph ``edges`` (columns ``a``,
-    ``b``: longs): a DataFrame (``pos``, ``comp``) with a row per node of an
-    edge, ``comp`` the smallest node of its component.
-
-    Alternating large-star and small-star (Kiveris et al., "Connected
-    Components in MapReduce and Beyond", 2014): O(log n) rounds of two
-    shuffles each, whatever the components' diameter; each round's edges
-    are checkpointed. Stops when the edges form stars around their smallest
-    nodes. ``stats["rounds"]`` counts the rounds.
-    """
-    from pyspark.sql import functions as F
-
-    a, b = F.col("a"), F.col("b")
-    checkpoint = checkpoint or _checkpointer(edges.sparkSession)
-    # Every undirected edge once, as (larger, smaller).
-    e = checkpoint(edges.where(a != b).select(F.greatest(a, b).alias("a"), F.least(a, b).alias("b")).distinct())
-    rounds = 0
-    while True:
-        rounds += 1
-        # Large-star: each node links its larger neighbours to the smallest
-        # node of its neighbourhood (itself included).
-        both = e.unionByName(e.select(b.alias("a"), a.alias("b")))
-        low = both.groupBy("a").agg(F.least(F.min("b"), F.col("a")).alias("m"))
-        large = both.join(low, "a").where(b > a).select(b.alias("a"), F.col("m").alias("b")).distinct()
-        # Small-star: each node links itself and its smaller neighbours to
-        # the smallest of them.
-        low = large.groupBy("a").agg(F.min("b").alias("m"))
-        small = (
-            large.join(low, "a").where(b != F.col("m")).select(b.alias("a"), F.col("m").alias("b"))
-            .unionByName(low.select("a", F.col("m").alias("b")))
-            .distinct()
-        )
-        e = checkpoint(small)
-        # Done when no node is both a leaf and a centre: stars, each around
-        # its component's smallest node.
-        if e.join(e.select(b.alias("a")).distinct(), "a").isEmpty():
-            break
-    if stats is not None:
-        stats["rounds"] = rounds
-    return e.select(a.alias("pos"), b.alias("comp")).unionByName(
-        e.select(b.alias("pos"), b.alias("comp")).distinct()
-    )
-
-
 def dedup(
     df,
     id_col: str = "id",
@@ -300,7 +304,8 @@ def dedup(
     **params: Any,
 ):
     """Deduplicates DataFrame ``df`` as ``neardup dedup`` does; returns
-    ``(pairs_df, clusters_df, kept_df)``.
+    ``(pairs_df, clusters_df, kept_df)``. See :func:`dedup_with_index` for
+    a run against earlier runs' items.
 
     ``params`` are ``neardup.Index``'s (``shingle_width``, ``normalizer``,
     ``num_perm``, ``max_candidates``, ``max_bucket_read``, ...). Rows are
@@ -324,15 +329,59 @@ def dedup(
     The result DataFrames share a checkpointed decision table: write or
     count them, in any order.
     """
+    pairs_df, clusters_df, kept_df, _ = _dedup(df, id_col, text_col, threshold, stats, keep, broadcast_rows,
+                                               None, False, params)
+    return pairs_df, clusters_df, kept_df
+
+
+def dedup_with_index(
+    df,
+    index=None,
+    id_col: str = "id",
+    text_col: str = "text",
+    threshold: float = 0.8,
+    stats: Optional[dict] = None,
+    keep: str = "first",
+    broadcast_rows: int = BROADCAST_ROWS,
+    **params: Any,
+):
+    """:func:`dedup` against the items of earlier runs, as ``neardup dedup
+    --index`` runs: returns ``(pairs_df, clusters_df, kept_df, index_df)``.
+
+    ``index`` is an earlier run's ``index_df`` (read back from Parquet), or
+    None for the first run. Its rows go before every row of ``df``, already
+    decided: a row of ``df`` is dropped when it verifies against a kept row
+    of any run. ``pairs_df`` and ``kept_df`` are this run's;
+    ``clusters_df`` holds the clusters with a row of this run, earlier
+    members included; ``index_df`` is every row of every run so far (earlier
+    rows with their clusters as they are now), to write for the next run.
+    Rows are grouped by the 32-bit keys the single-machine index files them
+    under, so the decisions are the command line's exactly. ``index`` must
+    have been made under the same settings (refused otherwise).
+    """
+    return _dedup(df, id_col, text_col, threshold, stats, keep, broadcast_rows, index, True, params)
+
+
+def _dedup(df, id_col, text_col, threshold, stats, keep, broadcast_rows, index, want_index, params):
     from pyspark.sql import functions as F
     from pyspark.sql import types as T
     from pyspark.sql.window import Window
+
+    from neardup import _spark_index
 
     spark = df.sparkSession
     # Validate the configuration once, on the driver, with neardup's message.
     rule_params = dict(params, threshold=threshold)
     neardup.Index(**rule_params)
     policy = neardup._Keep(keep)
+    incremental = want_index
+    config = _spark_index.config_of(rule_params, keep) if incremental else ""
+    run_no = 0
+    prior = None
+    if index is not None:
+        _spark_index.check_config(index, config)
+        last = index.agg(F.max("run")).first()[0]
+        run_no = 0 if last is None else last + 1
     keyval = _key_column(df, policy.field) if policy.field is not None else F.lit(None).cast("double")
     fp_params = {k: v for k, v in rule_params.items() if k not in ("max_candidates", "max_bucket_read")}
     checkpoint = _checkpointer(spark)
@@ -355,12 +404,31 @@ def dedup(
         T.StructField("keys", T.ArrayType(T.LongType()), False),
         T.StructField("hkey", T.LongType(), False),
     ])
-    keys = checkpoint(texts.mapInArrow(_key_batches(fp_params), key_schema))
+    keys = checkpoint(texts.mapInArrow(_key_batches(fp_params, posting=incremental), key_schema))
 
     # Each bucket (band, key) and each content links its rows to its first.
     exploded = keys.select("pos", F.posexplode("keys").alias("band", "key")).unionByName(
         keys.select("pos", F.lit(-1).alias("band"), F.col("hkey").alias("key"))
     )
+    if index is not None:
+        # An earlier run's rows, as nodes numbered below this run's, linked
+        # by the same 32-bit keys, and each to its cluster's first row.
+        prior = checkpoint(index.withColumn("node", -1 - F.monotonically_increasing_id()))
+        link_schema = T.StructType([
+            T.StructField("node", T.LongType(), False),
+            T.StructField("keys", T.ArrayType(T.LongType()), False),
+            T.StructField("hkey", T.LongType(), False),
+        ])
+        links = prior.select("node", "hash", "keys", "sketch", "features").mapInArrow(
+            _spark_index.link_batches(), link_schema)
+        exploded = exploded.unionByName(
+            links.select(F.col("node").alias("pos"), F.posexplode("keys").alias("band", "key"))
+        ).unionByName(
+            links.select(F.col("node").alias("pos"), F.lit(-1).alias("band"), F.col("hkey").alias("key"))
+        ).unionByName(
+            prior.where(F.col("cluster").isNotNull())
+            .select(F.col("node").alias("pos"), F.lit(-2).alias("band"), F.xxhash64("cluster").alias("key"))
+        )
     # One shuffle: each row of a bucket with the bucket's first row and size.
     bucket = Window.partitionBy("band", "key")
     edges = (
@@ -377,6 +445,17 @@ def dedup(
                        F.col(text_col).cast("string").alias("text"),
                        keyval.alias("keyval"))
     members = rows.join(_small(groups, broadcast_rows), "pos")
+    if prior is not None:
+        # The earlier rows of the groups with a row of this run.
+        active = groups.where(F.col("pos") >= 0).select("comp").distinct()
+        earlier = (
+            prior.join(groups.withColumnRenamed("pos", "node"), "node")
+            .join(active, "comp", "left_semi")
+            .select(F.col("node").alias("pos"), F.col("pos").alias("at"), "file", "id", "comp", "run", "order",
+                    "kept", "cluster",
+                    "hash", "keys", "sketch", "features", F.lit(True).alias("prior"))
+        )
+        members = members.withColumn("prior", F.lit(False)).unionByName(earlier, allowMissingColumns=True)
     decided_schema = T.StructType([
         T.StructField("pos", T.LongType(), False),
         T.StructField("file", T.IntegerType(), False),
@@ -385,20 +464,39 @@ def dedup(
         T.StructField("cluster", T.StringType(), True),
         T.StructField("left", T.ArrayType(T.StringType()), False),
         T.StructField("score", T.ArrayType(T.DoubleType()), False),
+        T.StructField("prior", T.BooleanType(), False),
+        T.StructField("run", T.IntegerType(), False),
+        T.StructField("order", T.LongType(), False),
     ])
-    decided = checkpoint(members.groupBy("comp").applyInArrow(_decide_group(rule_params, keep), decided_schema))
+    decide = _decide_group(rule_params, keep, run_no, incremental=prior is not None)
+    decided = checkpoint(members.groupBy("comp").applyInArrow(decide, decided_schema))
 
     pairs_df = decided.select(F.explode(F.arrays_zip("left", "score")).alias("m"), F.col("id").alias("right")).select(
         F.col("m.left").alias("left"), "right", F.col("m.score").alias("score")
     )
-    clusters_df = decided.orderBy("file", "pos").select("id", "cluster")
-    dropped = decided.where(~F.col("kept")).select(F.col("pos").alias("__pos"))
+    clusters_df = decided.orderBy("run", "order", "file", "pos").select("id", "cluster")
+    dropped = decided.where(~F.col("kept") & ~F.col("prior")).select(F.col("pos").alias("__pos"))
     kept_df = (
         base.join(_small(dropped, broadcast_rows), "__pos", "left_anti")
         .orderBy("__file", "__pos")
         .select(*df.columns)
     )
-    return pairs_df, clusters_df, kept_df
+    if not want_index:
+        return pairs_df, clusters_df, kept_df, None
+    # Every row of every run so far: this run's with their images and
+    # decisions, earlier ones with their clusters as they now are.
+    fresh = rows.mapInArrow(_spark_index.image_batches(fp_params, keep, run_no, config), _spark_index.schema())
+    this_run = decided.where(~F.col("prior")).select("pos", F.col("kept").alias("k"), F.col("cluster").alias("c"))
+    columns = [f.name for f in _spark_index.schema().fields]
+    index_df = fresh.join(this_run, "pos", "left").select(
+        *[F.coalesce("k", "kept").alias("kept") if c == "kept" else F.col("c").alias("cluster") if c == "cluster"
+          else c for c in columns])
+    if prior is not None:
+        now = decided.where(F.col("prior")).select(F.col("pos").alias("node"), F.col("cluster").alias("c"))
+        index_df = prior.join(now, "node", "left").select(
+            *[F.coalesce("c", "cluster").alias("cluster") if c == "cluster" else c for c in columns]
+        ).unionByName(index_df)
+    return pairs_df, clusters_df, kept_df, index_df
 
 
 def _small(df, most: int):
@@ -554,11 +652,17 @@ def main(argv: Optional[list] = None) -> int:
                         f"(~24 bytes each; default {BROADCAST_ROWS:,}); past it, or at 0, none is asked for")
     p.add_argument("--checkpoint-dir", default=None,
                    help="reliable storage for checkpoints (HDFS, S3, ...; default: the executors' local disks)")
+    p.add_argument("--index-in", default=None, metavar="DIR",
+                   help="an earlier run's --index-out: deduplicate against every row of the runs before")
+    p.add_argument("--index-out", default=None, metavar="DIR",
+                   help="write every row of this run and the earlier ones (Parquet), for the next --index-in")
     p.add_argument("--format", choices=["auto", "parquet", "json"], default="auto")
     p.add_argument("--master", default=None, help="Spark master URL (default: Spark's own)")
     p.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                    help="a Spark setting, e.g. spark.archives=env.tar.gz#env (repeatable)")
     a = p.parse_args(argv)
+    if a.index_in and a.index_out and os.path.abspath(a.index_in) == os.path.abspath(a.index_out):
+        p.error("--index-out must be another folder than --index-in (the run reads one while it writes the other)")
     conf = []
     for kv in a.conf:
         key, eq, value = kv.partition("=")
@@ -611,25 +715,39 @@ def main(argv: Optional[list] = None) -> int:
             sc.setCheckpointDir(a.checkpoint_dir)
         stats: Dict[str, Any] = {}
         started = time.monotonic()
+        settings = dict(
+            threshold=a.threshold, stats=stats, normalizer=a.normalizer, shingle_width=a.shingle_width,
+            num_perm=a.num_perm, char_shingles=a.char_shingles, bands=a.bands, rows=a.rows, signature=a.signature,
+            seed=a.seed, max_candidates=a.max_candidates, max_bucket_read=a.max_bucket_read, keep=a.keep,
+            broadcast_rows=a.broadcast_rows,
+        )
+        outputs = {}
         try:
-            pairs, clusters, kept = dedup(
-                df, a.id_column, a.text_column, threshold=a.threshold, stats=stats,
-                normalizer=a.normalizer, shingle_width=a.shingle_width, num_perm=a.num_perm,
-                char_shingles=a.char_shingles, bands=a.bands, rows=a.rows, signature=a.signature, seed=a.seed,
-                max_candidates=a.max_candidates, max_bucket_read=a.max_bucket_read, keep=a.keep,
-                broadcast_rows=a.broadcast_rows,
-            )
+            if a.index_in or a.index_out:
+                from neardup import _spark_index
+
+                earlier = spark.read.schema(_spark_index.schema()).parquet(a.index_in) if a.index_in else None
+                pairs, clusters, kept, index = dedup_with_index(df, earlier, a.id_column, a.text_column, **settings)
+                if a.index_out:
+                    outputs[a.index_out] = index
+            else:
+                pairs, clusters, kept = dedup(df, a.id_column, a.text_column, **settings)
         except ValueError as e:
             print(f"neardup.spark: {e}", file=sys.stderr)
             return 2
         decided_s = time.monotonic() - started
         counts = {}
-        for name, table in (("pairs", pairs), ("clusters", clusters), ("kept", kept)):
-            table.write.mode("overwrite").parquet(f"{a.output}/{name}")
+        outputs.update((f"{a.output}/{name}", table)
+                       for name, table in (("pairs", pairs), ("clusters", clusters), ("kept", kept)))
+        for path, table in outputs.items():
+            table.write.mode("overwrite").parquet(path)
             # Counted from what was written (Parquet footers), not recomputed.
-            counts[name] = spark.read.parquet(f"{a.output}/{name}").count()
+            counts[path] = spark.read.parquet(path).count()
         print(f"connected components: {stats.get('rounds', 0)} rounds; decided in {decided_s:.1f} s, "
               f"written in {time.monotonic() - started - decided_s:.1f} s")
+        if a.index_out:
+            print(f"index {a.index_out}: {counts[a.index_out]} rows")
+        counts.update((name, counts[f"{a.output}/{name}"]) for name in ("pairs", "clusters", "kept"))
         print(f"pairs {counts['pairs']}, clustered rows {counts['clusters']}, kept {counts['kept']} of {df.count()}")
     finally:
         spark.stop()

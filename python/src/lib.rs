@@ -7,6 +7,8 @@
 
 use std::collections::HashMap;
 
+mod arrow;
+
 use neardup_core::Greedy;
 use neardup_core::{write_saved_index, FormatError, Header, Reader, SavedItem};
 use neardup_core::{
@@ -179,20 +181,24 @@ impl Fingerprinter {
     /// `(key_offsets, keys, hashes)`: text `i`'s keys are
     /// `keys[key_offsets[i]:key_offsets[i + 1]]` (`int32` offsets, `uint64`
     /// keys), its hash `hashes[i]` (`uint64`, the digest's first 8 bytes
-    /// big-endian, i.e. `int(content_hash[:16], 16)`).
+    /// big-endian, i.e. `int(content_hash[:16], 16)`). With `posting`, the
+    /// 32-bit keys the single-machine index files items under instead (the
+    /// folded band keys, the hash's first four bytes little-endian).
     #[allow(clippy::type_complexity)]
+    #[pyo3(signature = (offsets, data, posting=false))]
     fn _band_keys_arrow<'py>(
         &mut self,
         py: Python<'py>,
         offsets: PyReadonlyArray1<'py, i64>,
         data: PyReadonlyArray1<'py, u8>,
+        posting: bool,
     ) -> PyResult<(Bound<'py, PyArray1<i32>>, Bound<'py, PyArray1<u64>>, Bound<'py, PyArray1<u64>>)> {
         // Copied while the GIL is held: the work below runs without it, and
         // nothing can change these copies meanwhile.
         let offsets = offsets.as_slice().map_err(value_error)?.to_vec();
         let data = data.as_slice().map_err(value_error)?.to_vec();
         let inner = &mut self.inner;
-        let (key_offsets, keys, hashes) = py.detach(|| band_keys_of(inner, &offsets, &data))?;
+        let (key_offsets, keys, hashes) = py.detach(|| arrow::band_keys_of(inner, &offsets, &data, posting))?;
         Ok((key_offsets.to_pyarray(py), keys.to_pyarray(py), hashes.to_pyarray(py)))
     }
 
@@ -212,39 +218,6 @@ impl Fingerprinter {
     fn rows(&self) -> u32 {
         self.inner.params().lsh().rows
     }
-}
-
-/// [`Fingerprinter::_band_keys_arrow`]'s work, checked: offsets inside
-/// `data` and in order, every text UTF-8, the key count within `int32`.
-fn band_keys_of(f: &mut CoreFingerprinter, offsets: &[i64], data: &[u8]) -> PyResult<(Vec<i32>, Vec<u64>, Vec<u64>)> {
-    let n = offsets.len().saturating_sub(1);
-    let mut key_offsets = Vec::with_capacity(n + 1);
-    let mut keys = Vec::new();
-    let mut hashes = Vec::with_capacity(n);
-    key_offsets.push(0i32);
-    for (i, w) in offsets.windows(2).enumerate() {
-        let (start, end) = (usize::try_from(w[0]), usize::try_from(w[1]));
-        let bytes = match (start, end) {
-            (Ok(a), Ok(b)) if a <= b && b <= data.len() => &data[a..b],
-            _ => {
-                return Err(value_error(format!(
-                    "text {i}: offsets {}..{} outside the {} bytes of data",
-                    w[0],
-                    w[1],
-                    data.len()
-                )))
-            }
-        };
-        let text = std::str::from_utf8(bytes).map_err(|e| value_error(format!("text {i}: not UTF-8: {e}")))?;
-        let fp = f.fingerprint(text);
-        keys.extend_from_slice(&fp.band_keys);
-        let at = i32::try_from(keys.len()).map_err(|_| value_error("more than 2^31 band keys in one call"))?;
-        key_offsets.push(at);
-        let mut first = [0u8; 8];
-        first.copy_from_slice(&fp.content_hash.0[..8]);
-        hashes.push(u64::from_be_bytes(first));
-    }
-    Ok((key_offsets, keys, hashes))
 }
 
 /// A near-duplicate index: MinHash-LSH candidates, every candidate verified
@@ -372,6 +345,44 @@ impl Index {
     #[getter]
     fn threshold(&self) -> f64 {
         self.index.params().threshold()
+    }
+
+    /// What a saved index records of each of many texts, read from an
+    /// Arrow string array's buffers as `Fingerprinter._band_keys_arrow`
+    /// reads them: `(hashes, key_offsets, keys, sketch_offsets, sketches,
+    /// feature_offsets, features)` — text `i`'s content hash is
+    /// `hashes[16 i:16 i + 16]`, its folded band keys
+    /// `keys[key_offsets[i]:key_offsets[i + 1]]` (none when it has none),
+    /// likewise its ranking sketch and its canonical features. The Spark
+    /// job's index rows; `_Dedup._add_prior` takes them back.
+    #[allow(clippy::type_complexity)]
+    fn _image_arrow<'py>(
+        &mut self,
+        py: Python<'py>,
+        offsets: PyReadonlyArray1<'py, i64>,
+        data: PyReadonlyArray1<'py, u8>,
+    ) -> PyResult<(
+        Bound<'py, PyArray1<u8>>,
+        Bound<'py, PyArray1<i32>>,
+        Bound<'py, PyArray1<u32>>,
+        Bound<'py, PyArray1<i32>>,
+        Bound<'py, PyArray1<u8>>,
+        Bound<'py, PyArray1<i64>>,
+        Bound<'py, PyArray1<u64>>,
+    )> {
+        let offsets = offsets.as_slice().map_err(value_error)?.to_vec();
+        let data = data.as_slice().map_err(value_error)?.to_vec();
+        let (f, params) = (&mut self.fingerprinter, self.index.params());
+        let im = py.detach(|| arrow::images_of(f, params, &offsets, &data))?;
+        Ok((
+            im.hashes.to_pyarray(py),
+            im.key_offsets.to_pyarray(py),
+            im.keys.to_pyarray(py),
+            im.sketch_offsets.to_pyarray(py),
+            im.sketches.to_pyarray(py),
+            im.feature_offsets.to_pyarray(py),
+            im.features.to_pyarray(py),
+        ))
     }
 
     /// Writes the index to `path` (the format `neardup dedup --index`
@@ -520,6 +531,8 @@ fn exact_pairs(py: Python<'_>, sets: Vec<Vec<u64>>, threshold: f64) -> PyResult<
 pub struct Dedup {
     inner: Index,
     rule: Greedy,
+    /// Items decided by `add_many` so far (earlier runs' items go first).
+    decided: usize,
 }
 
 /// One record's outcome: kept, duplicate_of, its score, every match.
@@ -531,7 +544,56 @@ impl Dedup {
     /// `Index`, so that the parameters and their defaults are written once).
     #[new]
     fn new(like: PyRef<'_, Index>) -> PyResult<Self> {
-        Ok(Dedup { inner: Index::empty(like.index.params().clone())?, rule: Greedy::new() })
+        Ok(Dedup { inner: Index::empty(like.index.params().clone())?, rule: Greedy::new(), decided: 0 })
+    }
+
+    /// Adds items of an earlier run, already decided, before any item of
+    /// this one (as `neardup dedup --index` loads its saved index): their
+    /// ids, whether each was kept, and their images as
+    /// `Index._image_arrow` gives them. Checked as a saved index is read.
+    #[allow(clippy::too_many_arguments)]
+    fn _add_prior(
+        &mut self,
+        ids: Vec<String>,
+        kept: Vec<bool>,
+        hashes: PyReadonlyArray1<'_, u8>,
+        key_offsets: PyReadonlyArray1<'_, i32>,
+        keys: PyReadonlyArray1<'_, u32>,
+        sketch_offsets: PyReadonlyArray1<'_, i32>,
+        sketches: PyReadonlyArray1<'_, u8>,
+        feature_offsets: PyReadonlyArray1<'_, i64>,
+        features: PyReadonlyArray1<'_, u64>,
+    ) -> PyResult<()> {
+        if self.decided > 0 {
+            return Err(value_error("an earlier run's items go before any of this run's"));
+        }
+        let images = arrow::ImagesIn {
+            hashes: hashes.as_slice().map_err(value_error)?,
+            key_offsets: key_offsets.as_slice().map_err(value_error)?,
+            keys: keys.as_slice().map_err(value_error)?,
+            sketch_offsets: sketch_offsets.as_slice().map_err(value_error)?,
+            sketches: sketches.as_slice().map_err(value_error)?,
+            feature_offsets: feature_offsets.as_slice().map_err(value_error)?,
+            features: features.as_slice().map_err(value_error)?,
+        };
+        let n = images.len()?;
+        if ids.len() != n || kept.len() != n {
+            return Err(value_error(format!("{} ids and {} verdicts for {n} index rows", ids.len(), kept.len())));
+        }
+        let most = self.inner.index.params().config().max_shingles as usize;
+        for (i, (id, kept)) in ids.into_iter().zip(kept).enumerate() {
+            if self.inner.by_id.contains_key(&id) {
+                return Err(value_error(format!("item id {id:?} was seen before; ids must be unique")));
+            }
+            let (row, features) = images.item(i)?;
+            if features.len() > most {
+                return Err(value_error(format!("item {id:?}: {} features, over max_shingles {most}", features.len())));
+            }
+            let item = self.inner.index.insert_row(row, features).map_err(value_error)?;
+            self.inner.name(id, item);
+            self.rule.set_kept(item, kept);
+        }
+        Ok(())
     }
 
     /// Decides `(item_id, text)` pairs in order, each against every earlier
@@ -552,6 +614,7 @@ impl Dedup {
                 inner.name(id, n);
                 added.push(n);
             }
+            self.decided += added.len();
             Ok(added
                 .into_iter()
                 .map(|n| {

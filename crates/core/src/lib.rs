@@ -47,8 +47,8 @@ mod verify;
 
 pub use batch::{Decided, Greedy, Lookup};
 pub use candidates::{
-    fold_key, Candidate, CandidateIndex, CandidateSet, Filing, ImageRow, IndexView, ItemKeys, RowLoader, SketchReads,
-    MAX_ITEM_ID,
+    content_key, fold_key, Candidate, CandidateIndex, CandidateSet, Filing, ImageRow, IndexView, ItemKeys, RowLoader,
+    SketchReads, MAX_ITEM_ID,
 };
 pub use config::{Config, Params, CONFIG_FORMAT_VERSION, DEFAULT_RECALL_TARGET, DEFAULT_SEED};
 pub use error::{Error, ErrorKind, Result};

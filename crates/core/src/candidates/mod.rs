@@ -215,6 +215,12 @@ fn hash_key(h: &[u8; 16]) -> u32 {
     u32::from_le_bytes([h[0], h[1], h[2], h[3]])
 }
 
+/// The in-memory posting key of a content hash (what a query looks its
+/// copies up by), for callers that group items as the index files them.
+pub fn content_key(hash: &ContentHash) -> u32 {
+    hash_key(&hash.0)
+}
+
 /// The in-memory posting key of a band key: the 64-bit seeded key folded to
 /// 32 bits. Two different band keys share a folded key with probability
 /// 2⁻³², which can only add a candidate (verified and ranked like any
