@@ -11,7 +11,6 @@ mod limits;
 mod source;
 mod thrift;
 
-use std::io::Write;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Arc;
 
@@ -31,6 +30,7 @@ use parquet::file::properties::WriterProperties;
 
 use crate::chunk::{Chunk, Input, ReadOptions};
 use crate::jsonl::{Body, Line, Reject};
+use crate::output::Sink;
 use limits::{Budget, Plan};
 use source::Source;
 
@@ -398,7 +398,7 @@ pub type Annotation = (String, Option<String>);
 /// Rows written as Parquet, with the inputs' schema (and the annotation
 /// columns when annotating).
 pub struct RowWriter {
-    writer: ArrowWriter<Box<dyn Write + Send>>,
+    writer: ArrowWriter<Sink>,
     schema: SchemaRef,
     annotate: bool,
 }
@@ -412,7 +412,7 @@ impl std::fmt::Debug for RowWriter {
 impl RowWriter {
     /// A writer of rows of `input` schema; annotated rows gain the two
     /// [`ANNOTATION_COLUMNS`], which the input must not have.
-    pub fn new(out: Box<dyn Write + Send>, input: &Schema, annotate: bool) -> anyhow::Result<RowWriter> {
+    pub fn new(out: Sink, input: &Schema, annotate: bool) -> anyhow::Result<RowWriter> {
         let mut fields: Vec<Arc<Field>> = input.fields().iter().cloned().collect();
         if annotate {
             for name in ANNOTATION_COLUMNS {
@@ -449,9 +449,7 @@ impl RowWriter {
     }
 
     pub fn finish(self) -> anyhow::Result<()> {
-        let mut inner = self.writer.into_inner()?;
-        inner.flush()?;
-        Ok(())
+        self.writer.into_inner()?.finish()
     }
 }
 
@@ -468,7 +466,7 @@ pub fn rows_as_json(rows: &RecordBatch, mask: &[bool]) -> anyhow::Result<Vec<u8>
 
 /// A result table written as Parquet, a batch of rows at a time.
 pub struct Table {
-    writer: ArrowWriter<Box<dyn Write + Send>>,
+    writer: ArrowWriter<Sink>,
     schema: SchemaRef,
     columns: Vec<Column>,
     rows: usize,
@@ -502,7 +500,7 @@ const TABLE_BATCH: usize = 65_536;
 
 impl Table {
     /// Pairs and dropped lists: two ids and a score.
-    pub fn scored(out: Box<dyn Write + Send>, names: [&str; 3]) -> anyhow::Result<Table> {
+    pub fn scored(out: Sink, names: [&str; 3]) -> anyhow::Result<Table> {
         let fields = vec![
             Field::new(names[0], DataType::Utf8, false),
             Field::new(names[1], DataType::Utf8, false),
@@ -517,7 +515,7 @@ impl Table {
     }
 
     /// Clusters: number, size, members and kept members.
-    pub fn clusters(out: Box<dyn Write + Send>) -> anyhow::Result<Table> {
+    pub fn clusters(out: Sink) -> anyhow::Result<Table> {
         let list = || DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)));
         let fields = vec![
             Field::new("cluster", DataType::UInt64, false),
@@ -534,7 +532,7 @@ impl Table {
         Table::new(out, fields, columns)
     }
 
-    fn new(out: Box<dyn Write + Send>, fields: Vec<Field>, columns: Vec<Column>) -> anyhow::Result<Table> {
+    fn new(out: Sink, fields: Vec<Field>, columns: Vec<Column>) -> anyhow::Result<Table> {
         let schema = Arc::new(Schema::new(fields));
         let writer = ArrowWriter::try_new(out, Arc::clone(&schema), Some(properties()))?;
         Ok(Table { writer, schema, columns, rows: 0 })
@@ -588,8 +586,6 @@ impl Table {
 
     pub fn finish(mut self) -> anyhow::Result<()> {
         self.write_batch()?;
-        let mut inner = self.writer.into_inner()?;
-        inner.flush()?;
-        Ok(())
+        self.writer.into_inner()?.finish()
     }
 }

@@ -270,3 +270,101 @@ impl io::Read for Stream {
         Ok(n)
     }
 }
+
+/// Whether `e` (from this module) says the object is not there.
+pub fn is_not_found(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| matches!(c.downcast_ref::<object_store::Error>(), Some(object_store::Error::NotFound { .. })))
+}
+
+/// Bytes a part of an upload holds before it is sent (S3 takes parts of
+/// 5 MiB and more, the last one excepted).
+const PART: usize = 8 << 20;
+
+/// An object written as a stream (`-o`, `--pairs`, `--clusters` given an
+/// `s3://bucket/key`): the bytes go up in parts of 8 MiB as they are
+/// written (an S3 multipart upload), and the object appears only when
+/// [`Upload::finish`] completes the upload — a run that fails or is killed
+/// leaves nothing at the key (dropped unfinished, the upload is aborted;
+/// killed, the store discards it when its incomplete uploads expire). An
+/// object smaller than a part is one PUT, atomic too.
+pub struct Upload {
+    url: String,
+    store: Arc<dyn ObjectStore>,
+    key: ObjectPath,
+    buf: Vec<u8>,
+    upload: Option<Box<dyn object_store::MultipartUpload>>,
+    done: bool,
+}
+
+impl Upload {
+    /// An upload to `url` (`s3://bucket/key`); nothing is sent until a part
+    /// fills or it is finished.
+    pub fn create(url: &str) -> anyhow::Result<Upload> {
+        let (name, key) = split(url)?;
+        if key.is_empty() || key.ends_with('/') {
+            anyhow::bail!("{url} names no object to write (s3://bucket/key)");
+        }
+        Ok(Upload {
+            url: url.to_owned(),
+            store: bucket(name)?,
+            key: ObjectPath::from(key),
+            buf: Vec::with_capacity(PART),
+            upload: None,
+            done: false,
+        })
+    }
+
+    /// Sends what is buffered as the next part, starting the upload first.
+    fn send_part(&mut self) -> io::Result<()> {
+        let failed = |e: object_store::Error| io::Error::other(format!("writing {}: {e}", self.url));
+        if self.upload.is_none() {
+            self.upload = Some(block_on(self.store.put_multipart(&self.key)).map_err(failed)?);
+        }
+        let part = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(PART)));
+        let upload = self.upload.as_mut().expect("started above");
+        block_on(upload.put_part(part.into())).map_err(failed)
+    }
+
+    /// Sends the rest and makes the object appear whole.
+    pub fn finish(mut self) -> anyhow::Result<()> {
+        let url = self.url.clone();
+        let context = || format!("cannot write {url}");
+        if self.upload.is_none() {
+            let body = Bytes::from(std::mem::take(&mut self.buf));
+            block_on(self.store.put(&self.key, body.into())).with_context(context)?;
+        } else {
+            if !self.buf.is_empty() {
+                self.send_part().with_context(context)?;
+            }
+            let upload = self.upload.as_mut().expect("started");
+            block_on(upload.complete()).with_context(context)?;
+        }
+        self.done = true;
+        Ok(())
+    }
+}
+
+impl io::Write for Upload {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        let n = data.len().min(PART - self.buf.len());
+        self.buf.extend_from_slice(&data[..n]);
+        if self.buf.len() == PART {
+            self.send_part()?;
+        }
+        Ok(n)
+    }
+
+    /// Parts go when they are full: a flush sends nothing (the object
+    /// appears only at [`Upload::finish`]).
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        if let (false, Some(upload)) = (self.done, self.upload.as_mut()) {
+            let _ = block_on(upload.abort());
+        }
+    }
+}

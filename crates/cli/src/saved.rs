@@ -8,7 +8,10 @@
 //! verdict and the first item of its cluster, so a run against the index
 //! makes the decisions and finds the pairs one run over all the inputs
 //! would. The file is replaced atomically (`neardup_fs::write_atomic_with`):
-//! a run killed while saving leaves the previous index whole.
+//! a run killed while saving leaves the previous index whole. The folder
+//! may be an object store's prefix (`s3://bucket/indexes/crawl/`): the
+//! index is then one object, read by one streamed GET and written by an
+//! upload completed only at the end.
 
 use std::fs::File;
 use std::io::{self, BufReader, Write};
@@ -19,7 +22,9 @@ use anyhow::Context;
 use neardup_core::Params;
 use neardup_core::{write_saved_index, FormatError, Header, Reader, SavedItem};
 
+use crate::output::Sink;
 use crate::pipeline::Batch;
+use crate::remote;
 
 /// The file inside the index folder.
 pub const FILE: &str = "index.ndx";
@@ -51,15 +56,23 @@ pub fn path_in(dir: &Path) -> PathBuf {
 /// when there is none yet.
 pub fn load(dir: &Path, params: &Params, batch: &mut Batch) -> anyhow::Result<Option<Loaded>> {
     let path = path_in(dir);
-    let started = Instant::now();
-    let file = match File::open(&path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(e).with_context(|| format!("cannot open the index {}", path.display())),
-    };
     let shown = path.display().to_string();
+    let started = Instant::now();
+    let source: Box<dyn io::Read> = if remote::is_remote(&shown) {
+        match remote::Object::open(&shown) {
+            Ok(object) => Box::new(object.stream()?),
+            Err(e) if remote::is_not_found(&e) => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("cannot open the index {shown}")),
+        }
+    } else {
+        match File::open(&path) {
+            Ok(f) => Box::new(f),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e).with_context(|| format!("cannot open the index {shown}")),
+        }
+    };
     let context = || format!("cannot load the index {shown}");
-    let reader = Reader::open(BufReader::with_capacity(4 << 20, file)).with_context(context)?;
+    let reader = Reader::open(BufReader::with_capacity(4 << 20, source)).with_context(context)?;
     reader.check(params).with_context(context)?;
     let sketch_bytes = batch.index.candidate_index().sketch_len();
     let header = reader
@@ -85,8 +98,11 @@ pub fn load(dir: &Path, params: &Params, batch: &mut Batch) -> anyhow::Result<Op
 /// replacing the file atomically; `runs` is the count to record.
 pub fn save(dir: &Path, batch: &mut Batch, runs: u64) -> anyhow::Result<Saved> {
     let started = Instant::now();
-    std::fs::create_dir_all(dir).with_context(|| format!("cannot create the index folder {}", dir.display()))?;
     let path = path_in(dir);
+    let object = remote::is_remote(&path.display().to_string());
+    if !object {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create the index folder {}", dir.display()))?;
+    }
     let n = batch.ids.len() as u32;
     // The first item of each cluster, so a load rebuilds the same clusters.
     let firsts = batch.cluster_firsts();
@@ -103,7 +119,7 @@ pub fn save(dir: &Path, batch: &mut Batch, runs: u64) -> anyhow::Result<Saved> {
     );
     let view = batch.index.candidate_index().view();
     let mut bytes = 0;
-    neardup_fs::write_atomic_with(&path, |w: &mut dyn Write| -> anyhow::Result<()> {
+    let mut write = |w: &mut dyn Write| -> anyhow::Result<()> {
         let items = (0..n).map_while(|i| {
             Some(SavedItem {
                 id: &batch.ids[i as usize],
@@ -115,7 +131,15 @@ pub fn save(dir: &Path, batch: &mut Batch, runs: u64) -> anyhow::Result<Saved> {
         });
         bytes = write_saved_index(w, &header, items)?;
         Ok(())
-    })
-    .with_context(|| format!("cannot save the index {}", path.display()))?;
+    };
+    let context = || format!("cannot save the index {}", path.display());
+    if object {
+        // Whole or not at all, as the local file: the upload completes last.
+        let mut sink = Sink::create(&path.display().to_string()).with_context(context)?;
+        write(&mut sink).with_context(context)?;
+        sink.finish().with_context(context)?;
+    } else {
+        neardup_fs::write_atomic_with(&path, write).with_context(context)?;
+    }
     Ok(Saved { path: path.display().to_string(), items: u64::from(n), bytes, seconds: started.elapsed().as_secs_f64() })
 }

@@ -104,3 +104,68 @@ fn s3_inputs_give_what_the_same_files_give_locally() {
     assert_eq!(run.status.code(), Some(1), "{}", String::from_utf8_lossy(&run.stderr));
     assert!(String::from_utf8_lossy(&run.stderr).contains("s3://docs/parquet/"));
 }
+
+/// The object at `bucket/key`, or None when there is none.
+fn get(weed: &seaweed::Weed, rt: &tokio::runtime::Runtime, key: &str) -> Option<Vec<u8>> {
+    use object_store::ObjectStore as _;
+    let store = weed.client("docs");
+    match rt.block_on(store.get(&object_store::path::Path::from(key))) {
+        Ok(got) => Some(rt.block_on(got.bytes()).unwrap().to_vec()),
+        Err(object_store::Error::NotFound { .. }) => None,
+        Err(e) => panic!("get {key}: {e}"),
+    }
+}
+
+#[test]
+fn s3_outputs_and_index_are_the_local_ones_and_appear_only_when_whole() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let Some(weed) = rt.block_on(seaweed::Weed::start()) else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let shards = shards(dir.path(), usize::MAX);
+    let folders = write_formats(dir.path(), &shards);
+    let jsonl = &folders.iter().find(|(f, _)| *f == "jsonl").unwrap().1;
+    let part = |i: usize| jsonl.join(format!("part-{i}.data")).to_str().unwrap().to_owned();
+    let local = |name: &str| dir.path().join(name).to_str().unwrap().to_owned();
+    // Two runs, the second against the first's saved index; every result
+    // of the second written as zstd JSONL, TSV and Parquet, locally and to
+    // the store.
+    let runs = |to: &dyn Fn(&str) -> String, index: &str| {
+        for inputs in [[part(0), part(1)], [part(2), part(3)]] {
+            let (kept, pairs, clusters) = (to("kept.jsonl.zst"), to("pairs.tsv"), to("clusters.parquet"));
+            let mut args = vec!["dedup", &inputs[0], &inputs[1], "-q", "--index", index];
+            args.extend(["-o", &kept, "--pairs", &pairs, "--clusters", &clusters]);
+            ok(&neardup_s3(&weed, &args));
+        }
+    };
+    runs(&|name| local(name), &local("index"));
+    runs(&|name| format!("s3://docs/out/{name}"), "s3://docs/index/");
+    for (name, key) in [
+        ("kept.jsonl.zst", "out/kept.jsonl.zst"),
+        ("pairs.tsv", "out/pairs.tsv"),
+        ("clusters.parquet", "out/clusters.parquet"),
+        ("index/index.ndx", "index/index.ndx"),
+    ] {
+        let want = std::fs::read(local(name)).unwrap();
+        let got = get(&weed, &rt, key).unwrap_or_else(|| panic!("no object {key}"));
+        assert!(got == want, "{key}: {} bytes, the local file {}", got.len(), want.len());
+    }
+    // More than one 8 MiB part: the upload went up in parts.
+    let index = std::fs::metadata(local("index/index.ndx")).unwrap().len();
+    assert!(index > 16 << 20, "the index is {index} bytes, too small to need parts");
+
+    // A run that fails part-way (its last input cut short) leaves nothing
+    // at its keys: neither a whole nor a partial object.
+    let zst = folders.iter().find(|(f, _)| *f == "zst").unwrap().1.join("part-3.data");
+    let bytes = std::fs::read(&zst).unwrap();
+    let cut = dir.path().join("cut.zst");
+    std::fs::write(&cut, &bytes[..bytes.len() / 2]).unwrap();
+    let args = ["dedup", &part(0), &part(1), s(&cut), "-q", "-o", "s3://docs/failed/kept.jsonl"];
+    let args = [&args[..], &["--index", "s3://docs/failed-index/"]].concat();
+    let run = neardup_s3(&weed, &args);
+    assert_ne!(run.status.code(), Some(0), "a cut input must fail the run");
+    assert_eq!(get(&weed, &rt, "failed/kept.jsonl"), None);
+    assert_eq!(get(&weed, &rt, "failed-index/index.ndx"), None);
+    // The work folder stays the machine's own.
+    let run = neardup_s3(&weed, &["dedup", &part(0), "--memory-limit", "64M", "--work-dir", "s3://docs/work/"]);
+    assert_eq!(run.status.code(), Some(2), "{}", String::from_utf8_lossy(&run.stderr));
+}

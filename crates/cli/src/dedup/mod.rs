@@ -49,7 +49,9 @@ pub struct DedupArgs {
     /// read of the inputs.
     #[arg(long, value_name = "POLICY", default_value = "first", value_parser = Keep::parse, help_heading = "Decision")]
     pub keep: Keep,
-    /// Write kept records here, in input order; `-` for stdout. Parquet
+    /// Write kept records here, in input order; `-` for stdout, or
+    /// `s3://bucket/key` (every output: the object appears whole when the
+    /// run ends, or not at all). Parquet
     /// when the path ends in `.parquet`, or when every input is Parquet
     /// and the path has no JSONL extension (rows keep every column and
     /// the schema); JSONL otherwise (the original lines; Parquet rows as
@@ -82,7 +84,8 @@ pub struct DedupArgs {
     /// Deduplicate against the saved index in DIR (created if missing) and
     /// add this run's items to it: a later run finds its near duplicates
     /// among them. The index must have been built with the same pipeline
-    /// settings.
+    /// settings. DIR may be `s3://bucket/prefix/` (like every output path:
+    /// written by an upload completed only at the end).
     #[arg(long, value_name = "DIR", conflicts_with = "reference", help_heading = "Index")]
     pub index: Option<PathBuf>,
     /// Deduplicate against the saved index in DIR without adding to it.
@@ -257,19 +260,10 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     if a.json && a.output.as_deref() == Some("-") {
         return Err(UsageError("--json and --output - both want stdout; write one to a file".into()).into());
     }
-    let paths =
-        [("--output", &a.output), ("--pairs", &a.pairs), ("--clusters", &a.clusters), ("--dropped", &a.dropped)];
-    let folders = [("--index", &a.index), ("--reference", &a.reference), ("--work-dir", &a.work_dir)];
-    let remote_out = paths
-        .iter()
-        .filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p.to_owned())))
-        .chain(folders.iter().filter_map(|(flag, p)| p.as_deref().map(|p| (flag, p.display().to_string()))))
-        .find(|(_, p)| crate::remote::is_remote(p));
-    if let Some((flag, p)) = remote_out {
-        return Err(UsageError(format!(
-            "{flag} {p}: neardup reads s3:// inputs but writes only local files for now; write locally and upload"
-        ))
-        .into());
+    // Results and the saved index may be objects (s3://…); the work
+    // folder is the machine's own.
+    if let Some(p) = a.work_dir.as_deref().filter(|p| crate::remote::is_remote(&p.display().to_string())) {
+        return Err(UsageError(format!("--work-dir {}: the work folder must be a local folder", p.display())).into());
     }
     let inputs = a.input.expand()?;
     let engine = choose_engine(&a, &inputs)?;

@@ -2,22 +2,19 @@
 //! clusters — as JSONL or TSV (compressed by the path's extension) or
 //! Parquet.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
-
-use anyhow::Context;
+use std::io::{self, Write};
 
 use crate::chunk::{Chunk, Input, Kind};
 use crate::jsonl::Body;
-use crate::output::tsv_field;
+use crate::output::{tsv_field, Sink};
 use crate::parquet_io::{Annotation, RowWriter, Table, Value};
 use crate::usage::UsageError;
 
 /// A text output: plain, or compressed by the path's extension.
 pub(super) enum TextOut {
-    Plain(Box<dyn Write + Send>),
-    Zstd(zstd::stream::write::Encoder<'static, BufWriter<File>>),
-    Gzip(flate2::write::GzEncoder<BufWriter<File>>),
+    Plain(Sink),
+    Zstd(zstd::stream::write::Encoder<'static, Sink>),
+    Gzip(flate2::write::GzEncoder<Sink>),
 }
 
 impl Write for TextOut {
@@ -40,34 +37,23 @@ impl Write for TextOut {
 impl TextOut {
     pub(super) fn finish(self) -> anyhow::Result<()> {
         match self {
-            TextOut::Plain(mut w) => w.flush()?,
-            TextOut::Zstd(w) => w.finish()?.flush()?,
-            TextOut::Gzip(w) => w.finish()?.flush()?,
+            TextOut::Plain(w) => w.finish(),
+            TextOut::Zstd(w) => w.finish()?.finish(),
+            TextOut::Gzip(w) => w.finish()?.finish(),
         }
-        Ok(())
     }
 }
 
-/// A writer for `path` (`-`: stdout).
-pub(super) fn create_raw(path: &str) -> anyhow::Result<Box<dyn Write + Send>> {
-    Ok(if path == "-" {
-        Box::new(BufWriter::new(io::stdout()))
-    } else {
-        Box::new(BufWriter::new(File::create(path).with_context(|| format!("cannot create {path}"))?))
-    })
-}
-
-/// A text writer for `path`, compressed when it ends in `.zst` or `.gz`.
+/// A text writer for `path` (a file, `-` for stdout, or `s3://bucket/key`),
+/// compressed when it ends in `.zst` or `.gz`.
 pub(super) fn create(path: &str) -> anyhow::Result<TextOut> {
-    let file = || -> anyhow::Result<BufWriter<File>> {
-        Ok(BufWriter::new(File::create(path).with_context(|| format!("cannot create {path}"))?))
-    };
+    let sink = Sink::create(path)?;
     Ok(if path.ends_with(".zst") || path.ends_with(".zstd") {
-        TextOut::Zstd(zstd::stream::write::Encoder::new(file()?, 3)?)
+        TextOut::Zstd(zstd::stream::write::Encoder::new(sink, 3)?)
     } else if path.ends_with(".gz") {
-        TextOut::Gzip(flate2::write::GzEncoder::new(file()?, flate2::Compression::default()))
+        TextOut::Gzip(flate2::write::GzEncoder::new(sink, flate2::Compression::default()))
     } else {
-        TextOut::Plain(create_raw(path)?)
+        TextOut::Plain(sink)
     })
 }
 
@@ -164,7 +150,7 @@ pub(super) enum ScoresOut {
 impl ScoresOut {
     pub(super) fn create(path: &str, parquet: bool, names: [&str; 3]) -> anyhow::Result<ScoresOut> {
         Ok(if parquet {
-            ScoresOut::Parquet(Table::scored(create_raw(path)?, names)?)
+            ScoresOut::Parquet(Table::scored(Sink::create(path)?, names)?)
         } else {
             ScoresOut::Tsv(create(path)?)
         })
@@ -214,7 +200,7 @@ pub(super) fn open_rows(path: &str, inputs: &[Input], annotate: bool) -> anyhow:
             .into());
         }
     }
-    Ok(RowsOut::Parquet(RowWriter::new(create_raw(path)?, &schema, annotate)?))
+    Ok(RowsOut::Parquet(RowWriter::new(Sink::create(path)?, &schema, annotate)?))
 }
 
 /// Clusters being written: JSONL or Parquet rows of `cluster`, `size`,
@@ -227,7 +213,7 @@ pub(super) enum ClustersOut {
 impl ClustersOut {
     pub(super) fn create(path: &str, parquet: bool) -> anyhow::Result<ClustersOut> {
         Ok(if parquet {
-            ClustersOut::Parquet(Table::clusters(create_raw(path)?)?)
+            ClustersOut::Parquet(Table::clusters(Sink::create(path)?)?)
         } else {
             ClustersOut::Text(create(path)?)
         })
