@@ -3,8 +3,7 @@
 # committed seeds (fuzz/seeds/TARGET), for FUZZ_SECONDS each (default 20).
 # A panic, an allocation over the RSS limit or an input slower than the
 # per-input timeout fails the run; the input is printed (base64) and kept
-# under fuzz/artifacts/TARGET/. `--build-only` builds the targets and stops.
-# Longer runs by hand: see fuzz/README.md.
+# under fuzz/artifacts/TARGET/. Longer runs by hand: see fuzz/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SECS="${FUZZ_SECONDS:-20}"
@@ -19,8 +18,6 @@ export RUSTC_BOOTSTRAP=1
 export FUZZ_FLAGS="-O --sanitizer none"
 # shellcheck disable=SC2086
 cargo fuzz build $FUZZ_FLAGS
-# CI builds the targets beside the tests, and runs them after.
-[ "${1:-}" = "--build-only" ] && exit 0
 # One target per core at a time (libFuzzer runs one process per target);
 # each one's report is printed whole, in the order the targets end.
 # Each may take up to its 3 GiB RSS limit: no more jobs than 4 GiB each allows.

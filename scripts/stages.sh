@@ -34,47 +34,6 @@ stage() {
     return 0
 }
 
-# stage_in_background NAME COMMAND [ARGS...]: starts a stage that runs
-# beside the next ones at the lowest CPU priority (nice 19), its output kept
-# in a log; `stage_join NAME` waits for it, prints the log and records its
-# row (its own seconds, not the wait). For compiles that can use what the
-# foreground stages leave of the cores: test binaries and the Spark job wait
-# on timers, sockets and child processes much of their time. A niced
-# process takes a core only when nothing else wants it, so the foreground's
-# timing is as it would be alone, less what memory bandwidth they share.
-declare -A NEARDUP_BG_PID NEARDUP_BG_LOG
-stage_in_background() {
-    local name=$1
-    shift
-    local log
-    log=$(mktemp "${TMPDIR:-/tmp}/neardup-stage.XXXXXX")
-    NEARDUP_BG_LOG[$name]=$log
-    echo "== $name (started in the background, nice 19; its output comes when it is joined)"
-    (
-        started=$SECONDS rc=0
-        (renice -n 19 -p "$BASHPID" >/dev/null || true; "$@") </dev/null >"$log" 2>&1 &
-        wait $! || rc=$?
-        echo "$((SECONDS - started))" >"$log.seconds"
-        exit "$rc"
-    ) &
-    NEARDUP_BG_PID[$name]=$!
-}
-
-# stage_join NAME: waits for a stage started by stage_in_background, prints
-# its output and records how it ended. Never fails itself.
-stage_join() {
-    local name=$1 rc=0
-    local log=${NEARDUP_BG_LOG[$name]}
-    wait "${NEARDUP_BG_PID[$name]}" || rc=$?
-    echo "== $name (ran in the background)"
-    cat "$log"
-    printf '%s\t%s\t%s\t%s\n' "$NEARDUP_STAGES_DEPTH" "$name" "$(cat "$log.seconds" 2>/dev/null || echo 0)" "$rc" \
-        >>"$NEARDUP_STAGES_FILE"
-    rm -f "$log" "$log.seconds"
-    [ "$rc" -eq 0 ] || echo "== $name FAILED (exit $rc)"
-    return 0
-}
-
 # stages_report: the table of this run's stages (the outermost run also
 # prints its nested ones); returns 1 if any stage of this run failed.
 stages_report() {
