@@ -74,7 +74,7 @@ def image_columns(table) -> tuple:
     """``_Dedup._add_prior``'s arrays from index rows (an Arrow table)."""
     import numpy as np
 
-    from neardup.spark import _text_buffers as binary
+    from neardup._arrow import buffers as binary
 
     hash_offsets, hashes = binary(table.column("hash"))
     if np.any(np.diff(hash_offsets) != 16):
@@ -96,7 +96,7 @@ def image_batches(params: Dict[str, Any], keep: str, run: int, config: str) -> C
     """``mapInArrow``'s function: this run's rows (``pos``, ``file``, ``id``,
     ``text``, ``keyval``) to index rows, ``kept`` true and no ``cluster``
     (the decisions are joined in after)."""
-    from neardup.spark import _text_buffers
+    from neardup._arrow import buffers
 
     def run_batches(batches):
         import numpy as np
@@ -107,7 +107,7 @@ def image_batches(params: Dict[str, Any], keep: str, run: int, config: str) -> C
         for batch in batches:
             n = batch.num_rows
             text = batch.column(batch.schema.get_field_index("text"))
-            offsets, data = _text_buffers(text)
+            offsets, data = buffers(text)
             hashes, key_offsets, keys, sketch_offsets, sketches, feature_offsets, features = \
                 index._image_arrow(offsets, data)
             if policy.is_first:

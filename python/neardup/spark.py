@@ -100,9 +100,10 @@ import argparse
 import os
 import sys
 import time
-from typing import Any, Callable, Dict, Iterator, Optional, Tuple
+from typing import Any, Callable, Dict, Iterator, Optional
 
 import neardup
+from neardup._arrow import buffers
 from neardup._spark_graph import _checkpointer, connected_components  # noqa: F401 (public here)
 
 # The most rows of positions (a long or two each) that a join broadcasts
@@ -123,7 +124,7 @@ def _key_batches(params: Dict[str, Any], posting: bool = False) -> Callable[[Ite
 
         f = neardup.Fingerprinter(**params)
         for batch in batches:
-            offsets, data = _text_buffers(batch.column(1))
+            offsets, data = buffers(batch.column(1))
             key_offsets, keys, hkeys = f._band_keys_arrow(offsets, data, posting)
             # The band keys and hashes are u64: their bits, as Spark's signed longs.
             yield pa.RecordBatch.from_arrays(
@@ -134,34 +135,6 @@ def _key_batches(params: Dict[str, Any], posting: bool = False) -> Callable[[Ite
             )
 
     return run
-
-
-def _text_buffers(column: Any) -> Tuple[Any, Any]:
-    """An Arrow string (or binary) column as (``offsets``: ``int64``, n + 1
-    positions into ``data``; ``data``: ``uint8``), without a Python object
-    per value; a null is an empty value."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if isinstance(column, pa.ChunkedArray):
-        column = column.combine_chunks()
-    binary = pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type)
-    if column.null_count:
-        column = pc.fill_null(column, b"" if binary else "")
-    if not binary and not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
-        column = column.cast(pa.large_string())  # a string view, say
-    n = len(column)
-    if n == 0:  # its buffers may be absent
-        return np.zeros(1, dtype=np.int64), np.empty(0, dtype=np.uint8)
-    wide = pa.types.is_large_string(column.type) or pa.types.is_large_binary(column.type)
-    _, offset_buf, data_buf = column.buffers()
-    offsets = np.frombuffer(offset_buf, dtype=np.int64 if wide else np.int32)[column.offset:column.offset + n + 1]
-    offsets = offsets.astype(np.int64)
-    data = np.frombuffer(data_buf, dtype=np.uint8) if data_buf is not None else np.empty(0, dtype=np.uint8)
-    data = data[offsets[0]:offsets[-1]]
-    offsets -= offsets[0]
-    return offsets, data
 
 
 def _decide_group(params: Dict[str, Any], keep: str = "first", run_no: int = 0,

@@ -69,7 +69,7 @@ def test_key_stage_reads_arrow_buffers_as_fingerprint_many_reads_strings(tmp_pat
     `Fingerprinter.fingerprint_many`'s; bad buffers are a ValueError."""
     import numpy as np
     import pyarrow as pa
-    from neardup.spark import _text_buffers
+    from neardup._arrow import buffers as _text_buffers
 
     texts = [d["text"] for d in real_corpus(tmp_path, 60)[1]]
     texts += ["", "Grüße aus Köln — 東京の天気", None, "a b"]

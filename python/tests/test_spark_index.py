@@ -83,7 +83,7 @@ def test_index_rows_go_back_into_the_rule_as_they_came_out_and_bad_ones_are_refu
     import numpy as np
     import pyarrow as pa
 
-    from neardup.spark import _text_buffers
+    from neardup._arrow import buffers as _text_buffers
 
     texts = ["the quick brown fox jumps over the lazy dog again and again",
              "the quick brown fox jumps over the lazy dog again and again!",
