@@ -70,8 +70,9 @@ def check_config(index_df, want: str) -> None:
     raise ValueError(f"the index was made under other settings: {differ}")
 
 
-def image_columns(table) -> tuple:
-    """``_Dedup._add_prior``'s arrays from index rows (an Arrow table)."""
+def _hashes_and_keys(table) -> tuple:
+    """Index rows' content hashes (16 bytes each, flat) and folded band keys
+    (``int32`` offsets, ``uint32`` keys)."""
     import numpy as np
 
     from neardup._arrow import buffers as binary
@@ -83,13 +84,23 @@ def image_columns(table) -> tuple:
     key_offsets = np.asarray(keys.offsets, dtype=np.int64)
     key_values = np.asarray(keys.values, dtype=np.int32)[key_offsets[0]:key_offsets[-1]].view(np.uint32)
     key_offsets = (key_offsets - key_offsets[0]).astype(np.int32)
+    return hashes, key_offsets, np.ascontiguousarray(key_values)
+
+
+def image_columns(table) -> tuple:
+    """``_Dedup._add_prior``'s arrays from index rows (an Arrow table)."""
+    import numpy as np
+
+    from neardup._arrow import buffers as binary
+
+    hashes, key_offsets, key_values = _hashes_and_keys(table)
     sketch_offsets, sketches = binary(table.column("sketch"))
     feature_offsets, feature_bytes = binary(table.column("features"))
     if np.any(feature_offsets % 8):
         raise ValueError("an index row's features are not whole 8-byte values")
     features = np.frombuffer(feature_bytes.tobytes(), dtype="<u8")
-    return (hashes, key_offsets, np.ascontiguousarray(key_values), sketch_offsets.astype(np.int32), sketches,
-            feature_offsets // 8, features)
+    return (hashes, key_offsets, key_values, sketch_offsets.astype(np.int32), sketches, feature_offsets // 8,
+            features)
 
 
 def image_batches(params: Dict[str, Any], keep: str, run: int, config: str) -> Callable[[Iterator[Any]], Iterator[Any]]:
@@ -147,8 +158,8 @@ def link_batches() -> Callable[[Iterator[Any]], Iterator[Any]]:
         import pyarrow as pa
 
         for batch in batches:
-            table = pa.Table.from_batches([batch])
-            hashes, key_offsets, keys, *_ = image_columns(table.select(["hash", "keys", "sketch", "features"]))
+            # Only what links rows: their sketches and features stay unread.
+            hashes, key_offsets, keys = _hashes_and_keys(pa.Table.from_batches([batch]))
             hkey = hashes.reshape(-1, 16)[:, :4].copy().view("<u4").reshape(-1).astype(np.int64)
             yield pa.RecordBatch.from_arrays(
                 [batch.column(batch.schema.get_field_index("node")),

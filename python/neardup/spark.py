@@ -179,12 +179,13 @@ def _decide_group(params: Dict[str, Any], keep: str = "first", run_no: int = 0,
         rule = neardup._Dedup(neardup.Index(**params))
         p = prior.num_rows if prior is not None else 0
         order = [0] * (p + len(ids))
-        prior_kept, prior_cluster = [], []
+        prior_kept, prior_cluster, prior_run = [], [], []
         if p:
             from neardup._spark_index import image_columns
 
             prior_kept = prior.column("kept").to_pylist()
             prior_cluster = prior.column("cluster").to_pylist()
+            prior_run = prior.column("run").to_pylist()
             rule._add_prior([str(k) for k in range(p)], prior_kept, *image_columns(prior))
             pos = prior.column("pos").to_pylist() + pos
             ids = prior.column("id").to_pylist() + ids
@@ -236,7 +237,7 @@ def _decide_group(params: Dict[str, Any], keep: str = "first", run_no: int = 0,
             "left": pa.array([[ids[int(j)] for j, _ in matches[k]] for k in rows], pa.list_(pa.string())),
             "score": pa.array([[s for _, s in matches[k]] for k in rows], pa.list_(pa.float64())),
             "prior": pa.array([k < p for k in rows], pa.bool_()),
-            "run": pa.array([prior.column("run")[k].as_py() if k < p else run_no for k in rows], pa.int32()),
+            "run": pa.array([prior_run[k] if k < p else run_no for k in rows], pa.int32()),
             "order": pa.array([order[k] for k in rows], pa.int64()),
         })
 
@@ -392,7 +393,7 @@ def _dedup(df, id_col, text_col, threshold, stats, keep, broadcast_rows, index, 
             T.StructField("keys", T.ArrayType(T.LongType()), False),
             T.StructField("hkey", T.LongType(), False),
         ])
-        links = prior.select("node", "hash", "keys", "sketch", "features").mapInArrow(
+        links = prior.select("node", "hash", "keys").mapInArrow(
             _spark_index.link_batches(), link_schema)
         exploded = exploded.unionByName(
             links.select(F.col("node").alias("pos"), F.posexplode("keys").alias("band", "key"))

@@ -9,15 +9,27 @@ use pyo3::prelude::*;
 
 use crate::value_error;
 
+/// Value `i`'s place in a flat array of `len` values delimited by
+/// `offsets` (n + 1 positions), when the offsets are in order and in range.
+fn span<O: Copy + TryInto<usize>>(offsets: &[O], len: usize, i: usize) -> Option<std::ops::Range<usize>> {
+    match (offsets[i].try_into(), offsets[i + 1].try_into()) {
+        (Ok(a), Ok(b)) if a <= b && b <= len => Some(a..b),
+        _ => None,
+    }
+}
+
 /// Text `i` of an Arrow string array: `offsets` (n + 1 positions into
 /// `data`) and `data` (UTF-8), checked.
 pub(crate) fn text_at<'a>(offsets: &[i64], data: &'a [u8], i: usize) -> PyResult<&'a str> {
-    let (a, b) = (offsets[i], offsets[i + 1]);
-    let bytes = match (usize::try_from(a), usize::try_from(b)) {
-        (Ok(a), Ok(b)) if a <= b && b <= data.len() => &data[a..b],
-        _ => return Err(value_error(format!("text {i}: offsets {a}..{b} outside the {} bytes of data", data.len()))),
-    };
-    std::str::from_utf8(bytes).map_err(|e| value_error(format!("text {i}: not UTF-8: {e}")))
+    let at = span(offsets, data.len(), i).ok_or_else(|| {
+        value_error(format!(
+            "text {i}: offsets {}..{} outside the {} bytes of data",
+            offsets[i],
+            offsets[i + 1],
+            data.len()
+        ))
+    })?;
+    std::str::from_utf8(&data[at]).map_err(|e| value_error(format!("text {i}: not UTF-8: {e}")))
 }
 
 /// The number of texts `offsets` delimits.
@@ -116,15 +128,19 @@ pub(crate) struct ImagesIn<'a> {
     pub features: &'a [u64],
 }
 
-fn span<T, O>(offsets: &[O], data: &[T], i: usize, what: &str) -> PyResult<std::ops::Range<usize>>
+/// Item `i`'s place among `data`, checked ([`span`]).
+fn item_span<T, O>(offsets: &[O], data: &[T], i: usize, what: &str) -> PyResult<std::ops::Range<usize>>
 where
     O: Copy + TryInto<usize> + std::fmt::Display,
 {
-    let (a, b) = (offsets[i], offsets[i + 1]);
-    match (a.try_into(), b.try_into()) {
-        (Ok(x), Ok(y)) if x <= y && y <= data.len() => Ok(x..y),
-        _ => Err(value_error(format!("item {i}: {what} offsets {a}..{b} outside the {} values", data.len()))),
-    }
+    span(offsets, data.len(), i).ok_or_else(|| {
+        value_error(format!(
+            "item {i}: {what} offsets {}..{} outside the {} values",
+            offsets[i],
+            offsets[i + 1],
+            data.len()
+        ))
+    })
 }
 
 impl ImagesIn<'_> {
@@ -149,9 +165,9 @@ impl ImagesIn<'_> {
 
     /// Item `i`: its image row and features.
     pub fn item(&self, i: usize) -> PyResult<(ImageRow<'_>, Vec<u64>)> {
-        let keys = span(self.key_offsets, self.keys, i, "band key")?;
-        let sketch = span(self.sketch_offsets, self.sketches, i, "sketch")?;
-        let features = &self.features[span(self.feature_offsets, self.features, i, "feature")?];
+        let keys = item_span(self.key_offsets, self.keys, i, "band key")?;
+        let sketch = item_span(self.sketch_offsets, self.sketches, i, "sketch")?;
+        let features = &self.features[item_span(self.feature_offsets, self.features, i, "feature")?];
         if features.windows(2).any(|w| w[0] >= w[1]) {
             return Err(value_error(format!("item {i}: its features are not in increasing order")));
         }
