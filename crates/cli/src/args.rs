@@ -110,16 +110,16 @@ pub struct InputArgs {
     pub s3_endpoint: Option<String>,
     /// Field (or Parquet column) holding the text; a dotted path reaches
     /// into nested objects and struct columns (`meta.body`).
-    #[arg(long, default_value = "text", help_heading = "Input")]
+    #[arg(long, default_value = neardup_batch::chunk::DEFAULT_TEXT_FIELD, help_heading = "Input")]
     pub text_field: String,
     /// Field (or Parquet column, of any type) holding the item id (string
     /// or integer; a dotted path reaches into nested objects); records without it are named by their line
     /// number (`FILE:LINE` when a run reads several inputs).
-    #[arg(long, default_value = "id", help_heading = "Input")]
+    #[arg(long, default_value = neardup_batch::chunk::DEFAULT_ID_FIELD, help_heading = "Input")]
     pub id_field: String,
     /// Longest accepted line (or Parquet text); longer ones are skipped
     /// and reported.
-    #[arg(long, default_value_t = 256 << 20, help_heading = "Input")]
+    #[arg(long, default_value_t = neardup_batch::chunk::DEFAULT_MAX_LINE, help_heading = "Input")]
     pub max_line_bytes: usize,
     /// Worker threads (default: all cores).
     ///

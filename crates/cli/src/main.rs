@@ -5,37 +5,24 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use crate::usage::UsageError;
+use neardup_batch::{chunk, input, jsonl, output, pipeline, remote, report};
 
 /// mimalloc, huge pages off: measured against glibc's allocator in
 /// ARCHITECTURE.md ("The binary allocates with mimalloc").
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// `eprintln!` that cannot panic: a closed or broken standard error (a
-/// caller that closed fd 2) loses the message instead of aborting the run.
+/// `eprintln!` that cannot panic ([`neardup_batch::eprintln`]), for every
+/// module below.
 macro_rules! eprintln {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr(), $($arg)*);
-    }};
+    ($($arg:tt)*) => { neardup_batch::eprintln!($($arg)*) };
 }
 
 mod args;
 mod bench;
-mod bounded;
-mod chunk;
 mod dedup;
 mod eval;
 mod gen;
-mod input;
-mod jsonl;
-mod output;
-mod parquet_io;
-mod pipeline;
-mod progress;
-mod remote;
-mod report;
-mod saved;
 mod scan;
 mod serve;
 mod tune;

@@ -80,13 +80,13 @@ macro_rules! unreadable {
 }
 
 /// [`unreadable!`], for `main` to add to an error.
-pub(crate) const UNREADABLE: &str = unreadable!();
+pub const UNREADABLE: &str = unreadable!();
 
 /// Whether `e` is a system call's refusal of a mapped input's page that
 /// cannot be read (EFAULT: a long line written out straight from the
 /// mapping, after its file shrank), where a read in the process itself
 /// raises SIGBUS.
-pub(crate) fn is_unreadable_mapping(e: &anyhow::Error) -> bool {
+pub fn is_unreadable_mapping(e: &anyhow::Error) -> bool {
     #[cfg(target_os = "linux")]
     {
         e.chain().filter_map(|c| c.downcast_ref::<std::io::Error>()).any(|io| io.raw_os_error() == Some(libc::EFAULT))

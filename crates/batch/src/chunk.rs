@@ -22,6 +22,13 @@ pub struct Input {
     pub size: Option<u64>,
 }
 
+/// The longest line (or Parquet text) read by default: 256 MiB.
+pub const DEFAULT_MAX_LINE: usize = 256 << 20;
+/// The field or column holding the text, by default.
+pub const DEFAULT_TEXT_FIELD: &str = "text";
+/// The field or column holding the id, by default.
+pub const DEFAULT_ID_FIELD: &str = "id";
+
 /// How records are read.
 #[derive(Debug, Clone)]
 pub struct ReadOptions {
@@ -38,6 +45,21 @@ pub struct ReadOptions {
     /// Map plain JSONL files into memory instead of reading them through a
     /// buffer (`crate::jsonl::Mapped`).
     pub mmap: bool,
+}
+
+impl Default for ReadOptions {
+    /// `neardup dedup`'s defaults: the `text` and `id` fields, lines up to
+    /// 256 MiB, plain files mapped, only the text and id columns read.
+    fn default() -> Self {
+        ReadOptions {
+            max_line: DEFAULT_MAX_LINE,
+            text_field: DEFAULT_TEXT_FIELD.to_owned(),
+            id_field: DEFAULT_ID_FIELD.to_owned(),
+            key_field: None,
+            all_columns: false,
+            mmap: true,
+        }
+    }
 }
 
 /// Records read together, all from one input.

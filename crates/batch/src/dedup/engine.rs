@@ -2,9 +2,9 @@
 //! disk under `--memory-limit` (see [`crate::bounded`]).
 
 use crate::chunk::{Input, Kind};
-use crate::usage::UsageError;
+use crate::UsageError;
 
-use super::DedupArgs;
+use super::Options;
 
 /// Which engine a run uses.
 pub(super) enum Engine {
@@ -15,7 +15,7 @@ pub(super) enum Engine {
 }
 
 /// Bytes in a size such as `512M`, `4G`, `1.5G` or `800000` (powers of 1024).
-pub(super) fn parse_size(s: &str) -> Option<u64> {
+pub fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
     let (num, unit) = match s.char_indices().find(|(_, c)| c.is_ascii_alphabetic()) {
         Some((i, _)) => (&s[..i], s[i..].to_ascii_uppercase()),
@@ -41,19 +41,76 @@ pub(super) fn available_memory() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// The inputs' text, estimated from their size: compressed and Parquet
-/// inputs counted as four times their size. None for a stream.
+/// The inputs' text, estimated from their size: a compressed file by the
+/// ratio of its first few MB ([`expansion`]); Parquet, objects and files
+/// that cannot be sampled counted as four times their size. None for a
+/// stream.
 fn text_estimate(inputs: &[Input]) -> Option<u64> {
     inputs
         .iter()
         .map(|i| {
             let packed = i.kind == Kind::Parquet || [".zst", ".zstd", ".gz"].iter().any(|e| i.name.ends_with(e));
-            i.size.map(|s| if packed { s * 4 } else { s })
+            let size = i.size?;
+            Some(if !packed {
+                size
+            } else {
+                let ratio = (i.kind == Kind::Jsonl).then(|| expansion(&i.name)).flatten().unwrap_or(4.0);
+                (size as f64 * ratio) as u64
+            })
         })
         .sum()
 }
 
-pub(super) fn choose_engine(a: &DedupArgs, inputs: &[Input]) -> anyhow::Result<Engine> {
+/// How many bytes of text a compressed JSONL file holds per byte, from its
+/// first 64 MB of text at most; None when it cannot be read here (an
+/// object, a damaged file: the reading itself reports those). Never below
+/// 1; a stream that compresses better than 50:1 counts as 50.
+fn expansion(name: &str) -> Option<f64> {
+    use std::io::Read;
+    const SAMPLE: u64 = 64 << 20;
+    if crate::remote::is_remote(name) {
+        return None;
+    }
+    let file = std::fs::File::open(name).ok()?;
+    let counted = CountingReader { inner: std::io::BufReader::new(file), read: 0 };
+    let (text, packed) = if name.ends_with(".gz") {
+        let mut d = flate2::bufread::MultiGzDecoder::new(counted);
+        let text = std::io::copy(&mut (&mut d).take(SAMPLE), &mut std::io::sink()).ok()?;
+        (text, d.get_ref().read)
+    } else {
+        let mut d = zstd::stream::read::Decoder::with_buffer(counted).ok()?;
+        let text = std::io::copy(&mut (&mut d).take(SAMPLE), &mut std::io::sink()).ok()?;
+        (text, d.get_ref().read)
+    };
+    (packed > 0).then(|| (text as f64 / packed as f64).clamp(1.0, 50.0))
+}
+
+/// Counts the compressed bytes a decoder has taken.
+struct CountingReader<R> {
+    inner: R,
+    read: u64,
+}
+
+impl<R: std::io::BufRead> std::io::Read for CountingReader<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.read += n as u64;
+        Ok(n)
+    }
+}
+
+impl<R: std::io::BufRead> std::io::BufRead for CountingReader<R> {
+    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+        self.inner.fill_buf()
+    }
+    fn consume(&mut self, n: usize) {
+        self.read += n as u64;
+        self.inner.consume(n);
+    }
+}
+
+pub(super) fn choose_engine(a: &Options) -> anyhow::Result<Engine> {
+    let inputs = &a.inputs[..];
     // What runs in memory only, for now.
     let in_memory_only = if a.index.is_some() || a.reference.is_some() {
         Some("--index and --reference run in memory for now")
@@ -83,7 +140,7 @@ pub(super) fn choose_engine(a: &DedupArgs, inputs: &[Input]) -> anyhow::Result<E
     if let Some(why) = in_memory_only {
         return Err(UsageError(format!("{why}: use --memory-limit none (or auto)")).into());
     }
-    if limit < 64 << 20 && !a.quiet && !a.json {
+    if limit < 64 << 20 && a.notes {
         eprintln!(
             "neardup: reading and fingerprinting hold about 64 MB whatever the limit: --memory-limit {} bounds the \
              sorts and verification blocks only",

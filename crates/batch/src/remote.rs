@@ -255,6 +255,12 @@ pub struct Stream {
     url: String,
 }
 
+impl std::fmt::Debug for Stream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stream").field("url", &self.url).finish_non_exhaustive()
+    }
+}
+
 impl io::Read for Stream {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         while self.chunk.is_empty() {
@@ -294,6 +300,12 @@ pub struct Upload {
     buf: Vec<u8>,
     upload: Option<Box<dyn object_store::MultipartUpload>>,
     done: bool,
+}
+
+impl std::fmt::Debug for Upload {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upload").field("url", &self.url).field("done", &self.done).finish_non_exhaustive()
+    }
 }
 
 impl Upload {

@@ -78,6 +78,12 @@ pub struct Batch {
     pub keep_missing: u64,
 }
 
+impl std::fmt::Debug for Batch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Batch").field("items", &self.ids.len()).field("bytes", &self.bytes).finish_non_exhaustive()
+    }
+}
+
 /// A record parsed and fingerprinted: its id field, fingerprint and order
 /// key under the keeper policy ([`Keep::order`]).
 pub(crate) struct Fingerprinted {

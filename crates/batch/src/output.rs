@@ -16,6 +16,16 @@ pub enum Sink {
     Object(Upload),
 }
 
+impl std::fmt::Debug for Sink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Sink::File(_) => "Sink::File",
+            Sink::Stdout(_) => "Sink::Stdout",
+            Sink::Object(_) => "Sink::Object",
+        })
+    }
+}
+
 impl Sink {
     /// The sink `path` names.
     pub fn create(path: &str) -> anyhow::Result<Sink> {

@@ -1,125 +1,97 @@
-//! `neardup dedup`: deduplicate datasets of JSONL (plain, zstd, gzip) and
-//! Parquet files, optionally against a saved index of earlier runs.
+//! A dataset deduplication run, as `neardup dedup` makes it: inputs read
+//! in order as one dataset, every candidate verified exactly, the keeper
+//! rule of [`neardup_core::Greedy`], results written to files or objects.
+//! In memory ([`crate::pipeline`]) or under a memory limit
+//! ([`crate::bounded`]), with the same results byte for byte.
 
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::{Args, ValueEnum};
-
-use crate::args::{InputArgs, PipelineArgs};
 use crate::chunk::{Input, Kind, ReadOptions};
 use crate::input::Sources;
 use crate::jsonl::Reject;
 use crate::pipeline::{Batch, Outcome, Timings};
 use crate::report::{ParamsOut, Percentiles};
-use crate::usage::UsageError;
-use neardup_core::Keep;
+use crate::UsageError;
+use neardup_core::{Keep, Params};
 
 mod engine;
 mod outputs;
 
+pub use engine::parse_size;
 use engine::{choose_engine, Engine};
 use outputs::{is_parquet_path, open_rows, ClustersOut, RowsOut, ScoresOut};
 
-/// Deduplicate a dataset: JSONL (plain, or compressed with zstd or gzip)
-/// and Parquet files, folders of them and glob patterns, read in order as
-/// one dataset.
-///
-/// Every LSH candidate is verified with exact Jaccard on canonical shingle
-/// sets; pairs at or above --threshold are near duplicates. An item is
-/// dropped only when it matches an earlier kept item. Over-cap candidate
-/// lists and over-limit items are reported, never dropped silently. With
-/// --index DIR the run also deduplicates against every item of earlier
-/// runs saved there, and saves its own.
-#[derive(Debug, Args)]
-pub struct DedupArgs {
-    #[command(flatten)]
-    pub input: InputArgs,
-    #[command(flatten)]
-    pub pipeline: PipelineArgs,
-    /// Which copy of a group of near duplicates is kept: `first` (the
-    /// earliest in the input), `longest` (the most text), `max:FIELD` or
-    /// `min:FIELD` (the highest or lowest value of a numeric, date or
-    /// timestamp field or column, such as a quality score or a crawl date;
-    /// records without a value come last). Items are decided in that
-    /// order, ties in input order: a dropped item always has a kept near
-    /// duplicate that the policy prefers. Other than `first`, every record
-    /// is read before any is decided, and --output is written in a second
-    /// read of the inputs.
-    #[arg(long, value_name = "POLICY", default_value = "first", value_parser = Keep::parse, help_heading = "Decision")]
+/// What a run reads, how it decides, and what it writes.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The inputs, in reading order ([`crate::input::expand`]).
+    pub inputs: Vec<Input>,
+    /// How records are read (text and id fields, line limit, mapping).
+    pub read: ReadOptions,
+    /// The resolved pipeline: fingerprints, bands, limits, threshold.
+    pub params: Params,
+    /// Which copy of a group of near duplicates is kept.
     pub keep: Keep,
-    /// Write kept records here, in input order; `-` for stdout, or
-    /// `s3://bucket/key` (every output: the object appears whole when the
-    /// run ends, or not at all). Parquet
-    /// when the path ends in `.parquet`, or when every input is Parquet
-    /// and the path has no JSONL extension (rows keep every column and
-    /// the schema); JSONL otherwise (the original lines; Parquet rows as
-    /// JSON objects), compressed when the path ends in `.zst` or `.gz`.
-    #[arg(short, long, help_heading = "Output")]
+    /// Kept rows (`-` for stdout; `s3://` for an object).
     pub output: Option<String>,
-    /// Write every record to --output, kept or not, with two added fields:
-    /// `cluster_id` (the id of the first item of its cluster, its own when
-    /// it has no near duplicate) and `duplicate_of` (the kept item it
-    /// duplicates; null when kept). Reads the inputs twice.
-    #[arg(long, requires = "output", help_heading = "Output")]
+    /// Every row to `output`, with `cluster_id` and `duplicate_of` added.
     pub annotate: bool,
-    /// Write verified pairs: TSV `left<TAB>right<TAB>score` (exact Jaccard;
-    /// a backslash, tab, newline or carriage return in an id is written
-    /// `\\`, `\t`, `\n`, `\r`), or Parquet columns `left`, `right`, `score`.
-    #[arg(long, help_heading = "Output")]
+    /// Verified pairs.
     pub pairs: Option<String>,
-    /// Write clusters: JSONL `{"cluster", "size", "members", "kept"}`, or
-    /// Parquet with those columns.
-    #[arg(long, help_heading = "Output")]
+    /// Clusters.
     pub clusters: Option<String>,
-    /// Write dropped items: TSV `item<TAB>kept_item<TAB>score` (ids escaped
-    /// as in --pairs), or Parquet columns `item`, `kept_item`, `score`.
-    #[arg(long, help_heading = "Output")]
+    /// Dropped items and the kept item each duplicates.
     pub dropped: Option<String>,
-    /// Format of --pairs, --dropped and --clusters (default: parquet for a
-    /// path ending in `.parquet`, else text).
-    #[arg(long, value_enum, help_heading = "Output")]
+    /// Format of pairs, dropped and clusters (by the path when `None`).
     pub format: Option<ReportFormat>,
-    /// Deduplicate against the saved index in DIR (created if missing) and
-    /// add this run's items to it: a later run finds its near duplicates
-    /// among them. The index must have been built with the same pipeline
-    /// settings. DIR may be `s3://bucket/prefix/` (like every output path:
-    /// written by an upload completed only at the end).
-    #[arg(long, value_name = "DIR", conflicts_with = "reference", help_heading = "Index")]
+    /// A saved index deduplicated against and added to.
     pub index: Option<PathBuf>,
-    /// Deduplicate against the saved index in DIR without adding to it.
-    #[arg(long, value_name = "DIR", help_heading = "Index")]
+    /// A saved index deduplicated against, not added to.
     pub reference: Option<PathBuf>,
-    /// Print the summary as JSON on stdout.
-    #[arg(long, help_heading = "Output")]
-    pub json: bool,
-    /// No progress bar and no human summary.
-    #[arg(short, long, help_heading = "Output")]
-    pub quiet: bool,
-    /// Most memory the run may hold, like `sort -S`: a size (`512M`, `4G`),
-    /// `auto` or `none`.
-    ///
-    /// Under a limit, the run keeps its state on disk in --work-dir and
-    /// gives the same results as in memory, byte for byte: the same
-    /// candidates, verified exactly, decided by the same rule; kept rows
-    /// are written in a second read of the inputs. It holds about 9 bytes
-    /// per record besides its buffers. `auto` runs in memory (the fastest)
-    /// when the inputs' estimated needs (about 1.8 times the text) fit in
-    /// half of the memory available at start, and under that half
-    /// otherwise; `none` always runs in memory. --index and --reference
-    /// run in memory.
-    #[arg(long, value_name = "SIZE", default_value = "auto", help_heading = "Resources")]
+    /// `none`, `auto` or a size such as `1G` ([`parse_size`]).
     pub memory_limit: String,
-    /// Where a run under a memory limit writes its work folder, removed at
-    /// the end (default: the system's temporary folder). Its free space is
-    /// checked before the run starts.
-    #[arg(long, value_name = "DIR", help_heading = "Resources")]
+    /// Where a run under a memory limit keeps its work folder (default:
+    /// the system's temporary folder).
     pub work_dir: Option<PathBuf>,
+    /// Progress bars on a terminal.
+    pub progress: bool,
+    /// Notes on standard error about how the run goes.
+    pub notes: bool,
+    /// The process exits when the run returns: the in-memory index is
+    /// left for the system to take back instead of freed item by item.
+    pub exits_after: bool,
+}
+
+impl Options {
+    /// A run over `inputs` under `params` with `neardup dedup`'s defaults:
+    /// read as [`ReadOptions::default`], `--keep first`, `--memory-limit
+    /// auto`, no outputs, no progress bars or notes; set what differs.
+    pub fn new(inputs: Vec<Input>, params: Params) -> Options {
+        Options {
+            inputs,
+            read: ReadOptions::default(),
+            params,
+            keep: Keep::default(),
+            output: None,
+            annotate: false,
+            pairs: None,
+            clusters: None,
+            dropped: None,
+            format: None,
+            index: None,
+            reference: None,
+            memory_limit: "auto".to_owned(),
+            work_dir: None,
+            progress: false,
+            notes: false,
+            exits_after: false,
+        }
+    }
 }
 
 /// How result tables are written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReportFormat {
     /// TSV for pairs and dropped, JSONL for clusters.
     Text,
@@ -127,81 +99,82 @@ pub enum ReportFormat {
     Parquet,
 }
 
+/// What a run did: the `--json` summary of `neardup dedup`.
 #[derive(Debug, serde::Serialize)]
-struct Summary {
-    records: u64,
-    bytes: u64,
-    seconds: f64,
-    mb_per_s: f64,
-    kept: u64,
-    dropped: u64,
-    verified_pairs: u64,
-    clusters: u64,
-    rejected: Vec<Reject>,
-    degraded: Vec<String>,
+pub struct Summary {
+    pub records: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub mb_per_s: f64,
+    pub kept: u64,
+    pub dropped: u64,
+    pub verified_pairs: u64,
+    pub clusters: u64,
+    pub rejected: Vec<Reject>,
+    pub degraded: Vec<String>,
     /// Queries whose candidate list hit --max-candidates or a hot bucket.
-    capped_queries: u64,
+    pub capped_queries: u64,
     /// Queries the cap cut inside the near duplicates: the item may have
     /// more than --max-candidates of them, and its pairs are incomplete.
-    saturated_queries: u64,
+    pub saturated_queries: u64,
     /// Kept items whose search stayed partial even among kept items:
     /// possibly unresolved duplicates, for review.
-    kept_unresolved: Vec<String>,
-    candidates_per_query: Percentiles,
-    params: ParamsOut,
+    pub kept_unresolved: Vec<String>,
+    pub candidates_per_query: Percentiles,
+    pub params: ParamsOut,
     #[serde(skip)]
-    params_max_candidates: u32,
-    timings: Timings,
+    pub params_max_candidates: u32,
+    pub timings: Timings,
     /// Per input file, in reading order.
-    inputs: Vec<InputSummary>,
+    pub inputs: Vec<InputSummary>,
     /// The saved index, with --index or --reference.
     #[serde(skip_serializing_if = "Option::is_none")]
-    index: Option<IndexSummary>,
+    pub index: Option<IndexSummary>,
     /// A run under a memory limit: the limit, the peak and each phase.
     #[serde(skip_serializing_if = "Option::is_none")]
-    memory: Option<MemorySummary>,
+    pub memory: Option<MemorySummary>,
     /// The keeper policy (`--keep`).
-    keep: String,
+    pub keep: String,
     /// Under `--keep max:FIELD` or `min:FIELD`: records without a value,
     /// decided after every record with one.
     #[serde(skip_serializing_if = "Option::is_none")]
-    keep_missing: Option<u64>,
+    pub keep_missing: Option<u64>,
 }
 
 /// What a run under `--memory-limit` used.
 #[derive(Debug, serde::Serialize)]
-struct MemorySummary {
-    limit_bytes: u64,
+pub struct MemorySummary {
+    pub limit_bytes: u64,
     /// The process's peak resident set (`getrusage`).
-    peak_rss_bytes: u64,
-    phases: Vec<crate::bounded::Phase>,
+    pub peak_rss_bytes: u64,
+    pub phases: Vec<crate::bounded::Phase>,
 }
 
 /// What one input held and what became of it.
 #[derive(Debug, Default, serde::Serialize)]
-struct InputSummary {
-    file: String,
-    format: &'static str,
-    records: u64,
-    kept: u64,
-    dropped: u64,
-    rejected: u64,
+pub struct InputSummary {
+    pub file: String,
+    pub format: &'static str,
+    pub records: u64,
+    pub kept: u64,
+    pub dropped: u64,
+    pub rejected: u64,
 }
 
 /// The saved index before and after the run.
 #[derive(Debug, Default, serde::Serialize)]
-struct IndexSummary {
-    folder: String,
+pub struct IndexSummary {
+    pub folder: String,
     /// Items it held before the run (0 when it was created).
-    items_before: u64,
+    pub items_before: u64,
     /// Items it holds after the run (as before with --reference).
-    items_after: u64,
+    pub items_after: u64,
     /// Runs that have added to it, this one included.
-    runs: u64,
-    load_s: f64,
-    save_s: f64,
+    pub runs: u64,
+    pub load_s: f64,
+    pub save_s: f64,
     /// Size of the index file written (0 with --reference).
-    bytes: u64,
+    pub bytes: u64,
 }
 
 /// What the outcomes add up to, and the per-outcome outputs.
@@ -254,26 +227,24 @@ impl Tally {
     }
 }
 
-pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
-    crate::usage::init_threads(a.input.threads)?;
-    let params = a.pipeline.config()?.resolve()?;
-    if a.json && a.output.as_deref() == Some("-") {
-        return Err(UsageError("--json and --output - both want stdout; write one to a file".into()).into());
-    }
+/// Runs the deduplication `o` describes; its outputs are complete when it
+/// returns. Rejected records are in the summary (`rejected`), not errors.
+pub fn run(o: &Options) -> anyhow::Result<Summary> {
     // Results and the saved index may be objects (s3://…); the work
     // folder is the machine's own.
-    if let Some(p) = a.work_dir.as_deref().filter(|p| crate::remote::is_remote(&p.display().to_string())) {
+    if let Some(p) = o.work_dir.as_deref().filter(|p| crate::remote::is_remote(&p.display().to_string())) {
         return Err(UsageError(format!("--work-dir {}: the work folder must be a local folder", p.display())).into());
     }
-    let inputs = a.input.expand()?;
-    let engine = choose_engine(&a, &inputs)?;
+    let inputs = &o.inputs;
+    let params = &o.params;
+    let engine = choose_engine(o)?;
     // A stream (standard input, a pipe, a FIFO, a device) has no size: it
     // can be read once.
-    let twice = if a.annotate {
+    let twice = if o.annotate {
         Some("--annotate reads the inputs twice")
-    } else if matches!(engine, Engine::Bounded(_)) && a.output.is_some() {
+    } else if matches!(engine, Engine::Bounded(_)) && o.output.is_some() {
         Some("a run under --memory-limit writes --output in a second read of the inputs")
-    } else if !a.keep.is_first() && (a.output.is_some() || matches!(engine, Engine::Bounded(_))) {
+    } else if !o.keep.is_first() && (o.output.is_some() || matches!(engine, Engine::Bounded(_))) {
         Some("--keep other than `first` reads the inputs twice (to order them, or to write --output)")
     } else {
         None
@@ -286,11 +257,11 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         };
         return Err(UsageError(format!("{why}; {what} can be read once")).into());
     }
-    let report_parquet = |path: &str| match a.format {
+    let report_parquet = |path: &str| match o.format {
         Some(f) => f == ReportFormat::Parquet,
         None => is_parquet_path(path),
     };
-    let mut rows_out = a.output.as_deref().map(|p| open_rows(p, &inputs, a.annotate)).transpose()?;
+    let mut rows_out = o.output.as_deref().map(|p| open_rows(p, inputs, o.annotate)).transpose()?;
     let mut tally = Tally {
         kept: 0,
         dropped: 0,
@@ -307,44 +278,41 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
                 ..InputSummary::default()
             })
             .collect(),
-        pairs_out: a
+        pairs_out: o
             .pairs
             .as_deref()
             .map(|p| ScoresOut::create(p, report_parquet(p), ["left", "right", "score"]))
             .transpose()?,
-        dropped_out: a
+        dropped_out: o
             .dropped
             .as_deref()
             .map(|p| ScoresOut::create(p, report_parquet(p), ["item", "kept_item", "score"]))
             .transpose()?,
     };
-    let mut clusters_out = a.clusters.as_deref().map(|p| ClustersOut::create(p, report_parquet(p))).transpose()?;
+    let mut clusters_out = o.clusters.as_deref().map(|p| ClustersOut::create(p, report_parquet(p))).transpose()?;
     // Parquet rows are read whole only when they are written out.
-    let opts = ReadOptions {
-        all_columns: rows_out.is_some(),
-        key_field: a.keep.field().map(str::to_owned),
-        ..a.input.read_options()
-    };
-    let sources = Sources::for_inputs(&inputs);
+    let opts =
+        ReadOptions { all_columns: rows_out.is_some(), key_field: o.keep.field().map(str::to_owned), ..o.read.clone() };
+    let sources = Sources::for_inputs(inputs);
     let started = Instant::now();
     let mut rejects = Vec::new();
-    let bar = crate::progress::bar(crate::input::total_size(&inputs), true, "dedup", !a.quiet);
+    let bar = crate::progress::bar(crate::input::total_size(inputs), true, "dedup", o.progress);
     let outs =
         Outs { rejects: &mut rejects, tally: &mut tally, rows: &mut rows_out, clusters: &mut clusters_out, bar: &bar };
     let run = match engine {
-        Engine::Memory => run_in_memory(&a, &params, &inputs, &opts, &sources, outs)?,
+        Engine::Memory => run_in_memory(o, &opts, &sources, outs)?,
         Engine::Bounded(limits) => {
             let setup = crate::bounded::Setup {
-                params: &params,
-                text_field: &a.input.text_field,
-                id_field: &a.input.id_field,
-                inputs: &inputs,
+                params,
+                text_field: &o.read.text_field,
+                id_field: &o.read.id_field,
+                inputs,
                 opts: &opts,
                 sources: sources.as_deref(),
-                quiet: a.quiet || a.json,
-                keep: &a.keep,
+                quiet: !o.notes,
+                keep: &o.keep,
             };
-            run_bounded(&a, &setup, &limits, outs)?
+            run_bounded(o, &setup, &limits, outs)?
         }
     };
     for w in [
@@ -369,7 +337,7 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
     } else if let Some(e) = per_input.first_mut() {
         e.rejected = rejects.len() as u64;
     }
-    let summary = Summary {
+    Ok(Summary {
         records: tally.kept + tally.dropped,
         bytes: run.bytes,
         seconds,
@@ -384,38 +352,15 @@ pub fn run(a: DedupArgs) -> anyhow::Result<ExitCode> {
         saturated_queries: tally.saturated,
         kept_unresolved: tally.over_cap,
         candidates_per_query: Percentiles { p50, p99, max },
-        params: ParamsOut::of(&params),
+        params: ParamsOut::of(params),
         params_max_candidates: params.config().max_candidates,
         timings: run.timings,
         inputs: per_input,
         index: run.index,
         memory: run.memory,
-        keep: a.keep.to_string(),
-        keep_missing: a.keep.field().map(|_| run.keep_missing),
-    };
-    if let Some(field) = a.keep.field() {
-        if summary.records > 0 && run.keep_missing == summary.records {
-            eprintln!(
-                "neardup: warning: no record has a value for {field:?} (--keep {}): every record was decided in \
-                 input order",
-                a.keep
-            );
-        } else if run.keep_missing > 0 && !a.quiet && !a.json {
-            eprintln!(
-                "neardup: {} of {} records have no value for {field:?}; they were decided after the others",
-                run.keep_missing, summary.records
-            );
-        }
-    }
-    for r in &summary.rejected {
-        eprintln!("neardup: {}: {}", r.place(), r.reason);
-    }
-    if a.json {
-        crate::output::print_stdout(&serde_json::to_string_pretty(&summary)?)?;
-    } else if !a.quiet {
-        print_summary(&summary);
-    }
-    Ok(if summary.rejected.is_empty() { ExitCode::SUCCESS } else { ExitCode::from(3) })
+        keep: o.keep.to_string(),
+        keep_missing: o.keep.field().map(|_| run.keep_missing),
+    })
 }
 
 /// What both engines write to and report through.
@@ -440,15 +385,14 @@ struct RunOut {
 
 /// The run in memory: decided while reading.
 fn run_in_memory(
-    a: &DedupArgs,
-    params: &neardup_core::Params,
-    inputs: &[Input],
+    a: &Options,
     opts: &ReadOptions,
     sources: &Option<std::sync::Arc<Sources>>,
     outs: Outs<'_>,
 ) -> anyhow::Result<RunOut> {
     let Outs { rejects, tally, rows: rows_out, clusters: clusters_out, bar } = outs;
-    let mut batch = Batch::new(params.clone(), &a.input.text_field, &a.input.id_field)?;
+    let (params, inputs) = (&a.params, &a.inputs[..]);
+    let mut batch = Batch::new(params.clone(), &a.read.text_field, &a.read.id_field)?;
     batch.sources = sources.clone();
     batch.keep = a.keep.clone();
 
@@ -524,7 +468,7 @@ fn run_in_memory(
         let t = Instant::now();
         let firsts = a.annotate.then(|| batch.cluster_firsts());
         if let Some(w) = rows_out.as_mut() {
-            second_pass(inputs, opts, &batch, firsts.as_deref(), &notes, w, !a.quiet)?;
+            second_pass(inputs, opts, &batch, firsts.as_deref(), &notes, w, a.progress)?;
         }
         output_s += t.elapsed().as_secs_f64();
     }
@@ -555,17 +499,19 @@ fn run_in_memory(
         memory: None,
         keep_missing: batch.keep_missing,
     };
-    // The process ends soon, and the system takes the index back at exit
-    // far faster than freeing its millions of allocations one by one
-    // (~3 % of a run's wall time on 100k records). Everything was written.
-    std::mem::forget(batch);
+    if a.exits_after {
+        // The system takes the index back at exit far faster than freeing
+        // its millions of allocations one by one (~3 % of a run's wall
+        // time on 100k records). Everything was written.
+        std::mem::forget(batch);
+    }
     Ok(out)
 }
 
 /// The run under a memory limit: decided after reading, its state on disk
 /// ([`crate::bounded`]); kept rows are written in a second read.
 fn run_bounded(
-    a: &DedupArgs,
+    a: &Options,
     setup: &crate::bounded::Setup<'_>,
     limits: &crate::bounded::Limits,
     outs: Outs<'_>,
@@ -577,7 +523,7 @@ fn run_bounded(
     bar.finish_and_clear();
     let t = Instant::now();
     if let Some(w) = rows_out.as_mut() {
-        let bar = crate::progress::bar(crate::input::total_size(setup.inputs), true, "write", !a.quiet);
+        let bar = crate::progress::bar(crate::input::total_size(setup.inputs), true, "write", a.progress);
         let mut next = 0u32;
         crate::input::for_each_chunk(setup.inputs, setup.opts, setup.sources, |chunk| {
             let mut picks = Vec::new();
@@ -677,69 +623,4 @@ fn second_pass(
     })?;
     bar.finish_and_clear();
     Ok(())
-}
-
-fn few(ids: &[String]) -> String {
-    let shown: Vec<&str> = ids.iter().take(5).map(String::as_str).collect();
-    if ids.len() > shown.len() {
-        format!("{} ... and {} more", shown.join(", "), ids.len() - shown.len())
-    } else {
-        shown.join(", ")
-    }
-}
-
-fn print_summary(s: &Summary) {
-    eprintln!("{} records, {:.1} MB in {:.2} s ({:.1} MB/s)", s.records, s.bytes as f64 / 1e6, s.seconds, s.mb_per_s);
-    eprintln!(
-        "kept {}, dropped {} near-duplicates; {} verified pairs in {} clusters (threshold {}, {} bands x {} rows)",
-        s.kept, s.dropped, s.verified_pairs, s.clusters, s.params.threshold, s.params.bands, s.params.rows
-    );
-    if s.keep != "first" {
-        eprintln!("the copy kept of each group: --keep {}", s.keep);
-    }
-    eprintln!(
-        "candidates per item: p50 {}, p99 {}, max {}",
-        s.candidates_per_query.p50, s.candidates_per_query.p99, s.candidates_per_query.max
-    );
-    if !s.rejected.is_empty() {
-        eprintln!("rejected {} records (listed above)", s.rejected.len());
-    }
-    if !s.degraded.is_empty() {
-        eprintln!(
-            "{} items over --max-shingles were matched by exact hash only: {}",
-            s.degraded.len(),
-            few(&s.degraded)
-        );
-    }
-    if s.capped_queries > 0 {
-        eprintln!(
-            "{} items hit the candidate cap (--max-candidates {}) or a hot bucket; candidates were ranked by \
-             estimated similarity before the cap",
-            s.capped_queries, s.params_max_candidates,
-        );
-    }
-    if s.saturated_queries > 0 {
-        eprintln!(
-            "{} items may have more than {} near duplicates: their pair lists are incomplete (decisions are not)",
-            s.saturated_queries, s.params_max_candidates
-        );
-    }
-    if !s.kept_unresolved.is_empty() {
-        eprintln!(
-            "{} items were kept with a partial search even among kept items (review them; --json lists all): {}",
-            s.kept_unresolved.len(),
-            few(&s.kept_unresolved)
-        );
-    }
-    if let Some(i) = &s.index {
-        eprintln!(
-            "index {}: {} items before, {} after ({} runs); loaded in {:.2}s, saved in {:.2}s",
-            i.folder, i.items_before, i.items_after, i.runs, i.load_s, i.save_s
-        );
-    }
-    let t = &s.timings;
-    eprintln!(
-        "time: read {:.2}s, parse+fingerprint {:.2}s, index {:.2}s, verify {:.2}s, output {:.2}s",
-        t.read_s, t.fingerprint_s, t.index_s, t.verify_s, t.output_s
-    );
 }

@@ -20,7 +20,7 @@ mod read;
 
 use mapped::Mapped;
 
-pub(crate) use mapped::{is_unreadable_mapping, UNREADABLE};
+pub use mapped::{is_unreadable_mapping, UNREADABLE};
 pub(crate) use read::Head;
 pub use read::Limits;
 #[cfg(fuzzing)]
@@ -139,6 +139,11 @@ impl Line {
             Body::Json(bytes) => bytes.len(),
             Body::Row { id, text, .. } => text.len() + id.as_ref().map_or(0, String::len),
         }
+    }
+
+    /// Whether the record stands for no bytes of input.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

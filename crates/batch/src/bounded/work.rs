@@ -160,9 +160,11 @@ pub(super) fn read_words<const W: usize, T>(
     Ok(bytes.chunks_exact(W).map(|c| word(c.try_into().expect("W bytes"))).collect())
 }
 
-/// Disk the work folder needs at most, from the input's size: the store
-/// (features delta-coded, ~0.7 of the text for English-like text; records
-/// and sorted runs ~0.5) — an estimate, checked before the run starts.
+/// Disk the work folder needs at most, from the inputs' text: the store
+/// (features as 8-byte hashes, records) and the sorted runs take ~1.27
+/// bytes per byte of English-like text (bench/results/datasets-scale.md);
+/// 1.5 leaves room for other text. An estimate, checked before the run
+/// starts.
 pub fn disk_estimate(input_bytes: u64) -> u64 {
     input_bytes.saturating_mul(3) / 2
 }

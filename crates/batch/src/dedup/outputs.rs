@@ -8,7 +8,7 @@ use crate::chunk::{Chunk, Input, Kind};
 use crate::jsonl::Body;
 use crate::output::{tsv_field, Sink};
 use crate::parquet_io::{Annotation, RowWriter, Table, Value};
-use crate::usage::UsageError;
+use crate::UsageError;
 
 /// A text output: plain, or compressed by the path's extension.
 pub(super) enum TextOut {

@@ -1,4 +1,4 @@
-//! Report types shared by `dedup` and `eval` summaries.
+//! Report types shared by the `dedup` and `eval` summaries.
 
 #[derive(Debug, serde::Serialize)]
 pub struct Percentiles {
