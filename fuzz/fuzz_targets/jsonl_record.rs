@@ -10,7 +10,7 @@ use std::sync::{Arc, OnceLock};
 use libfuzzer_sys::fuzz_target;
 
 #[allow(dead_code, unused_imports)]
-#[path = "../../crates/cli/src/jsonl/mod.rs"]
+#[path = "../../crates/batch/src/jsonl/mod.rs"]
 mod jsonl;
 
 use jsonl::{JsonlReader, Limits};
