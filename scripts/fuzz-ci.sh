@@ -6,6 +6,8 @@
 # under fuzz/artifacts/TARGET/. Longer runs by hand: see fuzz/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# CI's lint wrapper (.ci/run) is for the workspace's build, not this one.
+unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
 SECS="${FUZZ_SECONDS:-20}"
 command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz --version 0.13.2
 # The fuzz crate is outside the workspace: build it with the workspace's
