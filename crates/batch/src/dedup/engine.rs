@@ -72,40 +72,32 @@ fn expansion(name: &str) -> Option<f64> {
         return None;
     }
     let file = std::fs::File::open(name).ok()?;
-    let counted = CountingReader { inner: std::io::BufReader::new(file), read: 0 };
+    let buffered = std::io::BufReader::new(CountingReader { inner: file, read: 0 });
+    // Bytes taken from the file: all of a small one; of a large one, the
+    // sample's share and at most one buffer more.
     let (text, packed) = if name.ends_with(".gz") {
-        let mut d = flate2::bufread::MultiGzDecoder::new(counted);
+        let mut d = flate2::bufread::MultiGzDecoder::new(buffered);
         let text = std::io::copy(&mut (&mut d).take(SAMPLE), &mut std::io::sink()).ok()?;
-        (text, d.get_ref().read)
+        (text, d.get_ref().get_ref().read)
     } else {
-        let mut d = zstd::stream::read::Decoder::with_buffer(counted).ok()?;
+        let mut d = zstd::stream::read::Decoder::with_buffer(buffered).ok()?;
         let text = std::io::copy(&mut (&mut d).take(SAMPLE), &mut std::io::sink()).ok()?;
-        (text, d.get_ref().read)
+        (text, d.get_ref().get_ref().read)
     };
     (packed > 0).then(|| (text as f64 / packed as f64).clamp(1.0, 50.0))
 }
 
-/// Counts the compressed bytes a decoder has taken.
+/// Counts the bytes read from a file.
 struct CountingReader<R> {
     inner: R,
     read: u64,
 }
 
-impl<R: std::io::BufRead> std::io::Read for CountingReader<R> {
+impl<R: std::io::Read> std::io::Read for CountingReader<R> {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.read += n as u64;
         Ok(n)
-    }
-}
-
-impl<R: std::io::BufRead> std::io::BufRead for CountingReader<R> {
-    fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
-        self.inner.fill_buf()
-    }
-    fn consume(&mut self, n: usize) {
-        self.read += n as u64;
-        self.inner.consume(n);
     }
 }
 
@@ -164,4 +156,46 @@ pub(super) fn choose_engine(a: &Options) -> anyhow::Result<Engine> {
         }
     }
     Ok(Engine::Bounded(crate::bounded::Limits { memory: limit, work_dir }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_compressed_input_is_estimated_by_its_own_ratio() {
+        let dir = tempfile::tempdir().unwrap();
+        let zst = |name: &str, text: &[u8]| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, zstd::encode_all(text, 3).unwrap()).unwrap();
+            let size = std::fs::metadata(&path).unwrap().len();
+            Input { name: path.display().to_string(), kind: Kind::Jsonl, size: Some(size) }
+        };
+        // Records of numbers compress ~3:1, random bytes not at all: each
+        // is estimated by its own ratio, not the fixed 4:1.
+        let mixed = |i: u64| i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40;
+        let records: String =
+            (0..20_000u64).map(|i| format!("{{\"id\": {i}, \"text\": \"{} {}\"}}\n", mixed(i), mixed(i + 7))).collect();
+        let random: Vec<u8> = (0..400_000u64).map(|i| mixed(i) as u8).collect();
+        for (name, text) in [("a.jsonl.zst", records.as_bytes()), ("b.jsonl.zst", &random[..])] {
+            let estimate = text_estimate(&[zst(name, text)]).unwrap();
+            let true_len = text.len() as u64;
+            assert!(estimate.abs_diff(true_len) <= true_len / 100, "{name}: {estimate} for {true_len} bytes");
+        }
+        // A ratio over 50:1 counts as 50.
+        let repetitive = "{\"id\": 1, \"text\": \"the same words\"}\n".repeat(20_000);
+        let input = zst("c.jsonl.zst", repetitive.as_bytes());
+        assert_eq!(text_estimate(std::slice::from_ref(&input)), Some(input.size.unwrap() * 50));
+        let gz = dir.path().join("d.jsonl.gz");
+        let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        std::io::Write::write_all(&mut e, records.as_bytes()).unwrap();
+        std::fs::write(&gz, e.finish().unwrap()).unwrap();
+        let size = std::fs::metadata(&gz).unwrap().len();
+        let estimate =
+            text_estimate(&[Input { name: gz.display().to_string(), kind: Kind::Jsonl, size: Some(size) }]).unwrap();
+        assert!(estimate.abs_diff(records.len() as u64) <= records.len() as u64 / 100, "gzip: {estimate}");
+        // What cannot be sampled counts as four times its size.
+        let missing = Input { name: "gone.jsonl.zst".into(), kind: Kind::Jsonl, size: Some(1000) };
+        assert_eq!(text_estimate(&[missing]), Some(4000));
+    }
 }
