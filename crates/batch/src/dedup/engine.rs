@@ -41,64 +41,50 @@ pub(super) fn available_memory() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// The inputs' text, estimated from their size: a compressed file by the
-/// ratio of its first few MB ([`expansion`]); Parquet, objects and files
-/// that cannot be sampled counted as four times their size. None for a
-/// stream.
+/// The inputs' text, estimated from their size: compressed JSONL by the
+/// ratio of the first such input's first 64 MB ([`expansion`]; shards of
+/// one dataset share a compressor, and one sample keeps start-up short);
+/// Parquet, objects and what cannot be sampled counted as four times
+/// their size. None for a stream.
 fn text_estimate(inputs: &[Input]) -> Option<u64> {
+    let mut ratio = None;
     inputs
         .iter()
         .map(|i| {
             let packed = i.kind == Kind::Parquet || [".zst", ".zstd", ".gz"].iter().any(|e| i.name.ends_with(e));
             let size = i.size?;
-            Some(if !packed {
-                size
-            } else {
-                let ratio = (i.kind == Kind::Jsonl).then(|| expansion(&i.name)).flatten().unwrap_or(4.0);
-                (size as f64 * ratio) as u64
-            })
+            if !packed {
+                return Some(size);
+            }
+            let r = match i.kind {
+                Kind::Jsonl => *ratio.get_or_insert_with(|| expansion(&i.name).unwrap_or(4.0)),
+                Kind::Parquet => 4.0,
+            };
+            Some((size as f64 * r) as u64)
         })
         .sum()
 }
 
 /// How many bytes of text a compressed JSONL file holds per byte, from its
-/// first 64 MB of text at most; None when it cannot be read here (an
+/// first 64 MB of text at most, decompressed as the reader does
+/// ([`crate::jsonl::stream`]); None when it cannot be read here (an
 /// object, a damaged file: the reading itself reports those). Never below
 /// 1; a stream that compresses better than 50:1 counts as 50.
 fn expansion(name: &str) -> Option<f64> {
     use std::io::Read;
+    use std::sync::atomic::{AtomicU64, Ordering};
     const SAMPLE: u64 = 64 << 20;
     if crate::remote::is_remote(name) {
         return None;
     }
     let file = std::fs::File::open(name).ok()?;
-    let buffered = std::io::BufReader::new(CountingReader { inner: file, read: 0 });
     // Bytes taken from the file: all of a small one; of a large one, the
-    // sample's share and at most one buffer more.
-    let (text, packed) = if name.ends_with(".gz") {
-        let mut d = flate2::bufread::MultiGzDecoder::new(buffered);
-        let text = std::io::copy(&mut (&mut d).take(SAMPLE), &mut std::io::sink()).ok()?;
-        (text, d.get_ref().get_ref().read)
-    } else {
-        let mut d = zstd::stream::read::Decoder::with_buffer(buffered).ok()?;
-        let text = std::io::copy(&mut (&mut d).take(SAMPLE), &mut std::io::sink()).ok()?;
-        (text, d.get_ref().get_ref().read)
-    };
+    // sample's share and at most the reader's buffer more.
+    let packed = std::sync::Arc::new(AtomicU64::new(0));
+    let text_reader = crate::jsonl::stream(file, packed.clone(), name).ok()?;
+    let text = std::io::copy(&mut text_reader.take(SAMPLE), &mut std::io::sink()).ok()?;
+    let packed = packed.load(Ordering::Relaxed);
     (packed > 0).then(|| (text as f64 / packed as f64).clamp(1.0, 50.0))
-}
-
-/// Counts the bytes read from a file.
-struct CountingReader<R> {
-    inner: R,
-    read: u64,
-}
-
-impl<R: std::io::Read> std::io::Read for CountingReader<R> {
-    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
-        let n = self.inner.read(buf)?;
-        self.read += n as u64;
-        Ok(n)
-    }
 }
 
 pub(super) fn choose_engine(a: &Options) -> anyhow::Result<Engine> {
@@ -111,12 +97,16 @@ pub(super) fn choose_engine(a: &Options) -> anyhow::Result<Engine> {
     };
     let with_index = in_memory_only.is_some();
     let work_dir = a.work_dir.clone().unwrap_or_else(std::env::temp_dir);
+    if a.memory_limit == "none" {
+        return Ok(Engine::Memory);
+    }
+    // Estimated once: it reads a sample of a compressed input.
+    let text = text_estimate(inputs);
     let limit = match a.memory_limit.as_str() {
-        "none" => return Ok(Engine::Memory),
         "auto" => {
             // The in-memory engine holds about 1.8 bytes per byte of text
             // (measured: 3.47 GB for 1.97 GB of text).
-            let (Some(text), Some(avail)) = (text_estimate(inputs), available_memory()) else {
+            let (Some(text), Some(avail)) = (text, available_memory()) else {
                 return Ok(Engine::Memory);
             };
             let need = text * 9 / 5;
@@ -140,7 +130,7 @@ pub(super) fn choose_engine(a: &Options) -> anyhow::Result<Engine> {
         );
     }
     if let (Some(size), Some(text), Some(free)) =
-        (crate::input::total_size(inputs), text_estimate(inputs), crate::bounded::free_space(&work_dir))
+        (crate::input::total_size(inputs), text, crate::bounded::free_space(&work_dir))
     {
         let need = crate::bounded::disk_estimate(text);
         if need > free {

@@ -21,10 +21,10 @@ mod read;
 use mapped::Mapped;
 
 pub use mapped::{is_unreadable_mapping, UNREADABLE};
-pub(crate) use read::Head;
 pub use read::Limits;
 #[cfg(fuzzing)]
 pub(crate) use read::{every_chunk, ChunkRead};
+pub(crate) use read::{stream, Head};
 
 /// Where a JSONL input's lines come from.
 pub enum JsonlReader {

@@ -164,7 +164,7 @@ impl Head {
 /// `raw` (whose bytes taken are counted in `read`, for progress) as a
 /// stream of lines: decompressed when its first bytes say it is gzip or
 /// zstd, refused when they say Parquet.
-pub(super) fn stream(
+pub(crate) fn stream(
     raw: impl io::Read + Send + 'static,
     read: Arc<AtomicU64>,
     path: &str,
