@@ -75,4 +75,7 @@ pub use saved_index::{write as write_saved_index, FormatError, Header, Reader, S
 pub use shingle::{features_into, ShingleKind, Shingler};
 pub use simhash::{hamming, simhash, simhash_set, SIMHASH_VERSION};
 pub use unionfind::UnionFind;
-pub use verify::{containment, intersection_size, is_canonical, jaccard, jaccard_at_least, verify_pair, PairScore};
+pub use verify::{
+    containment, intersection_size, is_canonical, jaccard, jaccard_at_least, verify_pair, verify_pair_by_sizes,
+    PairScore,
+};

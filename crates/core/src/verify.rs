@@ -31,15 +31,35 @@ pub fn verify_pair(
     b_hash: &ContentHash,
     threshold: f64,
 ) -> Option<PairScore> {
-    if a_hash == b_hash {
-        return Some(PairScore { score: 1.0, same_content: true });
+    if let Some(answer) = verify_pair_by_sizes(a.len(), a_hash, b.len(), b_hash, threshold) {
+        return answer;
     }
-    let score = if a.is_empty() || b.is_empty() {
-        Some(0.0).filter(|&z| z >= threshold)
-    } else {
-        jaccard_at_least(a, b, threshold)
-    };
-    score.map(|score| PairScore { score, same_content: false })
+    jaccard_at_least(a, b, threshold).map(|score| PairScore { score, same_content: false })
+}
+
+/// What [`verify_pair`] answers from the content hashes and the feature
+/// sets' sizes alone: `Some(answer)` when they settle the pair (equal
+/// content, an empty side, sizes too far apart for `threshold`: J ≤
+/// min/max), `None` when the features must be compared. A store that
+/// reads features from disk asks this first.
+pub fn verify_pair_by_sizes(
+    a_len: usize,
+    a_hash: &ContentHash,
+    b_len: usize,
+    b_hash: &ContentHash,
+    threshold: f64,
+) -> Option<Option<PairScore>> {
+    if a_hash == b_hash {
+        return Some(Some(PairScore { score: 1.0, same_content: true }));
+    }
+    if a_len == 0 || b_len == 0 {
+        return Some((0.0 >= threshold).then_some(PairScore { score: 0.0, same_content: false }));
+    }
+    let (lo, hi) = (a_len.min(b_len), a_len.max(b_len));
+    if (lo as f64) < threshold * hi as f64 - 1e-9 {
+        return Some(None);
+    }
+    None
 }
 
 /// True when `features` is strictly increasing: a valid canonical feature set.

@@ -42,6 +42,7 @@
 //! input size.
 
 mod refs;
+mod resident;
 pub mod sort;
 mod store;
 mod work;
@@ -59,11 +60,12 @@ use crate::jsonl::Reject;
 use crate::pipeline::{external_id, fingerprint_all, Outcome, Timings};
 use neardup_core::Keep;
 use refs::{be32, entry, ref_of, write_buckets, ItemLookup, Reader, Ref};
+use resident::{Bits, Parents};
 use sort::Sorter;
 pub use store::Store;
 use store::{Layout, Mapped, NewItem, StoreWriter, BANDED, DEGRADED};
-pub use work::{disk_estimate, free_space, peak_rss};
-use work::{read_words, resident_bytes, work_folder_name, write_words, Manifest, WorkDir};
+pub use work::{available_memory, disk_estimate, free_space, peak_rss};
+use work::{read_words, resident_bytes, work_folder_name, write_words, Manifest, Relief, WorkDir};
 
 /// The resident bytes per item (see the module doc), times 4 to count
 /// them in quarters: class 4, parent 4, kept 1, two bits.
@@ -115,46 +117,6 @@ pub struct Done {
     decisions: Mapped,
     dir: WorkDir,
     budget: usize,
-}
-
-/// A bit per item.
-struct Bits(Vec<u64>);
-
-impl Bits {
-    fn new(n: usize) -> Bits {
-        Bits(vec![0; n.div_ceil(64)])
-    }
-    fn get(&self, i: u32) -> bool {
-        self.0[i as usize / 64] >> (i % 64) & 1 != 0
-    }
-    fn set(&mut self, i: u32) {
-        self.0[i as usize / 64] |= 1 << (i % 64);
-    }
-    fn count(&self) -> u64 {
-        self.0.iter().map(|w| u64::from(w.count_ones())).sum()
-    }
-}
-
-/// Union-find whose root is the set's first item: a parent per item, no
-/// sizes (4 bytes per item), path halving.
-struct Parents(Vec<u32>);
-
-impl Parents {
-    fn find(&mut self, mut x: u32) -> u32 {
-        while self.0[x as usize] != x {
-            let p = self.0[x as usize];
-            self.0[x as usize] = self.0[p as usize];
-            x = self.0[x as usize];
-        }
-        x
-    }
-    fn union(&mut self, a: u32, b: u32) {
-        let (ra, rb) = (self.find(a), self.find(b));
-        if ra != rb {
-            let (lo, hi) = (ra.min(rb), ra.max(rb));
-            self.0[hi as usize] = lo;
-        }
-    }
 }
 
 /// Phase bookkeeping.
@@ -261,9 +223,13 @@ where
             Some((_, items)) => StoreWriter::create_numbered(&dir.0, layout, *items)?,
             None => StoreWriter::create(&dir.0, layout)?,
         };
-        let mut bands = Sorter::<10>::new(&dir.0, "bands", budget / 2);
-        let mut contents = Sorter::<20>::new(&dir.0, "contents", budget / 4);
-        let mut ids = Sorter::<12>::new(&dir.0, "ids", budget / 4);
+        // The sorts share three quarters of the budget: the first stage's
+        // chunks, the store's writers and the allocator's free pages come
+        // on top (at 20 M documents the whole budget for the sorts peaked
+        // at 1,223 MiB under a 1 GiB limit: bench/results/datasets-scale.md).
+        let mut bands = Sorter::<10>::new(&dir.0, "bands", budget / 8 * 3);
+        let mut contents = Sorter::<20>::new(&dir.0, "contents", budget / 16 * 3);
+        let mut ids = Sorter::<12>::new(&dir.0, "ids", budget / 16 * 3);
         let fingerprinter = Fingerprinter::new(params.clone())?;
         let (read_s, fingerprint_s) = fingerprint_all(
             &fingerprinter,
@@ -463,6 +429,26 @@ where
     let buckets = Mapped::open(&dir.0.join("buckets.bin"))?;
     let classes = Mapped::open(&dir.0.join("classes.bin"))?;
     let corrupt = std::sync::atomic::AtomicBool::new(false);
+    // Mapped pages stay while the resident set is well under the budget
+    // (a block reads many of the last one's pages again), and are given
+    // back when it nears it — within a block too ([`Relief`]).
+    let ceiling = budget as u64 / 2 + (64 << 20);
+    let release = || {
+        store.release();
+        buckets.release();
+        classes.release();
+    };
+    let relief = Relief::new(ceiling, &release);
+    // Features larger than half the memory available are mostly read from
+    // the disk, one candidate's at a time: verification then runs on eight
+    // threads per core, so that many reads are in flight at once.
+    let wide = available_memory().is_some_and(|a| store.features_bytes() > a / 2);
+    let io_pool = if wide {
+        let threads = rayon::current_num_threads() * 8;
+        Some(rayon::ThreadPoolBuilder::new().num_threads(threads).build().context("cannot start the read threads")?)
+    } else {
+        None
+    };
     let reader = Reader {
         store: &store,
         buckets: &buckets,
@@ -472,6 +458,7 @@ where
         limits: params.query_limits(),
         threshold: params.threshold(),
         corrupt: &corrupt,
+        relief: &relief,
     };
     let mut kept = Greedy::new();
     if n > 0 {
@@ -521,17 +508,26 @@ where
     // Each item's first look: its candidates, verified (in parallel; a
     // look does not depend on decisions).
     let look_block = |block: &[(u32, Vec<Ref>)]| -> Vec<Look> {
-        block
-            .par_iter()
-            .map(|(q, mine)| {
-                if rejected.get(*q) {
-                    return None;
-                }
-                let cands = reader.candidates(*q, mine, &|_| true);
-                let matches = reader.verify(*q, &cands.ids);
-                Some((cands, matches))
-            })
-            .collect()
+        if let (Some(first), Some(last)) = (block.first(), block.last()) {
+            store.prefetch(first.0, last.0 + 1);
+        }
+        let look = || {
+            block
+                .par_iter()
+                .map(|(q, mine)| {
+                    if rejected.get(*q) {
+                        return None;
+                    }
+                    let cands = reader.candidates(*q, mine, &|_| true);
+                    let matches = reader.verify(*q, &cands.ids);
+                    Some((cands, matches))
+                })
+                .collect()
+        };
+        match &io_pool {
+            Some(pool) => pool.install(look),
+            None => look(),
+        }
     };
     let t = Instant::now();
     let mut block = take_block(block_items)?;
@@ -574,15 +570,11 @@ where
                 dir.0.display()
             );
         }
-        // Mapped pages stay while the resident set is well under the
-        // budget (a block reads many of the last one's pages again), and
-        // are given back, with smaller blocks, when it nears it.
+        // Blocks are smaller while pages had to be given back.
+        relief.check();
         let resident = resident_bytes();
-        if resident > budget as u64 / 2 + (64 << 20) {
+        if relief.took_back() {
             block_items = (block_items / 2).max(8);
-            store.release();
-            buckets.release();
-            classes.release();
         } else if resident < budget as u64 / 4 {
             block_items = (block_items * 2).min(MAX_BLOCK);
         }

@@ -7,11 +7,13 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use neardup_core::{
-    best_first, fmix64, verify_pair, Candidate, CandidateIndex, CandidateSet, Lookup, Match, QueryLimits, SketchReads,
+    best_first, fmix64, verify_pair, verify_pair_by_sizes, Candidate, CandidateIndex, CandidateSet, Lookup, Match,
+    QueryLimits, SketchReads,
 };
 
 use super::sort::{self, Sorter};
 use super::store::{Mapped, Store};
+use super::work::Relief;
 use super::{Bits, CONTENT};
 
 /// A reference from an item to the bucket (or content class) it shares:
@@ -141,6 +143,8 @@ pub(super) struct Reader<'a> {
     pub(super) threshold: f64,
     /// Set when an item's features lay outside the work folder's file.
     pub(super) corrupt: &'a std::sync::atomic::AtomicBool,
+    /// Told of every read of the mapped records and buckets.
+    pub(super) relief: &'a Relief<'a>,
 }
 
 impl Reader<'_> {
@@ -185,6 +189,9 @@ impl Reader<'_> {
         let copies = refs.iter().find(|r| r.table == CONTENT).copied();
         let classes = self.classes.bytes();
         let copies = copies.into_iter().flat_map(|r| (0..u64::from(r.p)).map(move |i| entry(classes, r.at + i)));
+        // Reads of mapped pages: a bucket or class run each, and a record
+        // per candidate ranked (or the item itself).
+        self.relief.read(refs.len() + ranked.len() + 1);
         let sketch = self.store.rec(q).sketch();
         let q_class = self.class[q as usize];
         let reads = SketchReads {
@@ -201,23 +208,41 @@ impl Reader<'_> {
         self.scale.select(out, ranked, copies, reads, self.limits, keep)
     }
 
+    /// Item `q`'s candidates verified exactly, best first. A candidate's
+    /// features are read from disk only when its content hash and feature
+    /// count do not settle the pair ([`verify_pair_by_sizes`]), and `q`'s
+    /// only when one does not.
     pub(super) fn verify(&self, q: u32, candidates: &[Candidate]) -> Vec<Match> {
-        let Some(fq) = self.store.features(q) else {
-            self.corrupt.store(true, std::sync::atomic::Ordering::Relaxed);
-            return Vec::new();
+        let features = |item: u32| {
+            let f = self.store.features(item);
+            if f.is_none() {
+                self.corrupt.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+            f
         };
-        let hq = self.store.rec(q).hash();
-        let mut out: Vec<Match> = candidates
-            .iter()
-            .filter_map(|c| {
-                let Some(fc) = self.store.features(c.id) else {
-                    self.corrupt.store(true, std::sync::atomic::Ordering::Relaxed);
-                    return None;
-                };
-                let s = verify_pair(&fq, &hq, &fc, &self.store.rec(c.id).hash(), self.threshold)?;
-                Some(Match { id: c.id, score: s.score, same_content: s.same_content, bands: c.bands })
-            })
-            .collect();
+        self.relief.read(candidates.len() + 1);
+        let (hq, nq) = (self.store.rec(q).hash(), self.store.features_len(q));
+        let mut fq: Option<Vec<u64>> = None;
+        let mut out = Vec::new();
+        for c in candidates {
+            let hc = self.store.rec(c.id).hash();
+            let s = match verify_pair_by_sizes(nq, &hq, self.store.features_len(c.id), &hc, self.threshold) {
+                Some(answer) => answer,
+                None => {
+                    if fq.is_none() {
+                        fq = features(q);
+                        if fq.is_none() {
+                            return Vec::new();
+                        }
+                    }
+                    let (Some(a), Some(b)) = (fq.as_deref(), features(c.id)) else { continue };
+                    verify_pair(a, &hq, &b, &hc, self.threshold)
+                }
+            };
+            if let Some(s) = s {
+                out.push(Match { id: c.id, score: s.score, same_content: s.same_content, bands: c.bands });
+            }
+        }
         best_first(&mut out);
         out
     }

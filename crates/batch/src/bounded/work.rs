@@ -4,6 +4,7 @@
 
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use super::{Phase, Setup};
 use crate::jsonl::Reject;
@@ -32,6 +33,65 @@ pub(super) fn resident_bytes() -> u64 {
     #[cfg(not(target_os = "linux"))]
     let page = 4096;
     pages * page
+}
+
+/// Memory available to a new process (`MemAvailable`), where known.
+pub fn available_memory() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Keeps the resident set under a ceiling while mapped files are read at
+/// random, within a block as well as between blocks. A fault on a mapping
+/// maps up to 64 KB around the page it reads (the kernel's fault-around),
+/// so readers count their reads of mapped records ([`Relief::read`]); each
+/// time those reads may have mapped another 64 MB, the resident set is
+/// measured, and the mappings are given back ([`Relief::new`]'s `release`)
+/// when it is over the ceiling. Between two measurements the set grows by
+/// at most that much, whatever the block.
+pub(super) struct Relief<'a> {
+    ceiling: u64,
+    since: AtomicU64,
+    released: AtomicBool,
+    release: &'a (dyn Fn() + Sync),
+}
+
+impl<'a> Relief<'a> {
+    /// The bytes a fault may map, and how many of them between measurements.
+    const FAULT: u64 = 64 << 10;
+    const EVERY: u64 = 64 << 20;
+
+    pub(super) fn new(ceiling: u64, release: &'a (dyn Fn() + Sync)) -> Relief<'a> {
+        Relief { ceiling, since: AtomicU64::new(0), released: AtomicBool::new(false), release }
+    }
+
+    /// Counts `reads` reads of mapped records, each in a page of its own at
+    /// worst; measures, and gives back, when they add up.
+    pub(super) fn read(&self, reads: usize) {
+        let add = reads as u64 * Self::FAULT;
+        if self.since.fetch_add(add, Ordering::Relaxed) + add >= Self::EVERY {
+            self.since.store(0, Ordering::Relaxed);
+            self.check();
+        }
+    }
+
+    /// Gives the mappings back if the resident set is over the ceiling;
+    /// says whether it was.
+    pub(super) fn check(&self) -> bool {
+        let over = resident_bytes() > self.ceiling;
+        if over {
+            (self.release)();
+            self.released.store(true, Ordering::Relaxed);
+        }
+        over
+    }
+
+    /// Whether the mappings were given back since the last call.
+    pub(super) fn took_back(&self) -> bool {
+        self.released.swap(false, Ordering::Relaxed)
+    }
 }
 
 /// Free bytes on the file system of `dir` (None where unknown).
@@ -167,4 +227,34 @@ pub(super) fn read_words<const W: usize, T>(
 /// starts.
 pub fn disk_estimate(input_bytes: u64) -> u64 {
     input_bytes.saturating_mul(3) / 2
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relief_measures_every_64_mb_of_reads_and_gives_back_over_the_ceiling() {
+        let released = std::sync::atomic::AtomicUsize::new(0);
+        let release = || {
+            released.fetch_add(1, Ordering::Relaxed);
+        };
+        // A ceiling of 0: every measurement is over it.
+        let relief = Relief::new(0, &release);
+        relief.read(1023);
+        assert_eq!(released.load(Ordering::Relaxed), 0, "1023 reads may map under 64 MB: no measurement");
+        assert!(!relief.took_back());
+        relief.read(1);
+        assert_eq!(released.load(Ordering::Relaxed), 1);
+        assert!(relief.took_back());
+        assert!(!relief.took_back(), "said once");
+        relief.read(1023);
+        assert_eq!(released.load(Ordering::Relaxed), 1, "counted again from nothing");
+        // A ceiling no process reaches: measured, not given back.
+        let high = Relief::new(u64::MAX, &release);
+        high.read(4096);
+        assert!(!high.check());
+        assert_eq!(released.load(Ordering::Relaxed), 1);
+        assert!(!high.took_back());
+    }
 }

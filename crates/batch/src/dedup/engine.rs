@@ -33,14 +33,6 @@ pub fn parse_size(s: &str) -> Option<u64> {
     (v.is_finite() && v > 0.0).then_some((v * mult as f64) as u64)
 }
 
-/// Memory available to a new process (`MemAvailable`), where known.
-pub(super) fn available_memory() -> Option<u64> {
-    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
-    let line = info.lines().find(|l| l.starts_with("MemAvailable:"))?;
-    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb * 1024)
-}
-
 /// The inputs' text, estimated from their size: compressed JSONL by the
 /// ratio of the first such input's first 64 MB ([`expansion`]; shards of
 /// one dataset share a compressor, and one sample keeps start-up short);
@@ -106,7 +98,7 @@ pub(super) fn choose_engine(a: &Options) -> anyhow::Result<Engine> {
         "auto" => {
             // The in-memory engine holds about 1.8 bytes per byte of text
             // (measured: 3.47 GB for 1.97 GB of text).
-            let (Some(text), Some(avail)) = (text, available_memory()) else {
+            let (Some(text), Some(avail)) = (text, crate::bounded::available_memory()) else {
                 return Ok(Engine::Memory);
             };
             let need = text * 9 / 5;
