@@ -12,7 +12,7 @@ use neardup_core::{
 };
 
 use super::sort::{self, Sorter};
-use super::store::{Mapped, Store};
+use super::store::{Mapped, Store, MAPPED_WRITE_BUFFER};
 use super::work::Relief;
 use super::{Bits, CONTENT};
 
@@ -59,7 +59,7 @@ pub(super) struct Buckets {
 
 impl Buckets {
     pub(super) fn create(path: &Path) -> anyhow::Result<Buckets> {
-        let out = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+        let out = BufWriter::with_capacity(MAPPED_WRITE_BUFFER, std::fs::File::create(path)?);
         Ok(Buckets { out, written: 0, first: 0, at: None, members: 0 })
     }
 
@@ -145,6 +145,9 @@ pub(super) struct Reader<'a> {
     pub(super) corrupt: &'a std::sync::atomic::AtomicBool,
     /// Told of every read of the mapped records and buckets.
     pub(super) relief: &'a Relief<'a>,
+    /// Whether candidates' features are asked for ahead of their reads
+    /// ([`Reader::prefetch`]): when they are mostly on disk.
+    pub(super) prefetch: bool,
 }
 
 impl Reader<'_> {
@@ -208,6 +211,23 @@ impl Reader<'_> {
         self.scale.select(out, ranked, copies, reads, self.limits, keep)
     }
 
+    /// Asks for the features of `q`'s candidates that [`Reader::verify`]
+    /// will read (those sizes do not settle), so that their reads from
+    /// disk run at once, not one after another: a no-op unless
+    /// [`Reader::prefetch`] is set.
+    pub(super) fn prefetch(&self, q: u32, candidates: &[Candidate]) {
+        if !self.prefetch {
+            return;
+        }
+        let (hq, nq) = (self.store.rec(q).hash(), self.store.features_len(q));
+        for c in candidates {
+            let (hc, nc) = (self.store.rec(c.id).hash(), self.store.features_len(c.id));
+            if verify_pair_by_sizes(nq, &hq, nc, &hc, self.threshold).is_none() {
+                self.store.prefetch(c.id, c.id + 1);
+            }
+        }
+    }
+
     /// Item `q`'s candidates verified exactly, best first. A candidate's
     /// features are read from disk only when its content hash and feature
     /// count do not settle the pair ([`verify_pair_by_sizes`]), and `q`'s
@@ -256,6 +276,7 @@ pub(super) struct ItemLookup<'a, 'r> {
 
 impl Lookup for ItemLookup<'_, '_> {
     fn verify_item(&self, item: u32, candidates: &[Candidate]) -> Vec<Match> {
+        self.reader.prefetch(item, candidates);
         self.reader.verify(item, candidates)
     }
     fn candidates_before_where(&self, item: u32, keep: &dyn Fn(u32) -> bool) -> CandidateSet {

@@ -44,53 +44,89 @@ pub fn available_memory() -> Option<u64> {
 }
 
 /// Keeps the resident set under a ceiling while mapped files are read at
-/// random, within a block as well as between blocks. A fault on a mapping
-/// maps up to 64 KB around the page it reads (the kernel's fault-around),
-/// so readers count their reads of mapped records ([`Relief::read`]); each
-/// time those reads may have mapped another 64 MB, the resident set is
-/// measured, and the mappings are given back ([`Relief::new`]'s `release`)
-/// when it is over the ceiling. Between two measurements the set grows by
-/// at most that much, whatever the block.
+/// random, within a block as well as between blocks. A read of a mapped
+/// record can map more than its page: the kernel's fault-around (64 KB),
+/// or the whole folio the page cache holds it in (up to 1 MB after large
+/// writes; see [`super::store::MAPPED_WRITE_BUFFER`]). Readers count their
+/// reads ([`Relief::read`]); every so many the resident set is measured,
+/// and the mappings are given back ([`Relief::new`]'s `release`) when it is
+/// over the ceiling. How many reads pass between measurements follows
+/// what the last ones mapped each, so that about 64 MB can be mapped in
+/// between: 64 reads at first (1 MB each at worst), up to 1,024 (64 KB).
 pub(super) struct Relief<'a> {
     ceiling: u64,
     since: AtomicU64,
+    every: AtomicU64,
+    last: AtomicU64,
     released: AtomicBool,
     release: &'a (dyn Fn() + Sync),
+    /// The resident set ([`resident_bytes`]; a test's own figure in tests).
+    resident: fn() -> u64,
 }
 
 impl<'a> Relief<'a> {
-    /// The bytes a fault may map, and how many of them between measurements.
-    const FAULT: u64 = 64 << 10;
-    const EVERY: u64 = 64 << 20;
+    /// Bytes that may be mapped between two measurements.
+    const BETWEEN: u64 = 64 << 20;
+    /// The fewest bytes a read is taken to map (the fault-around), and the most.
+    const LEAST: u64 = 64 << 10;
+    const MOST: u64 = 4 << 20;
 
     pub(super) fn new(ceiling: u64, release: &'a (dyn Fn() + Sync)) -> Relief<'a> {
-        Relief { ceiling, since: AtomicU64::new(0), released: AtomicBool::new(false), release }
+        Relief::measured_by(ceiling, release, resident_bytes)
     }
 
-    /// Counts `reads` reads of mapped records, each in a page of its own at
-    /// worst; measures, and gives back, when they add up.
+    fn measured_by(ceiling: u64, release: &'a (dyn Fn() + Sync), resident: fn() -> u64) -> Relief<'a> {
+        Relief {
+            ceiling,
+            since: AtomicU64::new(0),
+            every: AtomicU64::new(Self::BETWEEN / (1 << 20)),
+            last: AtomicU64::new(resident()),
+            released: AtomicBool::new(false),
+            release,
+            resident,
+        }
+    }
+
+    /// Counts `reads` reads of mapped records; measures, and gives back,
+    /// when enough have passed.
     pub(super) fn read(&self, reads: usize) {
-        let add = reads as u64 * Self::FAULT;
-        if self.since.fetch_add(add, Ordering::Relaxed) + add >= Self::EVERY {
+        let reads = reads as u64;
+        let since = self.since.fetch_add(reads, Ordering::Relaxed) + reads;
+        if since >= self.every.load(Ordering::Relaxed) {
             self.since.store(0, Ordering::Relaxed);
-            self.check();
+            let before = self.last.load(Ordering::Relaxed);
+            let now = (self.resident)();
+            let each = (now.saturating_sub(before) / since.max(1)).clamp(Self::LEAST, Self::MOST);
+            self.every.store((Self::BETWEEN / each).max(1), Ordering::Relaxed);
+            self.check_at(now);
         }
     }
 
     /// Gives the mappings back if the resident set is over the ceiling;
     /// says whether it was.
     pub(super) fn check(&self) -> bool {
-        let over = resident_bytes() > self.ceiling;
+        self.check_at((self.resident)())
+    }
+
+    fn check_at(&self, resident: u64) -> bool {
+        let over = resident > self.ceiling;
         if over {
             (self.release)();
             self.released.store(true, Ordering::Relaxed);
         }
+        self.last.store(if over { (self.resident)() } else { resident }, Ordering::Relaxed);
         over
     }
 
     /// Whether the mappings were given back since the last call.
     pub(super) fn took_back(&self) -> bool {
         self.released.swap(false, Ordering::Relaxed)
+    }
+
+    /// Reads between measurements now.
+    #[cfg(test)]
+    fn every(&self) -> u64 {
+        self.every.load(Ordering::Relaxed)
     }
 }
 
@@ -172,8 +208,35 @@ impl Manifest {
 /// (the pipeline's configuration, the fields, the inputs' names, sizes and
 /// times), so that the same command finds the folder again.
 pub(super) fn work_folder_name(setup: &Setup<'_>) -> anyhow::Result<String> {
-    let inputs: Vec<(String, Option<u64>, Option<u128>)> = setup
-        .inputs
+    folder_name(setup.params, setup.text_field, setup.id_field, setup.opts.max_line, setup.keep, setup.inputs)
+}
+
+/// Bytes already in the work folder a run with these settings would use
+/// under `work_dir` (0 when there is none): a run that continues needs
+/// that much less free space.
+pub fn bytes_in_place(
+    work_dir: &Path,
+    params: &neardup_core::Params,
+    text_field: &str,
+    id_field: &str,
+    max_line: usize,
+    keep: &neardup_core::Keep,
+    inputs: &[crate::chunk::Input],
+) -> u64 {
+    let Ok(name) = folder_name(params, text_field, id_field, max_line, keep, inputs) else { return 0 };
+    let Ok(entries) = std::fs::read_dir(work_dir.join(name)) else { return 0 };
+    entries.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
+}
+
+fn folder_name(
+    params: &neardup_core::Params,
+    text_field: &str,
+    id_field: &str,
+    max_line: usize,
+    keep: &neardup_core::Keep,
+    inputs: &[crate::chunk::Input],
+) -> anyhow::Result<String> {
+    let inputs: Vec<(String, Option<u64>, Option<u128>)> = inputs
         .iter()
         .map(|i| {
             let modified = std::fs::metadata(&i.name)
@@ -186,11 +249,11 @@ pub(super) fn work_folder_name(setup: &Setup<'_>) -> anyhow::Result<String> {
         .collect();
     let what = serde_json::json!({
         "format": WORK_FORMAT,
-        "config": setup.params.config(),
-        "text": setup.text_field,
-        "id": setup.id_field,
-        "max_line": setup.opts.max_line,
-        "keep": setup.keep.to_string(),
+        "config": params.config(),
+        "text": text_field,
+        "id": id_field,
+        "max_line": max_line,
+        "keep": keep.to_string(),
         "inputs": inputs,
     });
     let key = neardup_core::hash_bytes(serde_json::to_string(&what)?.as_bytes(), 0);
@@ -234,27 +297,66 @@ mod tests {
     use super::*;
 
     #[test]
-    fn relief_measures_every_64_mb_of_reads_and_gives_back_over_the_ceiling() {
+    fn a_run_that_continues_counts_its_work_folder_as_space() {
+        let dir = tempfile::tempdir().unwrap();
+        let input = dir.path().join("in.jsonl");
+        std::fs::write(&input, "{\"text\": \"a\"}\n").unwrap();
+        let inputs = crate::input::expand(&[input.display().to_string()]).unwrap();
+        let params = neardup_core::Config::default().resolve().unwrap();
+        let keep = neardup_core::Keep::First;
+        let held =
+            |inputs: &[crate::chunk::Input]| bytes_in_place(dir.path(), &params, "text", "id", 1 << 20, &keep, inputs);
+        assert_eq!(held(&inputs), 0, "no work folder yet");
+        let name = folder_name(&params, "text", "id", 1 << 20, &keep, &inputs).unwrap();
+        std::fs::create_dir(dir.path().join(&name)).unwrap();
+        std::fs::write(dir.path().join(&name).join("features.bin"), [0u8; 10]).unwrap();
+        std::fs::write(dir.path().join(&name).join("items.bin"), [0u8; 20]).unwrap();
+        assert_eq!(held(&inputs), 30);
+        // Another run's folder (other settings, a changed input) is not this one's.
+        assert_eq!(bytes_in_place(dir.path(), &params, "body", "id", 1 << 20, &keep, &inputs), 0);
+        std::fs::write(&input, "{\"text\": \"ab\"}\n").unwrap();
+        let changed = crate::input::expand(&[input.display().to_string()]).unwrap();
+        assert_eq!(held(&changed), 0);
+    }
+
+    #[test]
+    fn relief_measures_as_often_as_reads_map_and_gives_back_over_the_ceiling() {
+        // The resident set as this test sets it (tests share the process).
+        static RESIDENT: AtomicU64 = AtomicU64::new(100 << 20);
+        let resident = || RESIDENT.load(Ordering::Relaxed);
         let released = std::sync::atomic::AtomicUsize::new(0);
         let release = || {
             released.fetch_add(1, Ordering::Relaxed);
         };
-        // A ceiling of 0: every measurement is over it.
-        let relief = Relief::new(0, &release);
-        relief.read(1023);
-        assert_eq!(released.load(Ordering::Relaxed), 0, "1023 reads may map under 64 MB: no measurement");
+        let relief = Relief::measured_by(200 << 20, &release, resident);
+        assert_eq!(relief.every(), 64, "1 MB a read at first");
+        relief.read(63);
+        RESIDENT.store(356 << 20, Ordering::Relaxed);
+        assert_eq!(released.load(Ordering::Relaxed), 0, "63 reads: no measurement");
         assert!(!relief.took_back());
         relief.read(1);
-        assert_eq!(released.load(Ordering::Relaxed), 1);
+        assert_eq!(released.load(Ordering::Relaxed), 1, "over the ceiling: given back");
         assert!(relief.took_back());
         assert!(!relief.took_back(), "said once");
+        // 256 MB in 64 reads: the most a read is taken to map, 4 MB.
+        assert_eq!(relief.every(), 16);
+        // Reads that mapped nothing: the fault-around is assumed, 64 KB a read.
+        relief.read(16);
+        assert_eq!(relief.every(), 1024);
+        assert_eq!(released.load(Ordering::Relaxed), 2, "still over the ceiling");
+        RESIDENT.store(150 << 20, Ordering::Relaxed);
         relief.read(1023);
-        assert_eq!(released.load(Ordering::Relaxed), 1, "counted again from nothing");
-        // A ceiling no process reaches: measured, not given back.
-        let high = Relief::new(u64::MAX, &release);
-        high.read(4096);
-        assert!(!high.check());
-        assert_eq!(released.load(Ordering::Relaxed), 1);
-        assert!(!high.took_back());
+        relief.read(1);
+        assert_eq!(relief.every(), 1024);
+        assert_eq!(released.load(Ordering::Relaxed), 2, "under the ceiling: kept");
+        // 1 MB a read: every 64 reads again.
+        RESIDENT.store((150 << 20) + (1024 << 20), Ordering::Relaxed);
+        relief.read(1024);
+        assert_eq!(relief.every(), 64);
+        assert_eq!(released.load(Ordering::Relaxed), 3);
+        RESIDENT.store(150 << 20, Ordering::Relaxed);
+        assert!(!relief.check());
+        assert!(relief.took_back(), "the last measurement gave back");
+        assert!(!relief.took_back());
     }
 }

@@ -124,7 +124,18 @@ pub(super) fn choose_engine(a: &Options) -> anyhow::Result<Engine> {
     if let (Some(size), Some(text), Some(free)) =
         (crate::input::total_size(inputs), text, crate::bounded::free_space(&work_dir))
     {
-        let need = crate::bounded::disk_estimate(text);
+        // A run that continues has part of what it needs on disk already.
+        let r = &a.read;
+        let held = crate::bounded::bytes_in_place(
+            &work_dir,
+            &a.params,
+            &r.text_field,
+            &r.id_field,
+            r.max_line,
+            &a.keep,
+            inputs,
+        );
+        let need = crate::bounded::disk_estimate(text).saturating_sub(held);
         if need > free {
             return Err(UsageError(format!(
                 "a bounded run of {:.1} GB of input needs about {:.1} GB in its work folder, and {} has {:.1} GB \
