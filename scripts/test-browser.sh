@@ -16,9 +16,7 @@ fi
 chromium --version
 python3 -c 'import selenium' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check "selenium>=4.20,<5"
 python3 -c 'import pytest' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check pytest
-# Without CI's lint wrapper (see scripts/test-python.sh).
-unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
-cargo build --locked -q -p neardup
+bash scripts/debug-binary.sh
 # Selenium must not look for (or download) a driver: the test names Debian's.
 export SE_OFFLINE=true SE_AVOID_STATS=true
 NEARDUP_BIN="$PWD/target/debug/neardup" python3 -m pytest -q tests/browser

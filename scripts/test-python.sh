@@ -6,11 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 (cd python && cargo fmt --check && cargo clippy --locked --all-targets -q -- -D warnings)
-# CI's lint wrapper (.ci/run) is for the workspace's test build: one
-# package built alone resolves other features, which clippy does not
-# check; the extension is linted above, its own way.
+bash scripts/debug-binary.sh
+# CI's lint wrapper (.ci/run) is for the workspace's test build; the
+# extension, another workspace, is linted above, its own way.
 unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
-cargo build --locked -q -p neardup
 python3 -m pip install --quiet --disable-pip-version-check ./python
 python3 -c 'import pytest' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check pytest
 # The event feed's tests validate every event with the JSON Schema package.
