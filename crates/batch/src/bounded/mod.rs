@@ -64,7 +64,7 @@ use resident::{Bits, Parents};
 use sort::Sorter;
 pub use store::Store;
 use store::{Layout, Mapped, NewItem, StoreWriter, BANDED, DEGRADED};
-pub use work::{available_memory, bytes_in_place, disk_estimate, free_space, peak_rss};
+pub use work::{available_memory, disk_estimate, free_space, peak_rss, RunKey};
 use work::{read_words, resident_bytes, work_folder_name, write_words, Manifest, Relief, WorkDir};
 
 /// The resident bytes per item (see the module doc), times 4 to count

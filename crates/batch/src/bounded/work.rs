@@ -208,56 +208,62 @@ impl Manifest {
 /// (the pipeline's configuration, the fields, the inputs' names, sizes and
 /// times), so that the same command finds the folder again.
 pub(super) fn work_folder_name(setup: &Setup<'_>) -> anyhow::Result<String> {
-    folder_name(setup.params, setup.text_field, setup.id_field, setup.opts.max_line, setup.keep, setup.inputs)
+    RunKey {
+        params: setup.params,
+        text_field: setup.text_field,
+        id_field: setup.id_field,
+        max_line: setup.opts.max_line,
+        keep: setup.keep,
+        inputs: setup.inputs,
+    }
+    .folder_name()
 }
 
-/// Bytes already in the work folder a run with these settings would use
-/// under `work_dir` (0 when there is none): a run that continues needs
-/// that much less free space.
-pub fn bytes_in_place(
-    work_dir: &Path,
-    params: &neardup_core::Params,
-    text_field: &str,
-    id_field: &str,
-    max_line: usize,
-    keep: &neardup_core::Keep,
-    inputs: &[crate::chunk::Input],
-) -> u64 {
-    let Ok(name) = folder_name(params, text_field, id_field, max_line, keep, inputs) else { return 0 };
-    let Ok(entries) = std::fs::read_dir(work_dir.join(name)) else { return 0 };
-    entries.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
+/// What names a run's work folder: the same settings and inputs, the
+/// same folder (so the same command continues a killed run).
+pub struct RunKey<'a> {
+    pub params: &'a neardup_core::Params,
+    pub text_field: &'a str,
+    pub id_field: &'a str,
+    pub max_line: usize,
+    pub keep: &'a neardup_core::Keep,
+    pub inputs: &'a [crate::chunk::Input],
 }
 
-fn folder_name(
-    params: &neardup_core::Params,
-    text_field: &str,
-    id_field: &str,
-    max_line: usize,
-    keep: &neardup_core::Keep,
-    inputs: &[crate::chunk::Input],
-) -> anyhow::Result<String> {
-    let inputs: Vec<(String, Option<u64>, Option<u128>)> = inputs
-        .iter()
-        .map(|i| {
-            let modified = std::fs::metadata(&i.name)
-                .and_then(|m| m.modified())
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .map(|d| d.as_nanos());
-            (i.name.clone(), i.size, modified)
-        })
-        .collect();
-    let what = serde_json::json!({
-        "format": WORK_FORMAT,
-        "config": params.config(),
-        "text": text_field,
-        "id": id_field,
-        "max_line": max_line,
-        "keep": keep.to_string(),
-        "inputs": inputs,
-    });
-    let key = neardup_core::hash_bytes(serde_json::to_string(&what)?.as_bytes(), 0);
-    Ok(format!("neardup-dedup-{key:016x}"))
+impl RunKey<'_> {
+    /// Bytes already in this run's work folder under `work_dir` (0 when
+    /// there is none): a run that continues needs that much less free space.
+    pub fn bytes_in_place(&self, work_dir: &Path) -> u64 {
+        let Ok(name) = self.folder_name() else { return 0 };
+        let Ok(entries) = std::fs::read_dir(work_dir.join(name)) else { return 0 };
+        entries.filter_map(|e| e.ok()?.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
+    }
+
+    fn folder_name(&self) -> anyhow::Result<String> {
+        let RunKey { params, text_field, id_field, max_line, keep, inputs } = self;
+        let inputs: Vec<(String, Option<u64>, Option<u128>)> = inputs
+            .iter()
+            .map(|i| {
+                let modified = std::fs::metadata(&i.name)
+                    .and_then(|m| m.modified())
+                    .ok()
+                    .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+                    .map(|d| d.as_nanos());
+                (i.name.clone(), i.size, modified)
+            })
+            .collect();
+        let what = serde_json::json!({
+            "format": WORK_FORMAT,
+            "config": params.config(),
+            "text": text_field,
+            "id": id_field,
+            "max_line": max_line,
+            "keep": keep.to_string(),
+            "inputs": inputs,
+        });
+        let key = neardup_core::hash_bytes(serde_json::to_string(&what)?.as_bytes(), 0);
+        Ok(format!("neardup-dedup-{key:016x}"))
+    }
 }
 
 /// Writes `words` as little-endian bytes.
@@ -304,16 +310,23 @@ mod tests {
         let inputs = crate::input::expand(&[input.display().to_string()]).unwrap();
         let params = neardup_core::Config::default().resolve().unwrap();
         let keep = neardup_core::Keep::First;
-        let held =
-            |inputs: &[crate::chunk::Input]| bytes_in_place(dir.path(), &params, "text", "id", 1 << 20, &keep, inputs);
+        fn key<'a>(
+            params: &'a neardup_core::Params,
+            keep: &'a neardup_core::Keep,
+            text_field: &'a str,
+            inputs: &'a [crate::chunk::Input],
+        ) -> RunKey<'a> {
+            RunKey { params, text_field, id_field: "id", max_line: 1 << 20, keep, inputs }
+        }
+        let held = |inputs: &[crate::chunk::Input]| key(&params, &keep, "text", inputs).bytes_in_place(dir.path());
         assert_eq!(held(&inputs), 0, "no work folder yet");
-        let name = folder_name(&params, "text", "id", 1 << 20, &keep, &inputs).unwrap();
+        let name = key(&params, &keep, "text", &inputs).folder_name().unwrap();
         std::fs::create_dir(dir.path().join(&name)).unwrap();
         std::fs::write(dir.path().join(&name).join("features.bin"), [0u8; 10]).unwrap();
         std::fs::write(dir.path().join(&name).join("items.bin"), [0u8; 20]).unwrap();
         assert_eq!(held(&inputs), 30);
         // Another run's folder (other settings, a changed input) is not this one's.
-        assert_eq!(bytes_in_place(dir.path(), &params, "body", "id", 1 << 20, &keep, &inputs), 0);
+        assert_eq!(key(&params, &keep, "body", &inputs).bytes_in_place(dir.path()), 0);
         std::fs::write(&input, "{\"text\": \"ab\"}\n").unwrap();
         let changed = crate::input::expand(&[input.display().to_string()]).unwrap();
         assert_eq!(held(&changed), 0);

@@ -126,15 +126,15 @@ pub(super) fn choose_engine(a: &Options) -> anyhow::Result<Engine> {
     {
         // A run that continues has part of what it needs on disk already.
         let r = &a.read;
-        let held = crate::bounded::bytes_in_place(
-            &work_dir,
-            &a.params,
-            &r.text_field,
-            &r.id_field,
-            r.max_line,
-            &a.keep,
+        let held = crate::bounded::RunKey {
+            params: &a.params,
+            text_field: &r.text_field,
+            id_field: &r.id_field,
+            max_line: r.max_line,
+            keep: &a.keep,
             inputs,
-        );
+        }
+        .bytes_in_place(&work_dir);
         let need = crate::bounded::disk_estimate(text).saturating_sub(held);
         if need > free {
             return Err(UsageError(format!(
