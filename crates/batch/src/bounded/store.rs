@@ -214,7 +214,7 @@ pub struct Store {
     items: Mapped,
     /// Read at random with `pread` (see the module doc).
     features: File,
-    features_len: u64,
+    features_bytes: u64,
     ids: Mapped,
     pub count: u32,
 }
@@ -255,14 +255,14 @@ impl Store {
         let items = Mapped::open_random(&dir.join("items.bin"))?;
         let count = (items.bytes().len() / layout.size) as u32;
         let features = File::open(dir.join("features.bin"))?;
-        let features_len = features.metadata()?.len();
+        let features_bytes = features.metadata()?.len();
         advise(&features, 0, 0, Advice::Random);
-        Ok(Store { layout, items, features, features_len, ids: Mapped::open(&dir.join("ids.bin"))?, count })
+        Ok(Store { layout, items, features, features_bytes, ids: Mapped::open(&dir.join("ids.bin"))?, count })
     }
 
     /// Bytes of features on disk.
     pub fn features_bytes(&self) -> u64 {
-        self.features_len
+        self.features_bytes
     }
 
     /// Where item `item`'s features lie in their file: offset and count.
@@ -280,7 +280,7 @@ impl Store {
         }
         let (start, _) = self.features_at(from);
         let (last, n) = self.features_at(to - 1);
-        let end = last.saturating_add(n as u64 * 8).min(self.features_len);
+        let end = last.saturating_add(n as u64 * 8).min(self.features_bytes);
         if end > start {
             advise(&self.features, start, end - start, Advice::WillNeed);
         }
@@ -302,7 +302,7 @@ impl Store {
         use std::os::unix::fs::FileExt;
         let (at, n) = self.features_at(item);
         let bytes = n.checked_mul(8)?;
-        if at.checked_add(bytes as u64)? > self.features_len {
+        if at.checked_add(bytes as u64)? > self.features_bytes {
             return None;
         }
         let mut v = vec![0u64; n];
