@@ -55,11 +55,15 @@ pub fn verify_pair_by_sizes(
     if a_len == 0 || b_len == 0 {
         return Some((0.0 >= threshold).then_some(PairScore { score: 0.0, same_content: false }));
     }
-    let (lo, hi) = (a_len.min(b_len), a_len.max(b_len));
-    if (lo as f64) < threshold * hi as f64 - 1e-9 {
+    if sizes_rule_out(a_len, b_len, threshold) {
         return Some(None);
     }
     None
+}
+
+/// J ≤ min/max: sets of these sizes cannot reach `threshold`.
+fn sizes_rule_out(a_len: usize, b_len: usize, threshold: f64) -> bool {
+    (a_len.min(b_len) as f64) < threshold * a_len.max(b_len) as f64 - 1e-9
 }
 
 /// True when `features` is strictly increasing: a valid canonical feature set.
@@ -190,7 +194,7 @@ pub fn jaccard_at_least(a: &[u64], b: &[u64], threshold: f64) -> Option<f64> {
     if hi == 0 {
         return (1.0 >= threshold).then_some(1.0);
     }
-    if (lo as f64) < threshold * hi as f64 - 1e-9 {
+    if sizes_rule_out(lo, hi, threshold) {
         return None;
     }
     if hi / lo.max(1) >= 32 {

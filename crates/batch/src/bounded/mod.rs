@@ -429,13 +429,13 @@ where
     let buckets = Mapped::open_random(&dir.0.join("buckets.bin"))?;
     let classes = Mapped::open_random(&dir.0.join("classes.bin"))?;
     let corrupt = std::sync::atomic::AtomicBool::new(false);
-    // Mapped pages stay while the resident set is well under the budget
-    // (a block reads many of the last one's pages again), and are given
-    // back when it nears it — within a block too ([`Relief`]).
-    // The ceiling leaves a quarter of the budget for what a block holds
-    // and what may be mapped between two measurements (at 20 M documents
-    // ~440 MB are resident in this phase: with half the budget as the
-    // ceiling, a tenth of the decide thread's time went to unmapping).
+    // Mapped pages stay while the resident set is under a ceiling (a
+    // block reads many of the last one's pages again), and are given back
+    // above it, within a block too ([`Relief`]). The ceiling leaves a
+    // quarter of the budget for what a block holds and what may be mapped
+    // between two measurements (at 20 M documents ~440 MB are resident in
+    // this phase: with half the budget as the ceiling, a tenth of the
+    // decide thread's time went to unmapping).
     let ceiling = budget as u64 / 4 * 3;
     let release = || {
         store.release();
@@ -575,8 +575,8 @@ where
             );
         }
         // Blocks are smaller while pages had to be given back.
-        relief.check();
         let resident = resident_bytes();
+        relief.check(resident);
         if relief.took_back() {
             block_items = (block_items / 2).max(8);
         } else if resident < budget as u64 / 4 {

@@ -7,8 +7,8 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use neardup_core::{
-    best_first, fmix64, verify_pair, verify_pair_by_sizes, Candidate, CandidateIndex, CandidateSet, Lookup, Match,
-    QueryLimits, SketchReads,
+    best_first, fmix64, verify_pair, verify_pair_by_sizes, Candidate, CandidateIndex, CandidateSet, ContentHash,
+    Lookup, Match, PairScore, QueryLimits, SketchReads,
 };
 
 use super::sort::{self, Sorter};
@@ -219,13 +219,24 @@ impl Reader<'_> {
         if !self.prefetch {
             return;
         }
-        let (hq, nq) = (self.store.rec(q).hash(), self.store.features_len(q));
+        let sizes = self.sizes(q);
         for c in candidates {
-            let (hc, nc) = (self.store.rec(c.id).hash(), self.store.features_len(c.id));
-            if verify_pair_by_sizes(nq, &hq, nc, &hc, self.threshold).is_none() {
+            if self.settled(sizes, c.id).is_none() {
                 self.store.prefetch(c.id, c.id + 1);
             }
         }
+    }
+
+    /// An item's content hash and feature count, from its record.
+    fn sizes(&self, item: u32) -> (ContentHash, usize) {
+        (self.store.rec(item).hash(), self.store.features_len(item))
+    }
+
+    /// What [`verify_pair_by_sizes`] answers for a query of `sizes` and
+    /// candidate `c`: `None` when `c`'s features must be read.
+    fn settled(&self, (hq, nq): (ContentHash, usize), c: u32) -> Option<Option<PairScore>> {
+        let (hc, nc) = self.sizes(c);
+        verify_pair_by_sizes(nq, &hq, nc, &hc, self.threshold)
     }
 
     /// Item `q`'s candidates verified exactly, best first. A candidate's
@@ -241,12 +252,11 @@ impl Reader<'_> {
             f
         };
         self.relief.read(candidates.len() + 1);
-        let (hq, nq) = (self.store.rec(q).hash(), self.store.features_len(q));
+        let sizes = self.sizes(q);
         let mut fq: Option<Vec<u64>> = None;
         let mut out = Vec::new();
         for c in candidates {
-            let hc = self.store.rec(c.id).hash();
-            let s = match verify_pair_by_sizes(nq, &hq, self.store.features_len(c.id), &hc, self.threshold) {
+            let s = match self.settled(sizes, c.id) {
                 Some(answer) => answer,
                 None => {
                     if fq.is_none() {
@@ -256,7 +266,7 @@ impl Reader<'_> {
                         }
                     }
                     let (Some(a), Some(b)) = (fq.as_deref(), features(c.id)) else { continue };
-                    verify_pair(a, &hq, &b, &hc, self.threshold)
+                    verify_pair(a, &sizes.0, &b, &self.store.rec(c.id).hash(), self.threshold)
                 }
             };
             if let Some(s) = s {

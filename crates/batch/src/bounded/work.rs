@@ -98,17 +98,13 @@ impl<'a> Relief<'a> {
             let now = (self.resident)();
             let each = (now.saturating_sub(before) / since.max(1)).clamp(Self::LEAST, Self::MOST);
             self.every.store((Self::BETWEEN / each).max(1), Ordering::Relaxed);
-            self.check_at(now);
+            self.check(now);
         }
     }
 
-    /// Gives the mappings back if the resident set is over the ceiling;
-    /// says whether it was.
-    pub(super) fn check(&self) -> bool {
-        self.check_at((self.resident)())
-    }
-
-    fn check_at(&self, resident: u64) -> bool {
+    /// Gives the mappings back if `resident`, the resident set measured
+    /// now, is over the ceiling; says whether it was.
+    pub(super) fn check(&self, resident: u64) -> bool {
         let over = resident > self.ceiling;
         if over {
             (self.release)();
@@ -368,7 +364,7 @@ mod tests {
         assert_eq!(relief.every(), 64);
         assert_eq!(released.load(Ordering::Relaxed), 3);
         RESIDENT.store(150 << 20, Ordering::Relaxed);
-        assert!(!relief.check());
+        assert!(!relief.check(resident()));
         assert!(relief.took_back(), "the last measurement gave back");
         assert!(!relief.took_back());
     }
