@@ -9,17 +9,22 @@ cd "$(dirname "$0")/.."
 # CI's lint wrapper (.ci/run) is for the workspace's build, not this one.
 unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
 SECS="${FUZZ_SECONDS:-20}"
-command -v cargo-fuzz >/dev/null || cargo install --locked cargo-fuzz --version 0.13.2
 # The fuzz crate is outside the workspace: build it with the workspace's
 # tested dependency versions (cargo adds libFuzzer's own).
 cp Cargo.lock fuzz/Cargo.lock
+# Built as the workspace's tests are (the dev profile: dependencies at
+# opt-level 2, neardup's crates at 1 with debug assertions and overflow
+# checks on), into the same target folder, with libFuzzer's instrumentation
+# added to neardup's crates only (scripts/fuzz-rustc.sh): the dependencies
+# the test build compiled are reused, not compiled again instrumented in
+# release mode as `cargo fuzz build -O` does (bench/results/ci.md). No
+# sanitizer: a panic aborts the run. Longer runs by hand use `cargo fuzz`
+# (fuzz/README.md).
+target_dir="$PWD/target"
+NEARDUP_REPO_ROOT="$PWD" RUSTC_WRAPPER="$PWD/scripts/fuzz-rustc.sh" \
+    cargo build --manifest-path fuzz/Cargo.toml --target-dir "$target_dir" --bins
 cd fuzz
-export RUSTC_BOOTSTRAP=1
-# Release (libFuzzer needs speed), no sanitizer: a panic aborts the run.
-# Word-split on purpose where used.
-export FUZZ_FLAGS="-O --sanitizer none"
-# shellcheck disable=SC2086
-cargo fuzz build $FUZZ_FLAGS
+export BIN_DIR="$target_dir/debug"
 # One target per core at a time (libFuzzer runs one process per target);
 # each one's report is printed whole, in the order the targets end.
 # Each may take up to its 3 GiB RSS limit: no more jobs than 4 GiB each allows.
@@ -40,8 +45,8 @@ fuzz_one() {
     esac
     local ok=0 report
     report="== fuzz $target (${SECS}s, max_len $max_len, $(ls "$corpus" | wc -l) seeds)"$'\n'
-    # shellcheck disable=SC2086
-    if cargo fuzz run $FUZZ_FLAGS "$target" "$corpus" -- \
+    mkdir -p "artifacts/$target"
+    if "$BIN_DIR/$target" "$corpus" -artifact_prefix="artifacts/$target/" \
         -max_total_time="$SECS" -max_len="$max_len" -rss_limit_mb=3072 -timeout=25 -print_final_stats=1 \
         2>"$corpus.log"; then
         report+="$(grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb" "$corpus.log" | tr '\n' ' ')"
@@ -63,4 +68,4 @@ REPORT_LOCK=$(mktemp)
 trap 'rm -f "$REPORT_LOCK"' EXIT
 export SECS REPORT_LOCK
 # xargs exits non-zero when any target failed.
-cargo fuzz list | xargs -P "$JOBS" -I{} bash -c 'fuzz_one "$1"' _ {}
+awk '/^\[\[bin\]\]/ { bin = 1; next } bin && /^name = / { gsub(/"/, "", $3); print $3; bin = 0 }' Cargo.toml | xargs -P "$JOBS" -I{} bash -c 'fuzz_one "$1"' _ {}
