@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from selenium import webdriver
-from selenium.common.exceptions import NoAlertPresentException
+from selenium.common.exceptions import NoAlertPresentException, StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -50,6 +50,12 @@ class Api:
                 return r.status, json.loads(r.read() or b"null")
         except urllib.error.HTTPError as e:
             return e.code, json.loads(e.read() or b"null")
+
+
+def waiter(d, timeout):
+    """A wait that reads the page again when the console re-rendered an
+    element its condition was reading: a stale reference is not a failure."""
+    return WebDriverWait(d, timeout, ignored_exceptions=(StaleElementReferenceException,))
 
 
 def paragraphs():
@@ -134,11 +140,11 @@ def browser():
 
 
 def wait(d, css, timeout=15):
-    return WebDriverWait(d, timeout).until(EC.presence_of_element_located((By.CSS_SELECTOR, css)))
+    return waiter(d, timeout).until(EC.presence_of_element_located((By.CSS_SELECTOR, css)))
 
 
 def settled(d, timeout=15):
-    WebDriverWait(d, timeout).until(lambda d: d.execute_script("return !document.body.dataset.loading"))
+    waiter(d, timeout).until(lambda d: d.execute_script("return !document.body.dataset.loading"))
 
 
 def shot(d, name):
@@ -185,7 +191,7 @@ def test_review_the_seed_pair_and_label_it(server, browser):
     # A link carrying a key is not used: the key leaves the URL, nothing is
     # stored, and the form asks for it (the browser keeps such links).
     d.get(server["url"] + f"/console/#tenant=demo&key={server['key']}")
-    WebDriverWait(d, 10).until(lambda d: "not used" in d.find_element(By.ID, "status").text)
+    waiter(d, 10).until(lambda d: "not used" in d.find_element(By.ID, "status").text)
     assert "key=" not in d.current_url
     assert d.execute_script("return sessionStorage.getItem('neardup.key')") is None
     assert d.find_element(By.ID, "login").is_displayed()
@@ -216,7 +222,7 @@ def test_review_the_seed_pair_and_label_it(server, browser):
     box.send_keys("same sentence, one word added")
     box.send_keys(Keys.ESCAPE)
     d.find_element(By.TAG_NAME, "body").send_keys("n")
-    WebDriverWait(d, 10).until(lambda d: "Saved" in d.find_element(By.ID, "label-result").text)
+    waiter(d, 10).until(lambda d: "Saved" in d.find_element(By.ID, "label-result").text)
     status, labels = server["api"].call("GET", "/v1/tenants/demo/labels")
     assert status == 200
     mine = [l for l in labels["labels"] if (l["left"], l["right"]) == ("B", "A")]
@@ -269,7 +275,7 @@ def test_compare_says_why_a_tenant_without_content_shows_no_text(server, browser
             return False
         return [e.text for e in d.find_elements(By.CSS_SELECTOR, ".side .item-id")] == ["p-b", "p-a"]
 
-    WebDriverWait(d, 30).until(shown)
+    waiter(d, 30).until(shown)
     notes = [e.text for e in d.find_elements(By.CSS_SELECTOR, ".side .content-note")]
     assert notes == ["the tenant does not retain content, and the item was sent inline"] * 2, notes
     assert not d.find_elements(By.CSS_SELECTOR, ".side mark"), "no text, so nothing marked"
@@ -325,7 +331,7 @@ def open_compare(d, server, triage, left, right=None, expect_right=None):
         ids = [e.text for e in d.find_elements(By.CSS_SELECTOR, ".side .item-id")]
         return ids == [left, right or expect_right]
 
-    WebDriverWait(d, 30).until(shown)
+    waiter(d, 30).until(shown)
 
 
 def other_candidates(d):
@@ -367,7 +373,7 @@ def test_compare_lists_the_other_candidates_as_links(server, triage, browser):
     assert "http" not in d.find_element(By.ID, "verification").text
     # A link opens that pair.
     d.find_element(By.CSS_SELECTOR, f'#verification a[data-item="{others[0]["item_id"]}"]').click()
-    WebDriverWait(d, 30).until(lambda d: [e.text for e in d.find_elements(By.CSS_SELECTOR, ".side .item-id")] == ["four-0", others[0]["item_id"]])
+    waiter(d, 30).until(lambda d: [e.text for e in d.find_elements(By.CSS_SELECTOR, ".side .item-id")] == ["four-0", others[0]["item_id"]])
     assert not csp_violations(d)
 
 
@@ -394,7 +400,7 @@ def test_queue_shows_the_closest_match_and_sorts_by_its_score(server, triage, br
     assert len(set(e[2] for e in expected)) >= 3 and by_score != newest, expected
 
     sign_in(d, server["url"], "triage", triage["key"])
-    WebDriverWait(d, 30).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#queue-table tbody tr[data-item]")) == len(newest))
+    waiter(d, 30).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#queue-table tbody tr[data-item]")) == len(newest))
     settled(d, 30)
     assert queue_rows(d) == expected
 
@@ -403,21 +409,21 @@ def test_queue_shows_the_closest_match_and_sorts_by_its_score(server, triage, br
 
     head = d.find_element(By.ID, "queue-sort-score")
     head.click()
-    WebDriverWait(d, 30).until(lambda d: head.find_element(By.XPATH, "..").get_attribute("aria-sort") == "descending")
+    waiter(d, 30).until(lambda d: head.find_element(By.XPATH, "..").get_attribute("aria-sort") == "descending")
     assert order(d) == by_score
     scores = [float(r[2]) for r in queue_rows(d)]
     assert scores == sorted(scores, reverse=True), scores
     assert "sort=score-desc" in d.current_url
     head.click()
-    WebDriverWait(d, 30).until(lambda d: head.find_element(By.XPATH, "..").get_attribute("aria-sort") == "ascending")
+    waiter(d, 30).until(lambda d: head.find_element(By.XPATH, "..").get_attribute("aria-sort") == "ascending")
     scores = [float(r[2]) for r in queue_rows(d)]
     assert scores == sorted(scores), scores
     d.find_element(By.ID, "queue-sort-newest").click()
-    WebDriverWait(d, 30).until(lambda d: head.find_element(By.XPATH, "..").get_attribute("aria-sort") == "none")
+    waiter(d, 30).until(lambda d: head.find_element(By.XPATH, "..").get_attribute("aria-sort") == "none")
     assert order(d) == newest
     # A skip in the compare view follows the order shown.
     head.click()
-    WebDriverWait(d, 30).until(lambda d: order(d) == by_score)
+    waiter(d, 30).until(lambda d: order(d) == by_score)
     assert d.execute_script("return JSON.parse(sessionStorage.getItem('neardup.queue'))") == by_score
     assert not csp_violations(d)
 
@@ -454,14 +460,14 @@ def test_neighbourhood_and_a_confirmed_tombstone(server, browser):
     row = d.find_element(By.CSS_SELECTOR, '#neighbourhood-table tr[data-item="doc-01-edited"]')
     # Dismissed: nothing happens.
     row.find_element(By.CSS_SELECTOR, "button.danger").click()
-    WebDriverWait(d, 10).until(EC.alert_is_present())
+    waiter(d, 10).until(EC.alert_is_present())
     assert "epoch 1" in d.switch_to.alert.text
     d.switch_to.alert.dismiss()
     assert server["api"].call("GET", "/v1/tenants/demo/items/doc-01-edited")[0] == 200
     row.find_element(By.CSS_SELECTOR, "button.danger").click()
-    WebDriverWait(d, 10).until(EC.alert_is_present())
+    waiter(d, 10).until(EC.alert_is_present())
     d.switch_to.alert.accept()
-    WebDriverWait(d, 10).until(lambda d: "Tombstoned" in d.find_element(By.ID, "status").text)
+    waiter(d, 10).until(lambda d: "Tombstoned" in d.find_element(By.ID, "status").text)
     assert server["api"].call("GET", "/v1/tenants/demo/items/doc-01-edited")[0] == 404
 
 
@@ -478,5 +484,5 @@ def test_operators_view(server, browser):
     assert d.execute_script("return sessionStorage.getItem('neardup.key')") is None
     # A wrong key gets a clear message and the sign-in form back.
     sign_in(d, server["url"], "demo", "not-a-real-key")
-    WebDriverWait(d, 10).until(lambda d: "401" in d.find_element(By.ID, "status").text)
+    waiter(d, 10).until(lambda d: "401" in d.find_element(By.ID, "status").text)
     assert d.find_element(By.ID, "login").is_displayed()
