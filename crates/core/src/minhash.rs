@@ -291,7 +291,7 @@ const UNREACHED: u16 = u16::MAX;
 /// incomplete after `n·32 + 64` probes (probability below 10⁻¹⁰ a bin)
 /// keeps what it found, and densifying hashes on from there when none of
 /// it is filled. 4·n² bytes (64 KiB at n = 128, 4 MiB at 1,024), found in
-/// about n²·ln n hashes (~2 ms at n = 128), once per hasher and its clones.
+/// about n²·ln n hashes (~90,000 at n = 128), once per hasher and its clones.
 struct ProbeOrders {
     n: usize,
     /// Row `j` (`n` slots): the bins bin `j` reaches, first `len[j]` valid.
