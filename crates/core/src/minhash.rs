@@ -193,14 +193,14 @@ impl MinHasher {
     }
 
     fn one_permutation(&self, features: &[u64], sig: &mut [u32]) {
-        let n = sig.len() as u64;
+        let n = sig.len();
         // Bin minimums kept without a branch (a comparison per feature
         // mispredicts often on hashes): `min` against the initial u32::MAX.
         let key = self.seed ^ 0x6f70_6864_656e_7331;
         let mut saw_max = false;
         for &f in features {
             let x = fmix64(f ^ key);
-            let bin = (((x >> 32) * n) >> 32) as usize;
+            let bin = bin_of(x, n);
             sig[bin] = sig[bin].min(x as u32);
             saw_max |= x as u32 == u32::MAX;
         }
@@ -210,7 +210,7 @@ impl MinHasher {
         let mut filled = [0u64; MAX_NUM_PERM / 64];
         if saw_max {
             for &f in features {
-                let bin = (((fmix64(f ^ key) >> 32) * n) >> 32) as usize;
+                let bin = bin_of(fmix64(f ^ key), n);
                 filled[bin / 64] |= 1 << (bin % 64);
             }
         } else {
@@ -228,7 +228,6 @@ impl MinHasher {
         // a one-feature text at n = 128. With few bins filled, an empty bin
         // compares the filled bins' ranks in its sequence (f each); with
         // many, it reads its sequence until a filled bin (about n/f each).
-        let n = sig.len();
         let mut filled_bins = [0u16; MAX_NUM_PERM];
         let mut f = 0;
         for k in (0..n).filter(|&k| is_filled(k)) {
@@ -242,11 +241,8 @@ impl MinHasher {
         let orders = self.probes.get_or_init(|| ProbeOrders::new(n, self.seed));
         for j in (0..n).filter(|&j| !is_filled(j)) {
             let first = if f * f <= n {
-                filled_bins
-                    .iter()
-                    .copied()
-                    .min_by_key(|&k| orders.rank(j, k))
-                    .filter(|&k| orders.rank(j, k) != UNREACHED)
+                let nearest = filled_bins.iter().map(|&k| (orders.rank(j, k), k)).min();
+                nearest.filter(|&(rank, _)| rank != UNREACHED).map(|(_, k)| k)
             } else {
                 orders.reached(j).iter().copied().find(|&k| is_filled(usize::from(k)))
             };
@@ -277,7 +273,11 @@ fn probe(j: usize, attempt: u64, seed: u64, n: usize) -> usize {
     bytes[..8].copy_from_slice(&(j as u64).to_le_bytes());
     bytes[8..16].copy_from_slice(&attempt.to_le_bytes());
     bytes[16..].copy_from_slice(&seed.to_le_bytes());
-    let h = hash_bytes(&bytes, 0x6465_6e73);
+    bin_of(hash_bytes(&bytes, 0x6465_6e73), n)
+}
+
+/// The bin of `n` that hash `h` picks: its high 32 bits scaled to `n`.
+fn bin_of(h: u64, n: usize) -> usize {
     (((h >> 32) * n as u64) >> 32) as usize
 }
 
@@ -488,7 +488,7 @@ mod tests {
         let mut filled = vec![false; n];
         for &f in features {
             let x = fmix64(f ^ key);
-            let bin = (((x >> 32) * n as u64) >> 32) as usize;
+            let bin = bin_of(x, n);
             sig[bin] = sig[bin].min(x as u32);
             filled[bin] = true;
         }
