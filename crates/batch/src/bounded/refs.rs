@@ -221,7 +221,7 @@ impl Reader<'_> {
         }
         let sizes = self.sizes(q);
         for c in candidates {
-            if self.settled(sizes, c.id).is_none() {
+            if self.settled(sizes, self.sizes(c.id)).is_none() {
                 self.store.prefetch(c.id, c.id + 1);
             }
         }
@@ -232,10 +232,9 @@ impl Reader<'_> {
         (self.store.rec(item).hash(), self.store.features_len(item))
     }
 
-    /// What [`verify_pair_by_sizes`] answers for a query of `sizes` and
-    /// candidate `c`: `None` when `c`'s features must be read.
-    fn settled(&self, (hq, nq): (ContentHash, usize), c: u32) -> Option<Option<PairScore>> {
-        let (hc, nc) = self.sizes(c);
+    /// What [`verify_pair_by_sizes`] answers for a query and a candidate
+    /// of these [`Reader::sizes`]: `None` when their features must be read.
+    fn settled(&self, (hq, nq): (ContentHash, usize), (hc, nc): (ContentHash, usize)) -> Option<Option<PairScore>> {
         verify_pair_by_sizes(nq, &hq, nc, &hc, self.threshold)
     }
 
@@ -256,7 +255,8 @@ impl Reader<'_> {
         let mut fq: Option<Vec<u64>> = None;
         let mut out = Vec::new();
         for c in candidates {
-            let s = match self.settled(sizes, c.id) {
+            let c_sizes = self.sizes(c.id);
+            let s = match self.settled(sizes, c_sizes) {
                 Some(answer) => answer,
                 None => {
                     if fq.is_none() {
@@ -266,7 +266,7 @@ impl Reader<'_> {
                         }
                     }
                     let (Some(a), Some(b)) = (fq.as_deref(), features(c.id)) else { continue };
-                    verify_pair(a, &sizes.0, &b, &self.store.rec(c.id).hash(), self.threshold)
+                    verify_pair(a, &sizes.0, &b, &c_sizes.0, self.threshold)
                 }
             };
             if let Some(s) = s {
