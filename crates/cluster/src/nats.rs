@@ -66,18 +66,35 @@ fn refused(e: &async_nats::ConnectError) -> bool {
 /// answers `no responders` / `no stream found` meanwhile. Every node runs
 /// its set-up (the stream, the buckets, its first registry entry) through
 /// this, so nodes started together in any order all come up.
+///
+/// A request sent before JetStream is ready is often not answered at all,
+/// and would wait out the client's whole timeout (5 s); so an attempt is
+/// given [`FIRST_ATTEMPT`] and each one after a timeout twice as long, up
+/// to [`LONGEST_ATTEMPT`]. Every attempt is safe to repeat (it gets or
+/// creates, or puts the same value), also when one cut short took effect.
 pub(crate) async fn until_answered<T, F, Fut>(mut attempt: F) -> Result<T, String>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, String>>,
 {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    let mut limit = FIRST_ATTEMPT;
     let mut last = String::from("no attempt");
-    for _ in 0..120 {
-        match attempt().await {
-            Ok(v) => return Ok(v),
-            Err(e) => last = e,
+    while tokio::time::Instant::now() < deadline {
+        match tokio::time::timeout(limit, attempt()).await {
+            Ok(Ok(v)) => return Ok(v),
+            Ok(Err(e)) => last = e,
+            Err(_) => {
+                last = format!("no answer within {limit:?}");
+                limit = (limit * 2).min(LONGEST_ATTEMPT);
+            }
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_millis(250)).await;
     }
     Err(last)
 }
+
+/// How long a set-up attempt waits for NATS at first (see [`until_answered`]).
+const FIRST_ATTEMPT: Duration = Duration::from_secs(1);
+/// The longest a set-up attempt waits, after attempts that timed out.
+const LONGEST_ATTEMPT: Duration = Duration::from_secs(8);

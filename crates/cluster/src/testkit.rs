@@ -2,6 +2,14 @@
 //! benchmarks: `nats-server` (Debian's package) started as child processes
 //! on ports chosen free at run time, each with its own store directory,
 //! killed when dropped.
+//!
+//! [`NatsCluster::start`] returns once every server says it is healthy
+//! (its monitoring port's `/healthz`: JetStream enabled and in contact
+//! with a meta leader). A request sent before that is not answered, and
+//! a client waits out its whole timeout for it (async-nats: 5 s for a
+//! JetStream request) — seconds per test. [`NatsCluster::start_unsettled`]
+//! returns as soon as the client ports accept, for tests of what a node
+//! does when the servers came up a moment ago.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -13,6 +21,7 @@ use std::time::{Duration, Instant};
 struct Server {
     name: String,
     client_port: u16,
+    monitor_port: u16,
     child: Option<Child>,
     args: Vec<String>,
 }
@@ -38,7 +47,7 @@ pub fn nats_server_binary() -> Option<PathBuf> {
 
 impl NatsCluster {
     /// Starts `n` JetStream servers clustered on loopback and waits until
-    /// each accepts client connections.
+    /// each is healthy.
     pub fn start(n: usize) -> std::io::Result<NatsCluster> {
         NatsCluster::start_with(n, &[])
     }
@@ -46,6 +55,20 @@ impl NatsCluster {
     /// Starts `n` servers as [`NatsCluster::start`] does, each also given
     /// `extra` arguments (e.g. `--user`, `--pass`, `--tls`, `--tlscert`).
     pub fn start_with(n: usize, extra: &[String]) -> std::io::Result<NatsCluster> {
+        let c = NatsCluster::launch(n, extra)?;
+        for s in &c.servers {
+            wait_healthy(s.monitor_port, Duration::from_secs(30))?;
+        }
+        Ok(c)
+    }
+
+    /// Starts `n` servers and returns once each accepts client
+    /// connections, which may be before JetStream answers requests.
+    pub fn start_unsettled(n: usize) -> std::io::Result<NatsCluster> {
+        NatsCluster::launch(n, &[])
+    }
+
+    fn launch(n: usize, extra: &[String]) -> std::io::Result<NatsCluster> {
         let bin = nats_server_binary().ok_or_else(|| {
             std::io::Error::new(
                 std::io::ErrorKind::NotFound,
@@ -53,11 +76,11 @@ impl NatsCluster {
             )
         })?;
         let dir = tempfile::tempdir()?;
-        let ports: Vec<(u16, u16)> =
-            (0..n).map(|_| Ok((free_port()?, free_port()?))).collect::<std::io::Result<_>>()?;
-        let routes: Vec<String> = ports.iter().map(|(_, c)| format!("nats://127.0.0.1:{c}")).collect();
+        let ports: Vec<(u16, u16, u16)> =
+            (0..n).map(|_| Ok((free_port()?, free_port()?, free_port()?))).collect::<std::io::Result<_>>()?;
+        let routes: Vec<String> = ports.iter().map(|(_, c, _)| format!("nats://127.0.0.1:{c}")).collect();
         let mut servers = Vec::new();
-        for (i, (client, cluster)) in ports.iter().enumerate() {
+        for (i, (client, cluster, monitor)) in ports.iter().enumerate() {
             let name = format!("n{}", i + 1);
             let store = dir.path().join(&name);
             std::fs::create_dir_all(&store)?;
@@ -66,6 +89,8 @@ impl NatsCluster {
                 "127.0.0.1".into(),
                 "-p".into(),
                 client.to_string(),
+                "-m".into(),
+                monitor.to_string(),
                 "-js".into(),
                 "-sd".into(),
                 store.display().to_string(),
@@ -83,7 +108,7 @@ impl NatsCluster {
                 ]);
             }
             args.extend(extra.iter().cloned());
-            let mut s = Server { name, client_port: *client, child: None, args };
+            let mut s = Server { name, client_port: *client, monitor_port: *monitor, child: None, args };
             s.spawn(&bin)?;
             servers.push(s);
         }
@@ -137,6 +162,33 @@ fn wait_port(port: u16, within: Duration) -> std::io::Result<()> {
         }
         if Instant::now() > deadline {
             return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("nats-server on port {port}")));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits until the server's `/healthz` answers `ok`.
+fn wait_healthy(monitor_port: u16, within: Duration) -> std::io::Result<()> {
+    use std::io::{Read, Write};
+    let deadline = Instant::now() + within;
+    loop {
+        let answer = std::net::TcpStream::connect(("127.0.0.1", monitor_port)).and_then(|mut c| {
+            c.set_read_timeout(Some(Duration::from_secs(2)))?;
+            c.write_all(b"GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+            let mut body = String::new();
+            c.read_to_string(&mut body)?;
+            Ok(body)
+        });
+        let last = match answer {
+            Ok(body) if body.contains(r#""status":"ok""#) => return Ok(()),
+            Ok(body) => body.lines().last().unwrap_or_default().to_string(),
+            Err(e) => e.to_string(),
+        };
+        if Instant::now() > deadline {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("nats-server with monitoring port {monitor_port} not healthy: {last}"),
+            ));
         }
         std::thread::sleep(Duration::from_millis(50));
     }

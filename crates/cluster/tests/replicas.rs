@@ -546,7 +546,7 @@ fn nodes_started_together_all_become_ready() {
     let _one = one_cluster();
     let rt = runtime();
     for round in 0..2 {
-        let nats = NatsCluster::start(3).unwrap();
+        let nats = NatsCluster::start_unsettled(3).unwrap();
         let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
         let started = rt.block_on(async {
             let starts = dirs.iter().enumerate().map(|(i, d)| {
