@@ -8,14 +8,9 @@ cd "$(dirname "$0")/.."
 (cd python && cargo fmt --check)
 bash scripts/debug-binary.sh
 # The extension (another workspace, one library crate) is linted while
-# pip builds it: clippy's driver compiles its crate, `-D warnings`, as
-# `cargo clippy --all-targets` would check it, so its dependencies are
-# compiled once (in release mode) instead of once more in check mode —
-# as CI's test build lints the workspace (.ci/run, bench/results/ci.md).
-# A finding fails the install, and so this stage.
-RUSTC_WORKSPACE_WRAPPER="$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver)" \
-    CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" \
-    python3 -m pip install --quiet --disable-pip-version-check ./python
+# pip builds it (scripts/lint-env.sh), its dependencies compiled once, in
+# release mode. A finding fails the install, and so this stage.
+(source scripts/lint-env.sh && python3 -m pip install --quiet --disable-pip-version-check ./python)
 unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
 python3 -c 'import pytest' 2>/dev/null || python3 -m pip install --quiet --disable-pip-version-check pytest
 # The event feed's tests validate every event with the JSON Schema package.
