@@ -155,23 +155,16 @@ impl Server {
 }
 
 fn wait_port(port: u16, within: Duration) -> std::io::Result<()> {
-    let deadline = Instant::now() + within;
-    loop {
-        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Ok(());
-        }
-        if Instant::now() > deadline {
-            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, format!("nats-server on port {port}")));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    poll(within, || match std::net::TcpStream::connect(("127.0.0.1", port)) {
+        Ok(_) => Ok(()),
+        Err(_) => Err(format!("nats-server on port {port}")),
+    })
 }
 
 /// Waits until the server's `/healthz` answers `ok`.
 fn wait_healthy(monitor_port: u16, within: Duration) -> std::io::Result<()> {
     use std::io::{Read, Write};
-    let deadline = Instant::now() + within;
-    loop {
+    poll(within, || {
         let answer = std::net::TcpStream::connect(("127.0.0.1", monitor_port)).and_then(|mut c| {
             c.set_read_timeout(Some(Duration::from_secs(2)))?;
             c.write_all(b"GET /healthz HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
@@ -184,11 +177,21 @@ fn wait_healthy(monitor_port: u16, within: Duration) -> std::io::Result<()> {
             Ok(body) => body.lines().last().unwrap_or_default().to_string(),
             Err(e) => e.to_string(),
         };
+        Err(format!("nats-server with monitoring port {monitor_port} not healthy: {last}"))
+    })
+}
+
+/// Calls `check` every 50 ms until it succeeds; past `within`, its last
+/// error as a timeout.
+fn poll(within: Duration, mut check: impl FnMut() -> Result<(), String>) -> std::io::Result<()> {
+    let deadline = Instant::now() + within;
+    loop {
+        let last = match check() {
+            Ok(()) => return Ok(()),
+            Err(e) => e,
+        };
         if Instant::now() > deadline {
-            return Err(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                format!("nats-server with monitoring port {monitor_port} not healthy: {last}"),
-            ));
+            return Err(std::io::Error::new(std::io::ErrorKind::TimedOut, last));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
