@@ -12,17 +12,25 @@ use neardup_core::Config;
 use neardup_index::{Engine, EngineOptions, Item, Proposer, Result, TenantConfig};
 
 /// A log that accepts everything, in arrival order: each entry with the
-/// tenant it was proposed for (its subject).
+/// tenant it was proposed for (its subject). While `hold`, a proposal is
+/// stored but not yet acknowledged (its quorum is slow).
 #[derive(Default)]
 struct SharedLog {
     entries: Mutex<Vec<(String, Vec<u8>)>>,
+    hold: AtomicBool,
 }
 
 impl Proposer for SharedLog {
     fn propose(&self, tenant: &str, _after: u64, payload: &[u8]) -> Result<u64> {
-        let mut e = self.entries.lock().unwrap();
-        e.push((tenant.to_string(), payload.to_vec()));
-        Ok(e.len() as u64)
+        let at = {
+            let mut e = self.entries.lock().unwrap();
+            e.push((tenant.to_string(), payload.to_vec()));
+            e.len() as u64
+        };
+        while self.hold.load(Ordering::Relaxed) {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        Ok(at)
     }
 }
 
@@ -252,6 +260,65 @@ fn entries_that_are_not_commands_are_skipped_alike() {
     assert_eq!(b.live_ids("t").unwrap().len(), 2);
 }
 
+/// A node applies its own entry as soon as the log's quorum stored it,
+/// when every entry before it is applied there already — the applier's
+/// step taken early, with the applier's verdict: no applier runs here, and
+/// the writes still return. Entries of others in between make the write
+/// wait for them (and, having bent its tenant, plan again), and a replica
+/// fed the log by the applier's path ends byte-identical.
+#[test]
+fn own_entries_apply_at_once_when_nothing_comes_before_them() {
+    let (log, a, b, _dirs) = two_replicas();
+    let config = TenantConfig::new(Config::seed_example());
+    // A creation waits for the applier: fed here by hand.
+    std::thread::scope(|s| {
+        let created = s.spawn(|| a.create_tenant("t", config.clone()));
+        while log.entries.lock().unwrap().is_empty() {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        let (tenant, e) = log.entries.lock().unwrap()[0].clone();
+        a.apply_replicated(1, &tenant, &e).unwrap();
+        created.join().unwrap().unwrap();
+    });
+    // Nothing feeds `a` now: each write applies its own entry.
+    let first = a.upsert("t", Item::text("i1", "red fox runs very fast over the hill")).unwrap();
+    let copy = a.upsert("t", Item::text("i2", "red fox runs very fast over the hill")).unwrap();
+    assert_eq!((first.lsn, copy.lsn), (2, 3));
+    // Planned once the first was applied: it found it.
+    assert_eq!(copy.decision.candidates.first().map(|c| c.item_id.as_str()), Some("i1"), "{copy:?}");
+    assert_eq!((a.applied_position(), a.tenant_lsn("t").unwrap()), (3, 3));
+    // Delivered later by the log, they are passed over.
+    let snap = a.snapshot("t").unwrap();
+    for (i, (tenant, e)) in log.entries.lock().unwrap().clone().iter().enumerate() {
+        a.apply_replicated(i as u64 + 1, tenant, e).unwrap();
+    }
+    assert_eq!(a.snapshot("t").unwrap(), snap);
+
+    // An entry of `t` from elsewhere lands first (here one that is not a
+    // command, which moves `t` past it): `a`'s next entry is not next to
+    // its position, so `a` waits for the applier, which refuses the entry
+    // planned before it; `a` plans again after it, and that entry is next.
+    log.entries.lock().unwrap().push(("t".into(), b"\x00not a command".to_vec()));
+    std::thread::scope(|s| {
+        let wrote = s.spawn(|| a.upsert("t", Item::text("i3", "blue owl sleeps late in the old barn")));
+        while log.entries.lock().unwrap().len() < 5 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        assert_eq!(a.applied_position(), 3, "entry 5 is not applied before entry 4");
+        for at in [4usize, 5] {
+            let (tenant, e) = log.entries.lock().unwrap()[at - 1].clone();
+            a.apply_replicated(at as u64, &tenant, &e).unwrap();
+        }
+        assert_eq!(wrote.join().unwrap().unwrap().lsn, 6, "refused at 5, planned again");
+    });
+    assert_eq!(a.live_ids("t").unwrap().len(), 3);
+    // The other replica, fed the whole log by hand, has the same bytes.
+    for (i, (tenant, e)) in log.entries.lock().unwrap().clone().iter().enumerate() {
+        b.apply_replicated(i as u64 + 1, tenant, e).unwrap();
+    }
+    assert_eq!(b.snapshot("t").unwrap(), a.snapshot("t").unwrap());
+}
+
 /// Words for texts that share no shingle with each other unless made to.
 fn sentence(seed: u64) -> String {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -289,17 +356,19 @@ fn queued_single_upserts_share_entries_and_answer_as_one_by_one() {
             leaders.lock().unwrap().push(std::thread::spawn(move || a.lead(lead)));
         })
     };
-    // Queues `items` behind a first write whose entry the held appliers
-    // keep in flight, then lets the log go on; each answer in order.
+    // Queues `items` behind a first write whose entry the held log keeps
+    // in flight (stored, not yet acknowledged, not delivered), then lets
+    // the log go on; each answer in order.
     let queued_behind_one = |items: Vec<Item>| {
         let (tx, rx) = mpsc::channel();
         open.store(false, Ordering::Relaxed);
+        log.hold.store(true, Ordering::Relaxed);
         let (before, n) = (len(), items.len());
         for (i, item) in items.into_iter().enumerate() {
             let tx = tx.clone();
             a.upsert_queued("t", item, Box::new(move |r| tx.send((i, r)).unwrap()), spawn.clone()).unwrap();
             if i == 0 {
-                // The first is proposed; its leader waits for it to apply.
+                // The first is proposed; its leader waits for the log.
                 // (A bound against a hang only: it takes microseconds.)
                 let deadline = std::time::Instant::now() + Duration::from_secs(60);
                 while len() == before {
@@ -308,6 +377,7 @@ fn queued_single_upserts_share_entries_and_answer_as_one_by_one() {
                 }
             }
         }
+        log.hold.store(false, Ordering::Relaxed);
         open.store(true, Ordering::Relaxed);
         drop(tx);
         // Each answer within a minute (a bound against a hang only).

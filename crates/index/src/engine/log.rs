@@ -14,11 +14,12 @@ pub(super) enum Appended {
     /// This node's log holds it at the position: the caller applies it
     /// now, and it is durable once the log's fsync covers the position.
     Logged(u64),
-    /// The replicated log's quorum stored it at the position (durable):
-    /// this node's applier applies it — or refuses it, had another entry
-    /// of the tenant come first — and the caller waits for that
+    /// The replicated log's quorum stored `entry` at `lsn` (durable): it
+    /// is applied (or refused, had another entry of the tenant come first)
+    /// in log order, by [`Engine::apply_own`] at once when it can, else by
+    /// this node's applier, and the caller waits for that
     /// ([`Engine::replicated`]).
-    Proposed(u64),
+    Proposed { lsn: u64, entry: Vec<u8> },
 }
 
 impl Engine {
@@ -32,19 +33,21 @@ impl Engine {
                 if let Some(why) = self.write_refusal() {
                     return Err(Error::state(format!("this node refuses writes until a restart: {why}")));
                 }
-                Ok(Appended::Proposed(r.propose(name, after, &payload)?))
+                let entry = super::replica::entry(after, &payload);
+                Ok(Appended::Proposed { lsn: r.propose(name, after, &entry)?, entry })
             }
         }
     }
 
-    /// Appends `cmd`, planned against `t`, and applies it if this node's
-    /// log holds it (cluster mode: the applier applies it). Not yet
-    /// durable: the caller releases its locks and calls
+    /// Appends `cmd`, planned against `t`, and applies it: at once on a
+    /// single node; in cluster mode at once when every entry before it is
+    /// applied here already, else by the applier. Not yet durable on a
+    /// single node: the caller releases its locks and calls
     /// [`Engine::make_durable`] before acknowledging (group commit).
     pub(super) fn log_and_apply(&self, t: &mut Tenant, mut cmd: Command) -> Result<u64> {
         match self.append(&t.name, t.applied_lsn, &mut cmd)? {
             Appended::Logged(lsn) => self.apply_logged(t, cmd, lsn),
-            Appended::Proposed(lsn) => Ok(lsn),
+            Appended::Proposed { lsn, entry } => self.apply_own(t, lsn, &entry).map(|()| lsn),
         }
     }
 

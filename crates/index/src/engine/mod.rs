@@ -247,7 +247,7 @@ impl Engine {
                 self.wal.make_durable(lsn)?;
                 self.apply_logged(t, cmd, lsn)
             }
-            log::Appended::Proposed(lsn) => Ok(lsn),
+            log::Appended::Proposed { lsn, entry } => self.apply_own(t, lsn, &entry).map(|()| lsn),
         }
     }
 

@@ -74,12 +74,9 @@ impl Replica {
         Replica { proposer, position: Mutex::new(position), advanced: Condvar::new(), target: Default::default() }
     }
 
-    /// Proposes `command` as the tenant's entry after `after`.
-    pub(crate) fn propose(&self, tenant: &str, after: u64, command: &[u8]) -> Result<u64> {
-        let mut entry = Vec::with_capacity(8 + command.len());
-        entry.extend_from_slice(&after.to_le_bytes());
-        entry.extend_from_slice(command);
-        self.proposer.propose(tenant, after, &entry)
+    /// Proposes `entry` (see [`entry`]) as the tenant's entry after `after`.
+    pub(crate) fn propose(&self, tenant: &str, after: u64, entry: &[u8]) -> Result<u64> {
+        self.proposer.propose(tenant, after, entry)
     }
 
     /// The largest command an entry may carry (the log's limit less the
@@ -123,6 +120,14 @@ const REFUSED_KEPT: usize = 4096;
 
 /// An entry of the replicated log: the tenant's previous entry the command
 /// was planned after (8 bytes, little-endian), then the command.
+pub(super) fn entry(after: u64, command: &[u8]) -> Vec<u8> {
+    let mut entry = Vec::with_capacity(8 + command.len());
+    entry.extend_from_slice(&after.to_le_bytes());
+    entry.extend_from_slice(command);
+    entry
+}
+
+/// The parts of an [`entry`].
 fn split_entry(entry: &[u8]) -> Result<(u64, &[u8])> {
     match entry.split_first_chunk::<8>() {
         Some((after, command)) => Ok((u64::from_le_bytes(*after), command)),
@@ -355,16 +360,48 @@ impl Engine {
             return Ok(());
         };
         let mut t = t.write().map_err(|_| poisoned())?;
+        self.apply_to(&mut t, seq, after, cmd)
+    }
+
+    /// Applies the command at `seq`, planned after the tenant's entry
+    /// `after`, to its tenant `t` — or refuses it, when `after` is no
+    /// longer the tenant's last entry; nothing when it is applied already.
+    fn apply_to(&self, t: &mut Tenant, seq: u64, after: u64, cmd: Command) -> Result<()> {
         if seq <= t.applied_lsn {
             return Ok(());
         }
         if after != t.applied_lsn {
             // Planned against a state another entry has changed since.
-            refuse(&mut t, seq);
+            refuse(t, seq);
             return Ok(());
         }
         let full = seq > t.store_ahead;
         t.apply(&*self.store, cmd, seq, ApplyMode { store: full, index: full })
+    }
+
+    /// Applies this node's own command at log position `seq` (`entry`, as
+    /// proposed) to its tenant `t`, whose write lock the caller has held
+    /// since it planned the command — at once, when every entry before it
+    /// is applied here already. That is the applier's own step, taken
+    /// early: every entry of `t` before `seq` needed the lock to be applied
+    /// or refused, so the verdict is the one the applier would reach, and
+    /// the applier, when the entry reaches it, passes over it (applied
+    /// before). Otherwise (entries before it are still on their way here)
+    /// the applier applies it in its turn. Saves the writer the wait for
+    /// the stream to deliver its own entry back.
+    pub(super) fn apply_own(&self, t: &mut Tenant, seq: u64, entry: &[u8]) -> Result<()> {
+        let Some(r) = &self.replica else { return Ok(()) };
+        if r.position() + 1 != seq {
+            return Ok(());
+        }
+        // Not decodable here: the applier skips it, alike on every node.
+        let Ok((after, cmd, None)) = self.decode_entry(&t.name, entry) else { return Ok(()) };
+        if let Err(e) = self.apply_to(t, seq, after, cmd) {
+            self.wal.refuse_writes(format!("command {seq} of the replicated log could not be applied ({e})"));
+            return Err(e);
+        }
+        r.advance(seq);
+        Ok(())
     }
 
     /// Waits until this node has applied log position `lsn` for `tenant`

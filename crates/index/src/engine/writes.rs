@@ -46,7 +46,7 @@ impl Engine {
         let lsn = match self.append(id, 0, &mut cmd)? {
             super::log::Appended::Logged(lsn) => lsn,
             // The applier creates it (unless another node's creation came first).
-            super::log::Appended::Proposed(lsn) => return Ok(((), lsn)),
+            super::log::Appended::Proposed { lsn, .. } => return Ok(((), lsn)),
         };
         tenant.applied_lsn = lsn;
         tenant.events.created_at(lsn);
