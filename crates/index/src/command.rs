@@ -246,9 +246,8 @@ impl Command {
     /// The bytes a log holds for this command, sealed under `key` when
     /// there is one (see `seal`): with `noted`, the noted form of an
     /// upsert whose records carry notes; otherwise [`Command::encode_lean`]
-    /// when `lean` (this node's own log), [`Command::encode`] when not (a
-    /// cluster's replicated log, which nodes of an older build may still
-    /// read during a rolling upgrade).
+    /// when `lean` (both logs: every release reads the lean forms, v0.1.0
+    /// included), [`Command::encode`] when not.
     pub(crate) fn encode_for_log(&mut self, key: Option<&[u8; 32]>, lean: bool, noted: bool) -> Result<Vec<u8>> {
         // A cluster's replicated log keeps the forms an older build reads
         // unless the operator says every node reads the noted ones: a node

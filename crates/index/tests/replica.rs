@@ -319,6 +319,36 @@ fn own_entries_apply_at_once_when_nothing_comes_before_them() {
     assert_eq!(b.snapshot("t").unwrap(), a.snapshot("t").unwrap());
 }
 
+/// The replicated log carries a record without the features its content
+/// makes (the lean forms a node's own log holds): every server of a
+/// cluster's log stores and sends each entry, and the features were most
+/// of it. A replica fed the log derives them when it compares, and answers
+/// as the node that planned the writes.
+#[test]
+fn replicated_entries_leave_out_the_features_their_content_makes() {
+    let (log, a, b, _dirs) = two_replicas();
+    let stop = Arc::new(AtomicBool::new(false));
+    let feeding = applier(log.clone(), a.clone(), Arc::new(AtomicBool::new(true)), stop.clone());
+    a.create_tenant("t", TenantConfig::new(Config::seed_example())).unwrap();
+    let text: String = (0..12).map(sentence).collect::<Vec<_>>().join(" ");
+    assert!(text.len() > 1500, "{}", text.len());
+    a.upsert("t", Item::text("i1", text.clone())).unwrap();
+    // Its full form carries a varint per shingle besides the text: ~2.8× it.
+    let entry = log.entries.lock().unwrap().last().unwrap().1.clone();
+    assert!(entry.len() < text.len() + 512, "an entry of {} bytes for {} bytes of text", entry.len(), text.len());
+    let near = a.upsert("t", Item::text("i2", format!("{text} and one more"))).unwrap();
+    assert_eq!(near.decision.candidates.first().map(|c| c.item_id.as_str()), Some("i1"), "{near:?}");
+    stop.store(true, Ordering::Relaxed);
+    feeding.join().unwrap();
+    for (i, (tenant, e)) in log.entries.lock().unwrap().clone().iter().enumerate() {
+        b.apply_replicated(i as u64 + 1, tenant, e).unwrap();
+    }
+    assert_eq!(b.snapshot("t").unwrap(), a.snapshot("t").unwrap());
+    // The replica compares with the features it derived: the same answer.
+    let query = b.decide("t", &format!("{text} and one more")).unwrap();
+    assert_eq!(query.candidates.first().map(|c| c.item_id.as_str()), Some("i2"), "{query:?}");
+}
+
 /// Words for texts that share no shingle with each other unless made to.
 fn sentence(seed: u64) -> String {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;

@@ -52,12 +52,14 @@ impl Engine {
     }
 
     /// The bytes the log holds for `cmd` (see [`Command::encode_for_log`]):
-    /// sealed under the engine's key, in the lean and noted forms on this
-    /// node's own log, in the full ones on a cluster's replicated log
-    /// (noted there only when [`crate::EngineOptions::replicated_notes`]).
+    /// sealed under the engine's key, in the lean forms (records without
+    /// the features their content makes: a ~2 KB text's record is ~2.7 KB
+    /// instead of ~5.9 KB, which every server of a cluster's log stores
+    /// and sends), noted on this node's own log, and on a cluster's
+    /// replicated log only when [`crate::EngineOptions::replicated_notes`].
     pub(super) fn log_payload(&self, cmd: &mut Command) -> Result<Vec<u8>> {
         let own = self.replica.is_none();
-        cmd.encode_for_log(self.opts.snapshot_key.as_ref(), own, own || self.opts.replicated_notes)
+        cmd.encode_for_log(self.opts.snapshot_key.as_ref(), true, own || self.opts.replicated_notes)
     }
 
     /// Returns once `lsn` is as durable as the policy promises. In cluster
