@@ -59,6 +59,32 @@ fn applier(
     })
 }
 
+/// An applier feeding an engine the whole log until stopped.
+struct Feeding {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Feeding {
+    fn start(log: &Arc<SharedLog>, engine: &Arc<Engine>) -> Feeding {
+        let stop = Arc::new(AtomicBool::new(false));
+        let thread = applier(log.clone(), engine.clone(), Arc::new(AtomicBool::new(true)), stop.clone());
+        Feeding { stop, thread }
+    }
+
+    fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        self.thread.join().unwrap();
+    }
+}
+
+/// Feeds `engine` every entry of the log so far, in order, by hand.
+fn apply_all(engine: &Engine, log: &SharedLog) {
+    for (i, (tenant, e)) in log.entries.lock().unwrap().clone().iter().enumerate() {
+        engine.apply_replicated(i as u64 + 1, tenant, e).unwrap();
+    }
+}
+
 /// A shared log and two replica engines over it (with their folders).
 fn two_replicas() -> (Arc<SharedLog>, Arc<Engine>, Arc<Engine>, [tempfile::TempDir; 2]) {
     let log = Arc::new(SharedLog::default());
@@ -175,16 +201,14 @@ fn a_single_node_refuses_a_position_past_its_log_at_once() {
 #[test]
 fn replayed_entries_change_nothing() {
     let (log, a, b, _dirs) = two_replicas();
-    let stop = Arc::new(AtomicBool::new(false));
-    let feeding = applier(log.clone(), a.clone(), Arc::new(AtomicBool::new(true)), stop.clone());
+    let feeding = Feeding::start(&log, &a);
     a.create_tenant("t", TenantConfig::new(Config::seed_example())).unwrap();
     for i in 0..30u64 {
         a.upsert("t", Item::text(format!("i{i}"), format!("red fox {} runs fast {i}", i % 4))).unwrap();
     }
     a.tombstone("t", "i3", 1).unwrap();
     let entries = log.entries.lock().unwrap().clone();
-    stop.store(true, Ordering::Relaxed);
-    feeding.join().unwrap();
+    feeding.stop();
     // b gets every entry twice over, then every entry again out of order.
     for round in 0..2 {
         for (i, (tenant, e)) in entries.iter().enumerate() {
@@ -207,8 +231,7 @@ fn replayed_entries_change_nothing() {
 #[test]
 fn entries_that_are_not_commands_are_skipped_alike() {
     let (log, a, b, _dirs) = two_replicas();
-    let stop = Arc::new(AtomicBool::new(false));
-    let feeding = applier(log.clone(), a.clone(), Arc::new(AtomicBool::new(true)), stop.clone());
+    let feeding = Feeding::start(&log, &a);
     a.create_tenant("t", TenantConfig::new(Config::seed_example())).unwrap();
     a.create_tenant("u", TenantConfig::new(Config::seed_example())).unwrap();
     a.upsert("t", Item::text("i1", "red fox runs very fast over the hill")).unwrap();
@@ -241,8 +264,7 @@ fn entries_that_are_not_commands_are_skipped_alike() {
     let lsn = a.upsert("t", Item::text("i2", "green frog jumps into the cold pond")).unwrap().lsn;
     assert!(lsn > end);
     a.wait_applied("t", lsn, Duration::from_secs(10)).unwrap();
-    stop.store(true, Ordering::Relaxed);
-    feeding.join().unwrap();
+    feeding.stop();
     // The other replica, fed the same log by hand, skips the same entries.
     let entries = log.entries.lock().unwrap().clone();
     let mut skipped = Vec::new();
@@ -289,9 +311,7 @@ fn own_entries_apply_at_once_when_nothing_comes_before_them() {
     assert_eq!((a.applied_position(), a.tenant_lsn("t").unwrap()), (3, 3));
     // Delivered later by the log, they are passed over.
     let snap = a.snapshot("t").unwrap();
-    for (i, (tenant, e)) in log.entries.lock().unwrap().clone().iter().enumerate() {
-        a.apply_replicated(i as u64 + 1, tenant, e).unwrap();
-    }
+    apply_all(&a, &log);
     assert_eq!(a.snapshot("t").unwrap(), snap);
 
     // An entry of `t` from elsewhere lands first (here one that is not a
@@ -313,9 +333,7 @@ fn own_entries_apply_at_once_when_nothing_comes_before_them() {
     });
     assert_eq!(a.live_ids("t").unwrap().len(), 3);
     // The other replica, fed the whole log by hand, has the same bytes.
-    for (i, (tenant, e)) in log.entries.lock().unwrap().clone().iter().enumerate() {
-        b.apply_replicated(i as u64 + 1, tenant, e).unwrap();
-    }
+    apply_all(&b, &log);
     assert_eq!(b.snapshot("t").unwrap(), a.snapshot("t").unwrap());
 }
 
@@ -327,8 +345,7 @@ fn own_entries_apply_at_once_when_nothing_comes_before_them() {
 #[test]
 fn replicated_entries_leave_out_the_features_their_content_makes() {
     let (log, a, b, _dirs) = two_replicas();
-    let stop = Arc::new(AtomicBool::new(false));
-    let feeding = applier(log.clone(), a.clone(), Arc::new(AtomicBool::new(true)), stop.clone());
+    let feeding = Feeding::start(&log, &a);
     a.create_tenant("t", TenantConfig::new(Config::seed_example())).unwrap();
     let text: String = (0..12).map(sentence).collect::<Vec<_>>().join(" ");
     assert!(text.len() > 1500, "{}", text.len());
@@ -338,11 +355,8 @@ fn replicated_entries_leave_out_the_features_their_content_makes() {
     assert!(entry.len() < text.len() + 512, "an entry of {} bytes for {} bytes of text", entry.len(), text.len());
     let near = a.upsert("t", Item::text("i2", format!("{text} and one more"))).unwrap();
     assert_eq!(near.decision.candidates.first().map(|c| c.item_id.as_str()), Some("i1"), "{near:?}");
-    stop.store(true, Ordering::Relaxed);
-    feeding.join().unwrap();
-    for (i, (tenant, e)) in log.entries.lock().unwrap().clone().iter().enumerate() {
-        b.apply_replicated(i as u64 + 1, tenant, e).unwrap();
-    }
+    feeding.stop();
+    apply_all(&b, &log);
     assert_eq!(b.snapshot("t").unwrap(), a.snapshot("t").unwrap());
     // The replica compares with the features it derived: the same answer.
     let query = b.decide("t", &format!("{text} and one more")).unwrap();
