@@ -271,13 +271,10 @@ impl Engine {
             return Ok(ReplicatedEntry::Applied);
         }
         let outcome = match self.decode_entry(tenant, payload) {
-            Ok((after, cmd, created)) => match self.apply_replicated_inner(seq, after, cmd, created) {
-                Ok(()) => ReplicatedEntry::Applied,
-                Err(e) => {
-                    self.wal.refuse_writes(format!("command {seq} of the replicated log could not be applied ({e})"));
-                    return Err(e);
-                }
-            },
+            Ok((after, cmd, created)) => {
+                self.stop_unless_applied(seq, self.apply_replicated_inner(seq, after, cmd, created))?;
+                ReplicatedEntry::Applied
+            }
             Err(reason) => return self.skip_replicated(seq, tenant, reason),
         };
         r.advance(seq);
@@ -396,12 +393,19 @@ impl Engine {
         }
         // Not decodable here: the applier skips it, alike on every node.
         let Ok((after, cmd, None)) = self.decode_entry(&t.name, entry) else { return Ok(()) };
-        if let Err(e) = self.apply_to(t, seq, after, cmd) {
-            self.wal.refuse_writes(format!("command {seq} of the replicated log could not be applied ({e})"));
-            return Err(e);
-        }
+        self.stop_unless_applied(seq, self.apply_to(t, seq, after, cmd))?;
         r.advance(seq);
         Ok(())
+    }
+
+    /// Passes on what applying the command at `seq` came to; when it
+    /// failed (the store did), this node refuses writes until a restart:
+    /// its state no longer follows the log.
+    fn stop_unless_applied(&self, seq: u64, applied: Result<()>) -> Result<()> {
+        if let Err(e) = &applied {
+            self.wal.refuse_writes(format!("command {seq} of the replicated log could not be applied ({e})"));
+        }
+        applied
     }
 
     /// Waits until this node has applied log position `lsn` for `tenant`
